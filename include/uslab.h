@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uslab.h - the public interface of uslab, a user-space slab allocator.
+ *
+ * Two faces:
+ *  1. Object caches (Bonwick, "The Slab Allocator", USENIX 1994): a cache hands out
+ *     objects of one size and keeps them *constructed* between uses.
+ *  2. The malloc family (uslab_malloc, ...), built on one object cache per size class.
+ *     libuslab-preload.so exports the same functions under the standard names (malloc,
+ *     free, ..., and C++ operator new/delete) for LD_PRELOAD or linking.
+ *
+ * Every function is thread-safe unless its documentation says otherwise.
+ *
+ * THE CONSTRUCTED-STATE CONTRACT
+ *
+ * An object of a cache is in one of three places: in its slab (raw memory, unconstructed),
+ * cached by uslab (constructed, in a per-thread or shared magazine), or with you
+ * (constructed, allocated).
+ *  - The constructor runs when an object leaves its slab to serve an allocation. It does
+ *    not run again while the object stays cached: uslab_cache_alloc may hand you an object
+ *    that a previous user freed, in the state that user left it. Free objects in the state
+ *    the constructor made them (e.g. a mutex unlocked, a list empty).
+ *  - The destructor runs when a cached object goes back to its slab: when the cache is
+ *    reaped (uslab_cache_reap, uslab_reap), destroyed, or has more cached objects than it
+ *    keeps. It never runs on an object you hold.
+ *  - A constructor returning non-zero fails the allocation that needed the object:
+ *    uslab_cache_alloc returns NULL with errno as the constructor left it (ENOMEM if it
+ *    left errno at 0), and the object goes back to its slab without its destructor.
+ *  - The reclaim callback runs when the cache needs a new slab and cannot get one: free
+ *    objects you can spare (to any cache) and uslab tries once more.
+ *  - Constructors, destructors and reclaim callbacks run without uslab locks held; they
+ *    may allocate and free (also from their own cache, for the constructor via other
+ *    objects), but must not create or destroy caches.
+ */
+#ifndef USLAB_H
+#define USLAB_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define USLAB_API __attribute__((visibility("default")))
+#else
+#define USLAB_API
+#endif
+
+#define USLAB_VERSION_MAJOR 0
+#define USLAB_VERSION_MINOR 1
+
+/* ---- object caches ---------------------------------------------------------------- */
+
+typedef struct uslab_cache uslab_cache_t;
+
+/** Constructor: make `obj` ready for use. Return 0, or non-zero to fail the allocation. */
+typedef int (*uslab_ctor_fn)(void *obj, void *arg);
+/** Destructor: undo the constructor before the memory goes back to its slab. */
+typedef void (*uslab_dtor_fn)(void *obj, void *arg);
+/** Reclaim callback: the cache cannot grow; give back what you can. */
+typedef void (*uslab_reclaim_fn)(void *arg);
+
+/* Flags for uslab_cache_create. */
+#define USLAB_CACHE_NOMAGAZINE                                                                     \
+    0x1u                          /* no per-thread caching: every alloc constructs and every       \
+                                   * free destructs (as libumem's UMC_NOMAGAZINE) */
+#define USLAB_CACHE_NOCOLOUR 0x2u /* every slab starts its objects at the same offset */
+
+/**
+ * uslab_cache_create - create a cache of objects of one size.
+ * @name:    shown in reports and statistics; copied (at most 31 bytes kept). May be NULL.
+ * @size:    object size in bytes, 1 .. 1 MiB.
+ * @align:   object alignment: 0 (16 for sizes >= 16, else 8) or a power of two up to 4096.
+ *           Every object returned is aligned to it.
+ * @ctor, @dtor, @reclaim: optional (NULL); see the constructed-state contract above.
+ * @arg:     passed to ctor, dtor and reclaim.
+ * @flags:   0 or USLAB_CACHE_* flags.
+ *
+ * Returns the cache, or NULL with errno EINVAL (bad size, alignment or flags) or ENOMEM.
+ * Objects are laid out in slabs with no per-object header; successive slabs start their
+ * objects at different offsets (colouring) when the slab has room to spare.
+ */
+USLAB_API uslab_cache_t *uslab_cache_create(const char *name, size_t size, size_t align,
+                                            uslab_ctor_fn ctor, uslab_dtor_fn dtor,
+                                            uslab_reclaim_fn reclaim, void *arg, unsigned flags);
+
+/**
+ * uslab_cache_alloc - a constructed object of @cache, or NULL with errno set (ENOMEM, or
+ * what a failing constructor set). The common case takes no lock: it pops an object from
+ * the calling thread's magazine.
+ */
+USLAB_API void *uslab_cache_alloc(uslab_cache_t *cache);
+
+/**
+ * uslab_cache_free - give @obj back to @cache, in its constructed state. NULL is ignored.
+ * @obj must come from uslab_cache_alloc/uslab_cache_alloc_bulk of the same cache and not
+ * be freed twice. Freeing to the wrong cache or a pointer uslab did not hand out prints a
+ * message on stderr and aborts; a double free is caught and reported when the object
+ * returns to its slab. Any thread may free an object allocated by any other thread.
+ */
+USLAB_API void uslab_cache_free(uslab_cache_t *cache, void *obj);
+
+/**
+ * uslab_cache_alloc_bulk - allocate @n objects into @objs, all or nothing.
+ * Returns @n, or 0 with errno set and nothing allocated (objects taken before the failure
+ * are given back).
+ */
+USLAB_API size_t uslab_cache_alloc_bulk(uslab_cache_t *cache, size_t n, void **objs);
+
+/** uslab_cache_free_bulk - uslab_cache_free of each of @objs[0 .. @n). */
+USLAB_API void uslab_cache_free_bulk(uslab_cache_t *cache, size_t n, void **objs);
+
+/**
+ * uslab_cache_reap - give back what @cache holds but does not need: the calling thread's
+ * and the shared magazines are destructed into their slabs, and every empty slab is
+ * returned to the operating system. Other threads' own magazines are left alone (they
+ * return to the cache when those threads exit). Returns the bytes of slabs given back.
+ */
+USLAB_API size_t uslab_cache_reap(uslab_cache_t *cache);
+
+/**
+ * uslab_cache_destroy - destroy @cache: every cached object is destructed and all memory
+ * returned. Every object must have been freed first; destroying a cache with live objects
+ * prints a message and aborts. No thread may use the cache during or after the call.
+ * NULL is ignored.
+ */
+USLAB_API void uslab_cache_destroy(uslab_cache_t *cache);
+
+/** uslab_reap - uslab_cache_reap of every cache, malloc's size classes included. Returns
+ * the bytes given back. Runs destructors while holding the cache list lock: it must not be
+ * called from a constructor or destructor. */
+USLAB_API size_t uslab_reap(void);
+
+/** The name given at creation, and the object size asked for. */
+USLAB_API const char *uslab_cache_name(const uslab_cache_t *cache);
+USLAB_API size_t uslab_cache_object_size(const uslab_cache_t *cache);
+
+/* ---- the malloc family -------------------------------------------------------------- */
+/*
+ * Same contracts as the C and POSIX functions of the same name without the prefix, with
+ * glibc's choices where those leave room: malloc(0) returns a unique pointer; realloc(p, 0)
+ * frees p and returns NULL; errno is ENOMEM on every allocation failure. Sizes up to the
+ * largest slab class (USLAB_MAX_SLAB_SIZE, default 32768) come from slabs; larger sizes and
+ * alignments above 4096 come from glibc's allocator. Every block of 16 bytes or more is
+ * 16-byte aligned. uslab_free and uslab_realloc accept blocks from either source, and
+ * report (then abort) on a pointer that belongs to neither or to an object cache.
+ */
+USLAB_API void *uslab_malloc(size_t size);
+USLAB_API void uslab_free(void *ptr);
+USLAB_API void *uslab_calloc(size_t n, size_t size);   /* overflow: NULL, ENOMEM */
+USLAB_API void *uslab_realloc(void *ptr, size_t size); /* keeps the block in place
+                                                        * while its class fits */
+USLAB_API void *uslab_reallocarray(void *ptr, size_t n, size_t size);
+USLAB_API void *uslab_aligned_alloc(size_t align, size_t size); /* align: power of two, else
+                                                                 * NULL + EINVAL */
+USLAB_API int
+uslab_posix_memalign(void **out, size_t align,
+                     size_t size);                         /* EINVAL unless
+                                                            * align is a power of two multiple of sizeof(void *) */
+USLAB_API void *uslab_memalign(size_t align, size_t size); /* align rounded up to pow2 */
+USLAB_API void *uslab_valloc(size_t size);                 /* page aligned */
+USLAB_API void *uslab_pvalloc(size_t size);                /* page aligned, size rounded
+                                                            * up to pages */
+USLAB_API size_t uslab_malloc_usable_size(void *ptr);      /* exact, 0 for NULL */
+
+/*
+ * ENVIRONMENT (read once, at the first allocation)
+ *  USLAB_MAX_SLAB_SIZE  largest malloc size served by slabs, 1024 .. 65536 (default 32768)
+ *  USLAB_RESERVE        address space reserved for slabs (default 256G; shrunk if refused)
+ *  USLAB_EMPTY_SLABS    empty slabs each cache keeps instead of purging them (default 1)
+ *  USLAB_DEPOT_BYTES    bytes of full magazines a cache's depot keeps (default 1M)
+ * Sizes take an optional K, M or G suffix.
+ */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

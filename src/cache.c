@@ -1,0 +1,344 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache.c - object caches (docs/design.md §5): the public uslab_cache_* API and the
+ * constructed-state contract of Bonwick (USENIX 1994) §3.
+ *
+ * An object is constructed when it leaves the slab layer and destructed when it goes back;
+ * in between it may pass through the user and the magazines any number of times. The
+ * reclaim callback runs when the cache cannot grow. Constructors, destructors and reclaim
+ * callbacks never run with a cache lock held.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+struct uslab_cache *usi_caches[USI_MAX_IDS];
+/* Protects usi_caches and id allocation; taken before any other lock (design §6). */
+static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Storage for user caches' descriptors: an internal cache without magazines. */
+static struct uslab_cache cache_cache;
+
+#define USLAB_CACHE_KNOWN_FLAGS (USLAB_CACHE_NOMAGAZINE | USLAB_CACHE_NOCOLOUR)
+
+static uint32_t magazine_capacity(size_t stride)
+{
+    if (stride <= 256)
+        return 64;
+    if (stride <= 1024)
+        return 32;
+    if (stride <= 4096)
+        return 16;
+    return 8;
+}
+
+int usi_cache_init(struct uslab_cache *c, const char *name, size_t size, size_t align,
+                   uslab_ctor_fn ctor, uslab_dtor_fn dtor, uslab_reclaim_fn reclaim, void *arg,
+                   unsigned flags)
+{
+    if (align == 0)
+        align = size >= 16 ? 16 : 8;
+    if (align < 8)
+        align = 8;
+    snprintf(c->name, sizeof c->name, "%s", name ? name : "(unnamed)");
+    c->flags = flags;
+    c->size = size;
+    c->align = align;
+    c->stride = (size + align - 1) & ~(align - 1);
+    c->ctor = ctor;
+    c->dtor = dtor;
+    c->reclaim = reclaim;
+    c->arg = arg;
+    usi_slab_geometry(c);
+    if (flags & USLAB_CACHE_NOCOLOUR)
+        c->colour_max = 0;
+    c->mag_capacity = (flags & USLAB_CACHE_NOMAGAZINE) ? 0 : magazine_capacity(c->stride);
+    c->depot_max_full = 2;
+    if (c->mag_capacity) {
+        size_t per_mag = (size_t)c->mag_capacity * c->stride;
+        if (usi_options.depot_bytes / per_mag > c->depot_max_full)
+            c->depot_max_full = usi_options.depot_bytes / per_mag;
+    }
+    c->empty_reserve = usi_options.empty_reserve;
+    pthread_mutex_init(&c->lock, NULL);
+
+    pthread_mutex_lock(&caches_lock);
+    unsigned id = usi_nclasses ? USI_NCLASSES + 1 : 1; /* low ids: malloc classes */
+    while (id < USI_MAX_IDS && usi_caches[id])
+        id++;
+    if (id == USI_MAX_IDS) {
+        pthread_mutex_unlock(&caches_lock);
+        errno = ENOMEM;
+        return -1;
+    }
+    c->id = (uint16_t)id;
+    usi_caches[id] = c;
+    pthread_mutex_unlock(&caches_lock);
+    return 0;
+}
+
+void usi_cache_internal_init(void);
+void usi_cache_internal_init(void)
+{
+    usi_cache_init(&cache_cache, "uslab-cache", sizeof(struct uslab_cache), 64, NULL, NULL, NULL,
+                   NULL, USLAB_CACHE_NOMAGAZINE);
+}
+
+/* Takes n raw objects, calling the reclaim callback once if the cache cannot grow. */
+static size_t cache_take(struct uslab_cache *c, size_t n, void **objs)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t got = usi_slab_take(c, n, objs);
+    pthread_mutex_unlock(&c->lock);
+    if (got < n && c->reclaim) {
+        c->reclaim(c->arg);
+        pthread_mutex_lock(&c->lock);
+        got += usi_slab_take(c, n - got, objs + got);
+        pthread_mutex_unlock(&c->lock);
+    }
+    return got;
+}
+
+static void cache_put_raw(struct uslab_cache *c, size_t n, void *const *objs)
+{
+    struct usi_slab *release = NULL;
+    pthread_mutex_lock(&c->lock);
+    usi_slab_put(c, n, objs, &release);
+    pthread_mutex_unlock(&c->lock);
+    if (release)
+        usi_slab_release(release, c->slab_size);
+}
+
+/* Runs the constructor; on failure errno says why (ENOMEM if the constructor left none). */
+static int cache_construct(struct uslab_cache *c, void *obj)
+{
+    int saved = errno;
+    errno = 0;
+    if (c->ctor(obj, c->arg) != 0) {
+        if (errno == 0)
+            errno = ENOMEM;
+        return -1;
+    }
+    errno = saved;
+    return 0;
+}
+
+void *usi_cache_alloc_from_slab(struct uslab_cache *c)
+{
+    void *obj;
+    if (cache_take(c, 1, &obj) == 0) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (c->ctor && cache_construct(c, obj) != 0) {
+        int e = errno;
+        cache_put_raw(c, 1, &obj);
+        errno = e;
+        return NULL;
+    }
+    return obj;
+}
+
+size_t usi_cache_fill(struct uslab_cache *c, size_t n, void **objs)
+{
+    size_t got = cache_take(c, n, objs);
+    if (got < n) {
+        if (got)
+            cache_put_raw(c, got, objs);
+        errno = ENOMEM;
+        return 0;
+    }
+    for (size_t i = 0; c->ctor && i < n; i++) {
+        if (cache_construct(c, objs[i]) != 0) {
+            int e = errno;
+            if (c->dtor)
+                for (size_t j = 0; j < i; j++)
+                    c->dtor(objs[j], c->arg);
+            cache_put_raw(c, n, objs);
+            errno = e;
+            return 0;
+        }
+    }
+    return n;
+}
+
+void usi_cache_unfill(struct uslab_cache *c, size_t n, void *const *objs)
+{
+    if (c->dtor)
+        for (size_t i = 0; i < n; i++)
+            c->dtor(objs[i], c->arg);
+    cache_put_raw(c, n, objs);
+}
+
+void usi_cache_bad_free(struct uslab_cache *c, const void *p, uintptr_t entry)
+{
+    if (entry == 0)
+        usi_report_fatal("free of invalid pointer %p to cache %s: not allocated by uslab", p,
+                         c->name);
+    struct uslab_cache *owner = usi_caches[entry & USI_ID_MASK];
+    usi_report_fatal("free of %p to cache %s, but it belongs to cache %s", p, c->name,
+                     owner ? owner->name : "(destroyed)");
+}
+
+/* ---- public API ------------------------------------------------------------------------ */
+
+uslab_cache_t *uslab_cache_create(const char *name, size_t size, size_t align, uslab_ctor_fn ctor,
+                                  uslab_dtor_fn dtor, uslab_reclaim_fn reclaim, void *arg,
+                                  unsigned flags)
+{
+    if (size == 0 || size > USI_CACHE_MAX_OBJECT || (align & (align - 1)) != 0 ||
+        align > USI_PAGE_SIZE || (flags & ~USLAB_CACHE_KNOWN_FLAGS)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (usi_ensure_init() != 0)
+        return NULL;
+    struct uslab_cache *c = usi_cache_alloc_from_slab(&cache_cache);
+    if (!c)
+        return NULL;
+    memset(c, 0, sizeof *c);
+    if (usi_cache_init(c, name, size, align, ctor, dtor, reclaim, arg, flags) != 0) {
+        int e = errno;
+        usi_cache_unfill(&cache_cache, 1, (void *const *)&c);
+        errno = e;
+        return NULL;
+    }
+    return c;
+}
+
+void *uslab_cache_alloc(uslab_cache_t *c)
+{
+    return usi_tcache_alloc(c);
+}
+
+void uslab_cache_free(uslab_cache_t *c, void *obj)
+{
+    if (USI_UNLIKELY(obj == NULL))
+        return;
+    uintptr_t e = usi_pagemap_lookup(obj);
+    if (USI_UNLIKELY((e & USI_ID_MASK) != c->id))
+        usi_cache_bad_free(c, obj, e);
+    usi_tcache_free(c, obj);
+}
+
+size_t uslab_cache_alloc_bulk(uslab_cache_t *c, size_t n, void **objs)
+{
+    size_t i = 0;
+    /* First what the thread's magazines hold, then the rest straight from the slabs. */
+    struct usi_tcache *tc = usi_tls;
+    if (c->id < tc->npairs) {
+        struct usi_magpair *mp = &tc->pairs[c->id];
+        while (i < n && mp->loaded->rounds)
+            objs[i++] = mp->loaded->objs[--mp->loaded->rounds];
+        while (i < n && mp->prev->rounds)
+            objs[i++] = mp->prev->objs[--mp->prev->rounds];
+    }
+    if (i < n && usi_cache_fill(c, n - i, objs + i) == 0) {
+        int e = errno;
+        uslab_cache_free_bulk(c, i, objs);
+        errno = e;
+        return 0;
+    }
+    return n;
+}
+
+void uslab_cache_free_bulk(uslab_cache_t *c, size_t n, void **objs)
+{
+    for (size_t i = 0; i < n; i++)
+        uslab_cache_free(c, objs[i]);
+}
+
+size_t uslab_cache_reap(uslab_cache_t *c)
+{
+    usi_tcache_flush_own(c);
+    usi_depot_drain(c);
+    struct usi_slab *release = NULL;
+    pthread_mutex_lock(&c->lock);
+    usi_slab_detach_empty(c, 0, &release);
+    pthread_mutex_unlock(&c->lock);
+    return usi_slab_release(release, c->slab_size);
+}
+
+void uslab_cache_destroy(uslab_cache_t *c)
+{
+    if (!c)
+        return;
+    usi_tcache_flush_all(c);
+    usi_depot_drain(c);
+    struct usi_slab *release = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (c->slab_inuse != 0)
+        usi_report_fatal("cache %s destroyed with %zu live objects", c->name, c->slab_inuse);
+    usi_slab_detach_empty(c, 0, &release);
+    pthread_mutex_unlock(&c->lock);
+    usi_slab_release(release, c->slab_size);
+    pthread_mutex_lock(&caches_lock);
+    usi_caches[c->id] = NULL;
+    pthread_mutex_unlock(&caches_lock);
+    pthread_mutex_destroy(&c->lock);
+    usi_cache_unfill(&cache_cache, 1, (void *const *)&c);
+}
+
+size_t uslab_reap(void)
+{
+    if (!usi_initialized)
+        return 0;
+    size_t bytes = 0;
+    pthread_mutex_lock(&caches_lock);
+    for (unsigned id = 1; id < USI_MAX_IDS; id++) {
+        struct uslab_cache *c = usi_caches[id];
+        if (c && c->mag_capacity)
+            bytes += uslab_cache_reap(c);
+        else if (c) {
+            struct usi_slab *release = NULL;
+            pthread_mutex_lock(&c->lock);
+            usi_slab_detach_empty(c, 0, &release);
+            pthread_mutex_unlock(&c->lock);
+            bytes += usi_slab_release(release, c->slab_size);
+        }
+    }
+    pthread_mutex_unlock(&caches_lock);
+    return bytes;
+}
+
+const char *uslab_cache_name(const uslab_cache_t *c)
+{
+    return c->name;
+}
+
+size_t uslab_cache_object_size(const uslab_cache_t *c)
+{
+    return c->size;
+}
+
+/* ---- fork: every cache lock, in id order, after the registry and tcache locks --------- */
+
+void usi_caches_prefork_table(void)
+{
+    pthread_mutex_lock(&caches_lock);
+}
+
+void usi_caches_prefork(void)
+{
+    for (unsigned id = 1; id < USI_MAX_IDS; id++)
+        if (usi_caches[id])
+            pthread_mutex_lock(&usi_caches[id]->lock);
+}
+
+void usi_caches_postfork(int child)
+{
+    for (unsigned id = 1; id < USI_MAX_IDS; id++) {
+        struct uslab_cache *c = usi_caches[id];
+        if (!c)
+            continue;
+        if (child)
+            pthread_mutex_init(&c->lock, NULL);
+        else
+            pthread_mutex_unlock(&c->lock);
+    }
+    if (child)
+        pthread_mutex_init(&caches_lock, NULL);
+    else
+        pthread_mutex_unlock(&caches_lock);
+}

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * depot.c - magazines and the per-cache depot (docs/design.md §4), after Bonwick & Adams,
+ * "Magazines and Vmem" (USENIX 2001) §3.
+ *
+ * A magazine is an array of pointers to constructed objects. The depot of a cache keeps a
+ * stack of full magazines and a stack of empty ones under cache->lock; threads trade whole
+ * magazines with it, so the lock is taken once per magazine of objects, not per object.
+ * The depot keeps at most depot_max_full full magazines: beyond that a magazine is
+ * flushed, its objects destructed and returned to their slabs, which lets empty slabs be
+ * purged. Destructors always run without cache->lock held.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+struct usi_mag usi_mag_empty; /* rounds = capacity = 0: every fast path misses on it */
+
+/* Magazines themselves are objects of an internal cache without magazines. */
+static struct uslab_cache mag_cache;
+
+void usi_depot_init(void);
+void usi_depot_init(void)
+{
+    usi_cache_init(&mag_cache, "uslab-magazine", sizeof(struct usi_mag), 64, NULL, NULL, NULL, NULL,
+                   USLAB_CACHE_NOMAGAZINE);
+}
+
+struct usi_mag *usi_mag_new(struct uslab_cache *c)
+{
+    struct usi_mag *m = usi_cache_alloc_from_slab(&mag_cache);
+    if (!m)
+        return NULL;
+    m->next = NULL;
+    m->rounds = 0;
+    m->capacity = c->mag_capacity;
+    return m;
+}
+
+void usi_mag_delete(struct usi_mag *m)
+{
+    if (m && m != &usi_mag_empty)
+        usi_cache_unfill(&mag_cache, 1, (void *const *)&m);
+}
+
+void usi_depot_flush_mag(struct uslab_cache *c, struct usi_mag *m)
+{
+    if (m->rounds)
+        usi_cache_unfill(c, m->rounds, m->objs);
+    m->rounds = 0;
+}
+
+/* Pushes m (cache->lock held); returns a full magazine to flush if the depot is over its
+ * limit, else NULL. */
+static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *m)
+{
+    if (m->rounds == 0) {
+        m->next = c->depot_empty;
+        c->depot_empty = m;
+        c->depot_nempty++;
+        return NULL;
+    }
+    m->next = c->depot_full;
+    c->depot_full = m;
+    c->depot_nfull++;
+    c->depot_rounds += m->rounds;
+    if (c->depot_nfull <= c->depot_max_full)
+        return NULL;
+    struct usi_mag *over = c->depot_full;
+    c->depot_full = over->next;
+    c->depot_nfull--;
+    c->depot_rounds -= over->rounds;
+    return over;
+}
+
+struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty)
+{
+    pthread_mutex_lock(&c->lock);
+    struct usi_mag *m = c->depot_full;
+    if (m) {
+        c->depot_full = m->next;
+        c->depot_nfull--;
+        c->depot_rounds -= m->rounds;
+        if (give_empty && give_empty != &usi_mag_empty)
+            depot_push_locked(c, give_empty);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return m;
+}
+
+struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full)
+{
+    pthread_mutex_lock(&c->lock);
+    struct usi_mag *over = NULL;
+    if (give_full && give_full != &usi_mag_empty)
+        over = depot_push_locked(c, give_full);
+    struct usi_mag *m = c->depot_empty;
+    if (m) {
+        c->depot_empty = m->next;
+        c->depot_nempty--;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (over) {
+        usi_depot_flush_mag(c, over);
+        if (!m)
+            return over;
+        usi_depot_put(c, over);
+    }
+    return m ? m : usi_mag_new(c);
+}
+
+void usi_depot_put(struct uslab_cache *c, struct usi_mag *m)
+{
+    if (!m || m == &usi_mag_empty)
+        return;
+    pthread_mutex_lock(&c->lock);
+    struct usi_mag *over = depot_push_locked(c, m);
+    pthread_mutex_unlock(&c->lock);
+    if (over) {
+        usi_depot_flush_mag(c, over);
+        usi_depot_put(c, over);
+    }
+}
+
+void usi_depot_drain(struct uslab_cache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    struct usi_mag *full = c->depot_full, *empty = c->depot_empty;
+    c->depot_full = c->depot_empty = NULL;
+    c->depot_nfull = c->depot_nempty = 0;
+    c->depot_rounds = 0;
+    pthread_mutex_unlock(&c->lock);
+    while (full) {
+        struct usi_mag *next = full->next;
+        usi_depot_flush_mag(c, full);
+        usi_mag_delete(full);
+        full = next;
+    }
+    while (empty) {
+        struct usi_mag *next = empty->next;
+        usi_mag_delete(empty);
+        empty = next;
+    }
+}

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * internal.h - cross-file declarations of uslab, grouped by layer (docs/design.md §1).
+ *
+ * Layers from the bottom: os (os_linux.c) -> pages (pages.c) -> slab (slab.c) ->
+ * depot (depot.c) -> thread cache (tcache.c) -> object cache (cache.c) -> malloc
+ * (sizeclass.c, malloc.c, override.c). A layer only calls the layers below it, except for
+ * the error reporter (report.c), which any layer may call.
+ *
+ * Naming: public symbols are uslab_*, cross-file internal symbols usi_<module>_<verb>,
+ * file-local helpers are static.
+ */
+#ifndef USLAB_INTERNAL_H
+#define USLAB_INTERNAL_H
+
+#include "uslab.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define USI_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define USI_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define USI_NOINLINE    __attribute__((noinline))
+#define USI_COLD        __attribute__((cold, noinline))
+#define USI_NORETURN    __attribute__((noreturn))
+
+/* ------------------------------------------------------------------------------------ */
+/* Compile-time geometry (docs/design.md §2)                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* The page map has one entry per unit of 64 KiB: the smallest slab. Slabs are 64 KiB << k
+ * bytes (k < USI_SPAN_ORDERS) and aligned to their own size, so a slab covers whole units. */
+#define USI_UNIT_SHIFT  16
+#define USI_UNIT_SIZE   ((size_t)1 << USI_UNIT_SHIFT)
+#define USI_SPAN_ORDERS 8 /* 64 KiB .. 8 MiB */
+#define USI_PAGE_SIZE   4096u
+
+/* A page-map entry is (slab address | cache id); 0 means "no live slab here". */
+#define USI_ID_BITS 16
+#define USI_ID_MASK ((uintptr_t)0xffff)
+#define USI_MAX_IDS 65536 /* id 0 is never used, so a non-zero entry always has an id */
+
+/* Largest object a user cache may hold; its slab holds at least one object. */
+#define USI_CACHE_MAX_OBJECT ((size_t)1 << 20)
+
+/* Magazines hold at most this many object pointers (docs/design.md §4). */
+#define USI_MAG_MAX 64
+
+/* ------------------------------------------------------------------------------------ */
+/* os_linux.c: the only code that calls mmap/mprotect/madvise/munmap or reads environ     */
+/* ------------------------------------------------------------------------------------ */
+
+void *usi_os_reserve(size_t *size, size_t align); /* PROT_NONE; *size may shrink */
+int usi_os_commit(void *addr, size_t size);       /* make reserved memory read/write */
+void usi_os_purge(void *addr, size_t size);       /* give pages back; they read as zero */
+void *usi_os_map(size_t size);                    /* fresh zeroed read/write memory */
+void usi_os_unmap(void *addr, size_t size);
+const char *usi_os_getenv(const char *name); /* no allocation, no interposable call */
+void usi_os_write_err(const char *buf, size_t len);
+
+/* ------------------------------------------------------------------------------------ */
+/* report.c: error messages that never allocate                                         */
+/* ------------------------------------------------------------------------------------ */
+
+/* Prints "uslab: <message>\n" to stderr and aborts. */
+USI_NORETURN void usi_report_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "uslab: <message>\n" to stderr. */
+void usi_report_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------------------------------ */
+/* pages.c: address-space reservation, spans, page map                                  */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * The page map: one word per 64 KiB unit of the reserved range [base, base + nunits*64K).
+ * Written under the pages lock when a slab is created or released, read without a lock
+ * (relaxed atomics) by free: a pointer is ours iff it falls in the range and its entry is
+ * non-zero. No value is ever read from the pages themselves.
+ */
+struct usi_pagemap {
+    uintptr_t base; /* start of the reserved range, 8 MiB aligned */
+    size_t nunits;  /* units in the range; 0 before initialisation */
+    uintptr_t *map; /* nunits entries: (slab | cache id) or 0 */
+    uint32_t *link; /* nunits entries: free-span list links (unit index + 1, 0 = end) */
+};
+extern struct usi_pagemap usi_pagemap;
+
+int usi_pages_init(void);
+/* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero where
+ * never written or purged. NULL when the reservation is exhausted. */
+void *usi_pages_alloc_span(unsigned order);
+/* Purges the span and makes it available again; its page-map entries must be clear. */
+void usi_pages_free_span(void *span, unsigned order);
+void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry);
+void usi_pages_prefork(void);
+void usi_pages_postfork_parent(void);
+void usi_pages_postfork_child(void);
+size_t usi_pages_reserved_bytes(void);
+
+/* The page-map entry for p: (slab | id), or 0 for any pointer uslab did not hand out. */
+static inline uintptr_t usi_pagemap_lookup(const void *p)
+{
+    uintptr_t idx = ((uintptr_t)p - usi_pagemap.base) >> USI_UNIT_SHIFT;
+    if (USI_UNLIKELY(idx >= usi_pagemap.nunits))
+        return 0;
+    return __atomic_load_n(&usi_pagemap.map[idx], __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* slab.c: slabs of one object size                                                     */
+/* ------------------------------------------------------------------------------------ */
+
+enum usi_slab_list { USI_SLAB_PARTIAL, USI_SLAB_FULL, USI_SLAB_EMPTY, USI_SLAB_NLISTS };
+
+/*
+ * A slab: a span whose first bytes hold this header, then a colour offset, then nobjs
+ * objects of cache->stride bytes. Invariants (all under cache->lock):
+ *  - inuse = number of objects outside the slab (in magazines or with the user);
+ *  - objects with index >= bump have never been handed out (their pages may be untouched);
+ *  - freelist links the other free objects through their first word: they are
+ *    unconstructed, so the link overwrites nothing the user can see;
+ *  - bit i of alloc_map is set iff object i is outside the slab (exact double-free check);
+ *  - list says which of the cache's lists holds the slab: EMPTY iff inuse == 0,
+ *    FULL iff inuse == nobjs, PARTIAL otherwise. A slab moves only when that changes.
+ */
+struct usi_slab {
+    struct uslab_cache *cache;
+    struct usi_slab *next, *prev;
+    void *freelist;
+    char *objs; /* first object: span + cache->first_offset + colour */
+    uint32_t inuse;
+    uint32_t bump;
+    uint32_t colour;
+    uint8_t list;
+    uint64_t alloc_map[];
+};
+
+struct usi_slab_list_head {
+    struct usi_slab *first;
+    size_t count;
+};
+
+/* Slab geometry of a cache, fixed at creation. */
+void usi_slab_geometry(struct uslab_cache *c);
+/* Takes up to n raw (unconstructed) objects from the cache's slabs, growing if needed.
+ * Returns how many it took; fewer than n only when no span could be had. Caller holds
+ * cache->lock. */
+size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs);
+/* Returns raw objects to their slabs; checks each is a valid, allocated object of c and
+ * reports misuse. Empty slabs beyond the reserve are unlinked onto *release, to be handed
+ * to usi_slab_release after the lock is dropped. Caller holds cache->lock. */
+void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release);
+/* Unlinks every empty slab (keep = how many to keep) onto *release. Caller holds lock. */
+size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release);
+/* Returns detached slabs to the pages layer; returns the bytes released. No lock needed. */
+size_t usi_slab_release(struct usi_slab *list, size_t slab_size);
+
+/* ------------------------------------------------------------------------------------ */
+/* depot.c: magazines and the per-cache depot                                           */
+/* ------------------------------------------------------------------------------------ */
+
+/* A magazine: a stack of constructed objects; objs[0 .. rounds) are valid. */
+struct usi_mag {
+    struct usi_mag *next; /* depot stack link */
+    uint32_t rounds;
+    uint32_t capacity; /* 0 only for usi_mag_empty, the shared sentinel */
+    void *objs[USI_MAG_MAX];
+};
+extern struct usi_mag usi_mag_empty;
+
+struct usi_mag *usi_mag_new(struct uslab_cache *c); /* empty magazine or NULL */
+void usi_mag_delete(struct usi_mag *m);
+/* Destructs a magazine's objects and returns them to their slabs (takes cache->lock). */
+void usi_depot_flush_mag(struct uslab_cache *c, struct usi_mag *m);
+/* Depot exchanges, under cache->lock taken inside. */
+struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty);
+struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full);
+void usi_depot_put(struct uslab_cache *c, struct usi_mag *m);
+/* Empties the depot: full magazines flushed to slabs, empty ones freed. */
+void usi_depot_drain(struct uslab_cache *c);
+
+/* ------------------------------------------------------------------------------------ */
+/* cache.c: object caches                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * An object cache. Fields above `lock` are constant after creation and read without a
+ * lock. Fields below are protected by `lock`, which is a leaf lock except that the
+ * pages lock may be taken inside it (docs/design.md §6).
+ */
+struct uslab_cache {
+    char name[32];
+    uint16_t id; /* index in usi_caches; low bits of page-map entries */
+    unsigned flags;
+    size_t size;   /* what the user asked for */
+    size_t align;  /* power of two, <= page size */
+    size_t stride; /* object size in the slab: size rounded up to align, >= 8 */
+    uslab_ctor_fn ctor;
+    uslab_dtor_fn dtor;
+    uslab_reclaim_fn reclaim;
+    void *arg;
+    /* slab geometry (usi_slab_geometry) */
+    size_t slab_size;
+    unsigned slab_order;
+    uint32_t nobjs;        /* objects per slab */
+    uint32_t first_offset; /* header + bitmap, rounded up to align */
+    uint32_t colour_max;   /* largest colour offset */
+    uint32_t colour_step;
+    uint32_t mag_capacity; /* 0: no magazines, every operation takes the slab path */
+    size_t depot_max_full; /* full magazines the depot keeps before flushing to slabs */
+    size_t empty_reserve;  /* empty slabs kept unpurged */
+
+    pthread_mutex_t lock;
+    uint32_t colour_next;
+    struct usi_slab_list_head lists[USI_SLAB_NLISTS];
+    struct usi_mag *depot_full, *depot_empty;
+    size_t depot_nfull, depot_nempty;
+    size_t slab_inuse; /* objects outside slabs: live + cached in magazines */
+    size_t depot_rounds;
+    uint64_t slabs_created, slabs_released;
+};
+
+extern struct uslab_cache *usi_caches[USI_MAX_IDS];
+
+/* Registers a cache in static storage (malloc classes, internal caches). */
+int usi_cache_init(struct uslab_cache *c, const char *name, size_t size, size_t align,
+                   uslab_ctor_fn ctor, uslab_dtor_fn dtor, uslab_reclaim_fn reclaim, void *arg,
+                   unsigned flags);
+/* Allocates from the slab layer and constructs; NULL + errno on failure. */
+void *usi_cache_alloc_from_slab(struct uslab_cache *c);
+/* Takes n raw objects and constructs them; all-or-nothing; returns n or 0 (errno set). */
+size_t usi_cache_fill(struct uslab_cache *c, size_t n, void **objs);
+/* Destructs and returns objects to the slab layer. */
+void usi_cache_unfill(struct uslab_cache *c, size_t n, void *const *objs);
+USI_COLD USI_NORETURN void usi_cache_bad_free(struct uslab_cache *c, const void *p,
+                                              uintptr_t entry);
+void usi_caches_prefork_table(void); /* the id table lock: first of all locks */
+void usi_caches_prefork(void);       /* every cache lock, in id order */
+void usi_caches_postfork(int child);
+
+/* ------------------------------------------------------------------------------------ */
+/* tcache.c: per-thread magazine pairs                                                  */
+/* ------------------------------------------------------------------------------------ */
+
+struct usi_magpair {
+    struct usi_mag *loaded;
+    struct usi_mag *prev;
+};
+
+/*
+ * A thread's cache: pairs[id] belongs to the cache with that id. The owning thread reads
+ * and writes its pairs without a lock (the fast path). `lock` is taken by the owner when it
+ * changes the layout (grows) and by other threads that must reach into it (cache destroy,
+ * fork): those only touch pairs of a cache that the owner, by contract, is not using.
+ */
+struct usi_tcache {
+    pthread_mutex_t lock;
+    struct usi_tcache *reg_next, *reg_prev; /* registry, under usi_tcache_registry_lock */
+    size_t map_bytes;                       /* 0 for the static sentinel */
+    uint32_t npairs;
+    uint32_t pad;
+    struct usi_magpair pairs[];
+};
+
+/* The calling thread's cache; a static sentinel whose magazines are all empty (capacity 0)
+ * until the thread's first slow path. Every fast path therefore needs no NULL check. */
+extern __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec")));
+
+void *usi_tcache_alloc_slow(struct uslab_cache *c);
+void usi_tcache_free_slow(struct uslab_cache *c, void *p);
+/* Moves the calling thread's magazines of c to the depot. */
+void usi_tcache_flush_own(struct uslab_cache *c);
+/* Moves every thread's magazines of c to c's depot (cache destroy). */
+void usi_tcache_flush_all(struct uslab_cache *c);
+void usi_tcache_init(void);
+void usi_tcache_prefork(void);
+void usi_tcache_postfork(int child);
+
+static inline void *usi_tcache_alloc(struct uslab_cache *c)
+{
+    struct usi_tcache *tc = usi_tls;
+    if (USI_LIKELY(c->id < tc->npairs)) {
+        struct usi_mag *m = tc->pairs[c->id].loaded;
+        if (USI_LIKELY(m->rounds != 0))
+            return m->objs[--m->rounds];
+    }
+    return usi_tcache_alloc_slow(c);
+}
+
+static inline void usi_tcache_free(struct uslab_cache *c, void *p)
+{
+    struct usi_tcache *tc = usi_tls;
+    if (USI_LIKELY(c->id < tc->npairs)) {
+        struct usi_mag *m = tc->pairs[c->id].loaded;
+        if (USI_LIKELY(m->rounds < m->capacity)) {
+            m->objs[m->rounds++] = p;
+            return;
+        }
+    }
+    usi_tcache_free_slow(c, p);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* init.c: one-time initialisation, fork handlers                                       */
+/* ------------------------------------------------------------------------------------ */
+
+extern int usi_initialized;
+/* Initialises everything on first use; returns 0, or -1 with errno (ENOMEM). */
+int usi_init_slow(void);
+static inline int usi_ensure_init(void)
+{
+    if (USI_LIKELY(__atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE)))
+        return 0;
+    return usi_init_slow();
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* options.c: USLAB_* settings, read once at initialisation                             */
+/* ------------------------------------------------------------------------------------ */
+
+struct usi_options {
+    size_t reserve_bytes; /* USLAB_RESERVE: address space reserved for slabs */
+    size_t max_slab_size; /* USLAB_MAX_SLAB_SIZE: largest malloc size served by slabs */
+    size_t empty_reserve; /* USLAB_EMPTY_SLABS: empty slabs a cache keeps unpurged */
+    size_t depot_bytes;   /* USLAB_DEPOT_BYTES: bytes a depot caches before flushing */
+};
+extern struct usi_options usi_options;
+void usi_options_read(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* sizeclass.c / malloc.c                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+#define USI_SMALL_MAX 1024 /* sizes served by the direct lookup table */
+#define USI_NCLASSES  96   /* ids 1..USI_NCLASSES are reserved for malloc classes */
+
+extern uint8_t usi_class_small[USI_SMALL_MAX / 8 + 1]; /* (size + 7) >> 3 -> class id */
+extern struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
+extern unsigned usi_nclasses;
+int usi_sizeclass_init(void);
+/* Class id for a size above USI_SMALL_MAX and <= max slab size. */
+unsigned usi_sizeclass_of_large(size_t size);
+size_t usi_sizeclass_size(unsigned id);
+/* Class id whose objects are aligned to `align` and hold `size`, or 0 if none. */
+unsigned usi_sizeclass_aligned(size_t size, size_t align);
+
+#endif

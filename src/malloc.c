@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * malloc.c - the malloc family on size-class caches (docs/design.md §8).
+ *
+ * Sizes up to the largest slab class are objects of the class caches; larger ones, and
+ * alignments above a page, go to glibc's own allocator through its exported __libc_*
+ * entry points (the thesis' hybrid design; no dlsym). free, realloc and
+ * malloc_usable_size tell the two apart with the page map. Semantics follow glibc where
+ * the C standard leaves room: malloc(0) returns a unique pointer, realloc(p, 0) frees p and
+ * returns NULL, errno is set on every failure.
+ *
+ * Built twice: into libuslab (uslab_* names only) and, with USLAB_PRELOAD, into
+ * libuslab-preload, where the standard names are aliases of the same functions.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+
+/* Usable size of a block from glibc's malloc: its chunk header precedes it (size field
+ * with flag bits; mmapped chunks carry two words of overhead, others one). */
+static size_t libc_usable_size(const void *p)
+{
+    size_t head = ((const size_t *)p)[-1];
+    size_t chunk = head & ~(size_t)7;
+    return (head & 2) ? chunk - 2 * sizeof(size_t) : chunk - sizeof(size_t);
+}
+
+static inline int is_class_id(uintptr_t id)
+{
+    return id - 1 < USI_NCLASSES; /* ids 1..USI_NCLASSES belong to malloc classes */
+}
+
+/* Reports p when it is neither a live uslab block nor plausibly glibc's. */
+static USI_COLD void check_other(const void *p, uintptr_t e, const char *fn)
+{
+    if (e) {
+        struct uslab_cache *c = usi_caches[e & USI_ID_MASK];
+        usi_report_fatal("%s(%p): the object belongs to cache %s; free it with uslab_cache_free",
+                         fn, p, c ? c->name : "(destroyed)");
+    }
+    uintptr_t off = (uintptr_t)p - usi_pagemap.base;
+    if (usi_pagemap.nunits && off < usi_pagemap.nunits * USI_UNIT_SIZE)
+        usi_report_fatal("%s(%p): invalid pointer (inside uslab's range, but not in a live slab)",
+                         fn, p);
+    if ((uintptr_t)p & 15)
+        usi_report_fatal("%s(%p): invalid pointer (not from uslab, and misaligned for glibc)", fn,
+                         p);
+}
+
+/* ---- malloc ------------------------------------------------------------------------- */
+
+static USI_NOINLINE void *malloc_slow(size_t size)
+{
+    if (usi_ensure_init() != 0)
+        return __libc_malloc(size);
+    if (size > usi_options.max_slab_size)
+        return __libc_malloc(size);
+    unsigned id =
+        size <= USI_SMALL_MAX ? usi_class_small[(size + 7) >> 3] : usi_sizeclass_of_large(size);
+    void *p = usi_tcache_alloc(&usi_class_caches[id]);
+    if (USI_UNLIKELY(!p)) /* slabs exhausted: fall back to glibc rather than fail */
+        return __libc_malloc(size);
+    return p;
+}
+
+static void *usi_malloc(size_t size)
+{
+    if (USI_LIKELY(size <= USI_SMALL_MAX)) {
+        struct usi_mag *m = usi_tls->pairs[usi_class_small[(size + 7) >> 3]].loaded;
+        if (USI_LIKELY(m->rounds != 0))
+            return m->objs[--m->rounds];
+    }
+    return malloc_slow(size);
+}
+
+/* ---- free ---------------------------------------------------------------------------- */
+
+static USI_NOINLINE void free_slow(void *p, uintptr_t e)
+{
+    if (USI_LIKELY(is_class_id(e & USI_ID_MASK))) {
+        usi_tcache_free_slow(&usi_class_caches[e & USI_ID_MASK], p);
+        return;
+    }
+    if (!p)
+        return;
+    check_other(p, e, "free");
+    __libc_free(p);
+}
+
+static void usi_free(void *p)
+{
+    uintptr_t e = usi_pagemap_lookup(p);
+    uintptr_t id = e & USI_ID_MASK;
+    if (USI_LIKELY(is_class_id(id))) {
+        struct usi_mag *m = usi_tls->pairs[id].loaded;
+        if (USI_LIKELY(m->rounds < m->capacity)) {
+            m->objs[m->rounds++] = p;
+            return;
+        }
+    }
+    free_slow(p, e);
+}
+
+/* ---- the rest of the family ------------------------------------------------------------ */
+
+static size_t usi_malloc_usable_size(void *p)
+{
+    if (!p)
+        return 0;
+    uintptr_t e = usi_pagemap_lookup(p);
+    if (is_class_id(e & USI_ID_MASK))
+        return usi_class_caches[e & USI_ID_MASK].stride;
+    check_other(p, e, "malloc_usable_size");
+    return libc_usable_size(p);
+}
+
+static void *usi_calloc(size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (total > usi_options.max_slab_size)
+        return __libc_calloc(n, size);
+    void *p = usi_malloc(total);
+    if (p)
+        memset(p, 0, total);
+    return p;
+}
+
+static void *usi_realloc(void *p, size_t size)
+{
+    if (!p)
+        return usi_malloc(size);
+    if (size == 0) {
+        usi_free(p);
+        return NULL;
+    }
+    uintptr_t e = usi_pagemap_lookup(p);
+    uintptr_t id = e & USI_ID_MASK;
+    if (!is_class_id(id)) {
+        check_other(p, e, "realloc");
+        return __libc_realloc(p, size); /* a glibc block stays with glibc */
+    }
+    size_t have = usi_class_caches[id].stride;
+    if (size <= have) {
+        /* In place unless the block would be less than half used. */
+        if (size > have / 2 || have <= 16)
+            return p;
+    }
+    void *q = usi_malloc(size);
+    if (!q)
+        return NULL;
+    memcpy(q, p, size < have ? size : have);
+    usi_free(p);
+    return q;
+}
+
+static void *usi_reallocarray(void *p, size_t n, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return usi_realloc(p, total);
+}
+
+/* Blocks aligned to a power of two `align`. */
+static void *aligned_impl(size_t align, size_t size)
+{
+    if (align <= 16)
+        return usi_malloc(size < align ? align : size);
+    if (align <= USI_PAGE_SIZE && usi_ensure_init() == 0) {
+        unsigned id = usi_sizeclass_aligned(size, align);
+        if (id) {
+            void *p = usi_tcache_alloc(&usi_class_caches[id]);
+            if (p)
+                return p;
+        }
+    }
+    return __libc_memalign(align, size);
+}
+
+static int usi_posix_memalign(void **out, size_t align, size_t size)
+{
+    if (align < sizeof(void *) || (align & (align - 1)) != 0)
+        return EINVAL;
+    int saved = errno;
+    void *p = aligned_impl(align, size);
+    if (!p) {
+        errno = saved;
+        return ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+static void *usi_aligned_alloc(size_t align, size_t size)
+{
+    if (align == 0 || (align & (align - 1)) != 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return aligned_impl(align, size);
+}
+
+static void *usi_memalign(size_t align, size_t size)
+{
+    /* glibc: a non-power-of-two alignment is rounded up to the next power of two. */
+    if (align > ((size_t)1 << (sizeof(size_t) * 8 - 2))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    size_t a = 1;
+    while (a < align)
+        a *= 2;
+    return aligned_impl(a, size);
+}
+
+static void *usi_valloc(size_t size)
+{
+    return aligned_impl(USI_PAGE_SIZE, size);
+}
+
+static void *usi_pvalloc(size_t size)
+{
+    size_t rounded;
+    if (__builtin_add_overflow(size, USI_PAGE_SIZE - 1, &rounded)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    rounded &= ~(size_t)(USI_PAGE_SIZE - 1);
+    return aligned_impl(USI_PAGE_SIZE, rounded ? rounded : USI_PAGE_SIZE);
+}
+
+/* ---- exported names ------------------------------------------------------------------ */
+
+#define USI_ALIAS(name) __attribute__((alias(#name), visibility("default")))
+
+void *uslab_malloc(size_t size) USI_ALIAS(usi_malloc);
+void uslab_free(void *p) USI_ALIAS(usi_free);
+void *uslab_calloc(size_t n, size_t size) USI_ALIAS(usi_calloc);
+void *uslab_realloc(void *p, size_t size) USI_ALIAS(usi_realloc);
+void *uslab_reallocarray(void *p, size_t n, size_t size) USI_ALIAS(usi_reallocarray);
+void *uslab_aligned_alloc(size_t align, size_t size) USI_ALIAS(usi_aligned_alloc);
+int uslab_posix_memalign(void **out, size_t align, size_t size) USI_ALIAS(usi_posix_memalign);
+void *uslab_memalign(size_t align, size_t size) USI_ALIAS(usi_memalign);
+void *uslab_valloc(size_t size) USI_ALIAS(usi_valloc);
+void *uslab_pvalloc(size_t size) USI_ALIAS(usi_pvalloc);
+size_t uslab_malloc_usable_size(void *p) USI_ALIAS(usi_malloc_usable_size);
+
+#ifdef USLAB_PRELOAD
+void *malloc(size_t size) USI_ALIAS(usi_malloc);
+void free(void *p) USI_ALIAS(usi_free);
+void *calloc(size_t n, size_t size) USI_ALIAS(usi_calloc);
+void *realloc(void *p, size_t size) USI_ALIAS(usi_realloc);
+void *reallocarray(void *p, size_t n, size_t size) USI_ALIAS(usi_reallocarray);
+void *aligned_alloc(size_t align, size_t size) USI_ALIAS(usi_aligned_alloc);
+int posix_memalign(void **out, size_t align, size_t size) USI_ALIAS(usi_posix_memalign);
+void *memalign(size_t align, size_t size) USI_ALIAS(usi_memalign);
+void *valloc(size_t size) USI_ALIAS(usi_valloc);
+void *pvalloc(size_t size) USI_ALIAS(usi_pvalloc);
+size_t malloc_usable_size(void *p) USI_ALIAS(usi_malloc_usable_size);
+void cfree(void *p) USI_ALIAS(usi_free);
+
+/* Used by the C++ operators in override.c without going through the PLT. */
+void *usi_malloc_for_new(size_t size) __attribute__((alias("usi_malloc")));
+void usi_free_for_delete(void *p) __attribute__((alias("usi_free")));
+void *usi_aligned_for_new(size_t align, size_t size) __attribute__((alias("aligned_impl")));
+#endif

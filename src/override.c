@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * override.c - the C++ operator new/delete family for libuslab-preload (docs/design.md §8),
+ * written in C under their Itanium-ABI names so the preload library needs no C++ runtime.
+ * The malloc family itself is exported from malloc.c.
+ *
+ * A throwing operator new that cannot allocate calls the installed new_handler and retries,
+ * as the standard asks; with no handler it throws std::bad_alloc through libstdc++'s
+ * std::__throw_bad_alloc, which is present in every process that can call operator new
+ * (both are weak references, resolved from the program's libstdc++).
+ */
+#include "internal.h"
+
+#include <errno.h>
+
+void *usi_malloc_for_new(size_t size);
+void usi_free_for_delete(void *p);
+void *usi_aligned_for_new(size_t align, size_t size);
+
+typedef void (*new_handler_fn)(void);
+extern new_handler_fn _ZSt15get_new_handlerv(void) __attribute__((weak));
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+
+/* Returns a block or NULL after the new_handler loop; throws if `nothrow` is false. */
+static USI_NOINLINE void *new_failed(size_t align, size_t size, int nothrow)
+{
+    for (;;) {
+        new_handler_fn h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+        if (!h) {
+            if (nothrow)
+                return NULL;
+            if (_ZSt17__throw_bad_allocv)
+                _ZSt17__throw_bad_allocv();
+            usi_report_fatal("operator new(%zu): out of memory", size);
+        }
+        h();
+        void *p = align ? usi_aligned_for_new(align, size) : usi_malloc_for_new(size);
+        if (p)
+            return p;
+    }
+}
+
+static inline void *new_impl(size_t size, int nothrow)
+{
+    void *p = usi_malloc_for_new(size);
+    return USI_LIKELY(p != NULL) ? p : new_failed(0, size, nothrow);
+}
+
+static inline void *new_aligned_impl(size_t size, size_t align, int nothrow)
+{
+    void *p = usi_aligned_for_new(align, size);
+    return USI_LIKELY(p != NULL) ? p : new_failed(align, size, nothrow);
+}
+
+/* The operators are declared by <new>, a C++ header; C sees no prototypes for them. */
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+#define EXPORT __attribute__((visibility("default")))
+
+/* operator new / new[] (size_t), nothrow, aligned, aligned nothrow */
+EXPORT void *_Znwm(size_t n)
+{
+    return new_impl(n, 0);
+}
+EXPORT void *_Znam(size_t n)
+{
+    return new_impl(n, 0);
+}
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t)
+{
+    (void)t;
+    return new_impl(n, 1);
+}
+EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t)
+{
+    (void)t;
+    return new_impl(n, 1);
+}
+EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a)
+{
+    return new_aligned_impl(n, a, 0);
+}
+EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a)
+{
+    return new_aligned_impl(n, a, 0);
+}
+EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t)
+{
+    (void)t;
+    return new_aligned_impl(n, a, 1);
+}
+EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t)
+{
+    (void)t;
+    return new_aligned_impl(n, a, 1);
+}
+
+/* operator delete / delete[]: plain, sized, nothrow, aligned, sized aligned, aligned nothrow */
+EXPORT void _ZdlPv(void *p)
+{
+    usi_free_for_delete(p);
+}
+EXPORT void _ZdaPv(void *p)
+{
+    usi_free_for_delete(p);
+}
+EXPORT void _ZdlPvm(void *p, size_t n)
+{
+    (void)n;
+    usi_free_for_delete(p);
+}
+EXPORT void _ZdaPvm(void *p, size_t n)
+{
+    (void)n;
+    usi_free_for_delete(p);
+}
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t)
+{
+    (void)t;
+    usi_free_for_delete(p);
+}
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t)
+{
+    (void)t;
+    usi_free_for_delete(p);
+}
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a)
+{
+    (void)a;
+    usi_free_for_delete(p);
+}
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a)
+{
+    (void)a;
+    usi_free_for_delete(p);
+}
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a)
+{
+    (void)n, (void)a;
+    usi_free_for_delete(p);
+}
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a)
+{
+    (void)n, (void)a;
+    usi_free_for_delete(p);
+}
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t)
+{
+    (void)a, (void)t;
+    usi_free_for_delete(p);
+}
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t)
+{
+    (void)a, (void)t;
+    usi_free_for_delete(p);
+}

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pages.c - the pages layer (docs/design.md §2): one reserved address range, carved into
+ * spans of 64 KiB << order bytes aligned to their size, and the page map that tells, for
+ * any pointer, the slab that owns it in O(1), or that uslab did not hand it out.
+ *
+ * Spans come from per-order free lists, then from a bump pointer over the reservation,
+ * then by splitting a larger free span. Alignment gaps left by the bump pointer are put on
+ * the smaller orders' free lists, so no address space is lost. Free-list links live in a
+ * side array (usi_pagemap.link), never in the purged span, so a free span stays unbacked.
+ */
+#include "internal.h"
+
+#include <errno.h>
+
+#define CHUNK ((size_t)4 << 20) /* commit granularity (mprotect calls) */
+
+struct usi_pagemap usi_pagemap;
+
+/* Everything below is protected by pages.lock; it is the innermost lock (design §6). */
+static struct {
+    pthread_mutex_t lock;
+    uintptr_t bump;      /* next never-used address */
+    uintptr_t committed; /* [base, committed) is read/write */
+    uintptr_t end;
+    uint32_t free_head[USI_SPAN_ORDERS]; /* unit index + 1 of the first free span; 0: none */
+    size_t reserved;
+} pages = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static inline size_t span_bytes(unsigned order)
+{
+    return USI_UNIT_SIZE << order;
+}
+
+static inline uint32_t unit_of(uintptr_t addr)
+{
+    return (uint32_t)((addr - usi_pagemap.base) >> USI_UNIT_SHIFT);
+}
+
+int usi_pages_init(void)
+{
+    size_t size = usi_options.reserve_bytes;
+    void *base = usi_os_reserve(&size, span_bytes(USI_SPAN_ORDERS - 1));
+    if (!base)
+        return -1;
+    size_t nunits = size >> USI_UNIT_SHIFT;
+    uintptr_t *map = usi_os_map(nunits * sizeof(uintptr_t));
+    uint32_t *link = usi_os_map(nunits * sizeof(uint32_t));
+    if (!map || !link) {
+        usi_os_unmap(map, nunits * sizeof(uintptr_t));
+        usi_os_unmap(link, nunits * sizeof(uint32_t));
+        usi_os_unmap(base, size);
+        errno = ENOMEM;
+        return -1;
+    }
+    pages.bump = pages.committed = (uintptr_t)base;
+    pages.end = (uintptr_t)base + size;
+    pages.reserved = size;
+    usi_pagemap.base = (uintptr_t)base;
+    usi_pagemap.map = map;
+    usi_pagemap.link = link;
+    /* Published last: lookups see nunits == 0 (nothing is ours) until the map exists. */
+    __atomic_store_n(&usi_pagemap.nunits, nunits, __ATOMIC_RELEASE);
+    return 0;
+}
+
+size_t usi_pages_reserved_bytes(void)
+{
+    return pages.reserved;
+}
+
+static void free_push(uintptr_t addr, unsigned order)
+{
+    uint32_t u = unit_of(addr);
+    usi_pagemap.link[u] = pages.free_head[order];
+    pages.free_head[order] = u + 1;
+}
+
+static uintptr_t free_pop(unsigned order)
+{
+    uint32_t head = pages.free_head[order];
+    if (!head)
+        return 0;
+    pages.free_head[order] = usi_pagemap.link[head - 1];
+    return usi_pagemap.base + ((uintptr_t)(head - 1) << USI_UNIT_SHIFT);
+}
+
+/* Takes a span from the bump pointer; gaps below the aligned start go to the free lists. */
+static uintptr_t bump_take(unsigned order)
+{
+    size_t size = span_bytes(order);
+    uintptr_t start = (pages.bump + size - 1) & ~(uintptr_t)(size - 1);
+    if (start + size > pages.end || start + size < start)
+        return 0;
+    if (start + size > pages.committed) {
+        uintptr_t want = (start + size + CHUNK - 1) & ~(uintptr_t)(CHUNK - 1);
+        if (want > pages.end)
+            want = pages.end;
+        if (usi_os_commit((void *)pages.committed, want - pages.committed) != 0)
+            return 0;
+        pages.committed = want;
+    }
+    while (pages.bump < start) { /* every gap piece is aligned to its own size */
+        unsigned o = 0;
+        while (o + 1 < order && (pages.bump & (span_bytes(o + 1) - 1)) == 0 &&
+               pages.bump + span_bytes(o + 1) <= start)
+            o++;
+        free_push(pages.bump, o);
+        pages.bump += span_bytes(o);
+    }
+    pages.bump = start + size;
+    return start;
+}
+
+void *usi_pages_alloc_span(unsigned order)
+{
+    pthread_mutex_lock(&pages.lock);
+    uintptr_t s = free_pop(order);
+    if (!s)
+        s = bump_take(order);
+    for (unsigned o = order + 1; !s && o < USI_SPAN_ORDERS; o++) {
+        uintptr_t big = free_pop(o);
+        if (!big)
+            continue;
+        /* Split: keep the lowest piece, give the upper halves back to the free lists. */
+        for (unsigned k = o; k > order; k--)
+            free_push(big + span_bytes(k - 1), k - 1);
+        s = big;
+    }
+    pthread_mutex_unlock(&pages.lock);
+    if (!s)
+        errno = ENOMEM;
+    return (void *)s;
+}
+
+void usi_pages_free_span(void *span, unsigned order)
+{
+    usi_os_purge(span, span_bytes(order)); /* outside the lock: madvise can be slow */
+    pthread_mutex_lock(&pages.lock);
+    free_push((uintptr_t)span, order);
+    pthread_mutex_unlock(&pages.lock);
+}
+
+void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry)
+{
+    uint32_t u = unit_of((uintptr_t)span);
+    for (size_t i = 0; i < ((size_t)1 << order); i++)
+        __atomic_store_n(&usi_pagemap.map[u + i], entry, __ATOMIC_RELEASE);
+}
+
+void usi_pages_prefork(void)
+{
+    pthread_mutex_lock(&pages.lock);
+}
+
+void usi_pages_postfork_parent(void)
+{
+    pthread_mutex_unlock(&pages.lock);
+}
+
+void usi_pages_postfork_child(void)
+{
+    pthread_mutex_init(&pages.lock, NULL);
+}

@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * slab.c - the slab layer (docs/design.md §3): slabs of one object size, colouring, exact
+ * free-object tracking and the partial/full/empty lists of a cache.
+ *
+ * A slab is a span from the pages layer. Its header (struct usi_slab and a bitmap of
+ * allocated objects) sits at the start, then a colour offset, then the objects. There is
+ * no per-object header. Objects are handed out from the slab's free list first, then by a
+ * bump index over never-used objects, so pages of a fresh slab are touched only as objects
+ * are used. Spans always read as zero when they arrive (fresh or purged), so the header
+ * needs no clearing. This layer runs only when a magazine is filled or emptied.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+static inline size_t round_up(size_t x, size_t a)
+{
+    return (x + a - 1) & ~(a - 1);
+}
+
+/* Objects that fit in a slab of slab_size bytes, and the offset of the first one. */
+static uint32_t slab_fit(size_t slab_size, size_t stride, size_t align, uint32_t *first)
+{
+    size_t n = (slab_size - sizeof(struct usi_slab)) / stride;
+    for (;;) {
+        size_t off = round_up(sizeof(struct usi_slab) + 8 * ((n + 63) / 64), align);
+        size_t fit = off < slab_size ? (slab_size - off) / stride : 0;
+        if (fit >= n) {
+            *first = (uint32_t)off;
+            return (uint32_t)n;
+        }
+        n = fit;
+    }
+}
+
+void usi_slab_geometry(struct uslab_cache *c)
+{
+    /* The smallest slab that holds at least 8 objects and wastes at most 1/8 of itself;
+     * failing that, the one that wastes the least. */
+    unsigned best = USI_SPAN_ORDERS - 1;
+    double best_waste = 2.0;
+    for (unsigned order = 0; order < USI_SPAN_ORDERS; order++) {
+        size_t slab = USI_UNIT_SIZE << order;
+        uint32_t first;
+        uint32_t n = slab_fit(slab, c->stride, c->align, &first);
+        if (n == 0)
+            continue;
+        double waste = (double)(slab - first - (size_t)n * c->stride) / (double)slab;
+        if (n >= 8 && waste <= 0.125) {
+            best = order;
+            break;
+        }
+        if (waste < best_waste) {
+            best_waste = waste;
+            best = order;
+        }
+    }
+    c->slab_order = best;
+    c->slab_size = USI_UNIT_SIZE << best;
+    c->nobjs = slab_fit(c->slab_size, c->stride, c->align, &c->first_offset);
+    size_t left = c->slab_size - c->first_offset - (size_t)c->nobjs * c->stride;
+    c->colour_step = (uint32_t)(c->align > 64 ? c->align : 64);
+    c->colour_max = (uint32_t)(left - left % c->colour_step);
+    c->colour_next = 0;
+}
+
+/* ---- lists: a slab moves only when its state (empty, partial, full) changes ---------- */
+
+static void list_remove(struct uslab_cache *c, struct usi_slab *s)
+{
+    struct usi_slab_list_head *h = &c->lists[s->list];
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        h->first = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    h->count--;
+}
+
+static void list_push(struct uslab_cache *c, struct usi_slab *s, unsigned which)
+{
+    struct usi_slab_list_head *h = &c->lists[which];
+    s->list = (uint8_t)which;
+    s->prev = NULL;
+    s->next = h->first;
+    if (h->first)
+        h->first->prev = s;
+    h->first = s;
+    h->count++;
+}
+
+static void list_move(struct uslab_cache *c, struct usi_slab *s, unsigned which)
+{
+    if (s->list == which)
+        return;
+    list_remove(c, s);
+    list_push(c, s, which);
+}
+
+static unsigned state_of(const struct uslab_cache *c, const struct usi_slab *s)
+{
+    if (s->inuse == 0)
+        return USI_SLAB_EMPTY;
+    return s->inuse == c->nobjs ? USI_SLAB_FULL : USI_SLAB_PARTIAL;
+}
+
+/* ---- slabs ----------------------------------------------------------------------------- */
+
+static struct usi_slab *slab_create(struct uslab_cache *c)
+{
+    struct usi_slab *s = usi_pages_alloc_span(c->slab_order);
+    if (!s)
+        return NULL;
+    /* The span reads as zero: freelist, inuse, bump and the bitmap start cleared. */
+    s->cache = c;
+    s->colour = c->colour_next;
+    c->colour_next =
+        c->colour_next + c->colour_step > c->colour_max ? 0 : c->colour_next + c->colour_step;
+    s->objs = (char *)s + c->first_offset + s->colour;
+    usi_pages_set_owner(s, c->slab_order, (uintptr_t)s | c->id);
+    list_push(c, s, USI_SLAB_EMPTY);
+    c->slabs_created++;
+    return s;
+}
+
+/* Index of p in s, or UINT32_MAX when p is not the start of one of its objects. */
+static uint32_t slab_index(const struct uslab_cache *c, const struct usi_slab *s, const void *p)
+{
+    uintptr_t off = (uintptr_t)p - (uintptr_t)s->objs;
+    if (off >= (uintptr_t)c->nobjs * c->stride)
+        return UINT32_MAX;
+    uint32_t idx = (uint32_t)(off / c->stride);
+    return (uintptr_t)idx * c->stride == off ? idx : UINT32_MAX;
+}
+
+size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
+{
+    size_t got = 0;
+    while (got < n) {
+        struct usi_slab *s = c->lists[USI_SLAB_PARTIAL].first;
+        if (!s)
+            s = c->lists[USI_SLAB_EMPTY].first;
+        if (!s)
+            s = slab_create(c);
+        if (!s)
+            break;
+        while (got < n && s->inuse < c->nobjs) {
+            char *o;
+            uint32_t idx;
+            if (s->freelist) {
+                o = s->freelist;
+                s->freelist = *(void **)o;
+                idx = slab_index(c, s, o);
+            } else {
+                idx = s->bump++;
+                o = s->objs + (size_t)idx * c->stride;
+            }
+            s->alloc_map[idx >> 6] |= (uint64_t)1 << (idx & 63);
+            s->inuse++;
+            objs[got++] = o;
+        }
+        list_move(c, s, state_of(c, s));
+    }
+    c->slab_inuse += got;
+    return got;
+}
+
+void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release)
+{
+    for (size_t i = 0; i < n; i++) {
+        void *p = objs[i];
+        uintptr_t e = usi_pagemap_lookup(p);
+        if (USI_UNLIKELY(e == 0 || (e & USI_ID_MASK) != c->id))
+            usi_cache_bad_free(c, p, e);
+        struct usi_slab *s = (struct usi_slab *)(e & ~USI_ID_MASK);
+        uint32_t idx = slab_index(c, s, p);
+        if (USI_UNLIKELY(idx == UINT32_MAX))
+            usi_report_fatal("free of invalid pointer %p in cache %s: not the start of an object "
+                             "(slab %p, object size %zu)",
+                             p, c->name, (void *)s, c->stride);
+        uint64_t bit = (uint64_t)1 << (idx & 63);
+        if (USI_UNLIKELY(!(s->alloc_map[idx >> 6] & bit)))
+            usi_report_fatal("double free of %p in cache %s (object %u of slab %p is already free)",
+                             p, c->name, idx, (void *)s);
+        s->alloc_map[idx >> 6] &= ~bit;
+        *(void **)p = s->freelist;
+        s->freelist = p;
+        s->inuse--;
+        list_move(c, s, state_of(c, s));
+        if (s->inuse == 0 && c->lists[USI_SLAB_EMPTY].count > c->empty_reserve) {
+            list_remove(c, s);
+            s->next = *release;
+            *release = s;
+            c->slabs_released++;
+        }
+    }
+    c->slab_inuse -= n;
+}
+
+size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release)
+{
+    size_t moved = 0;
+    while (c->lists[USI_SLAB_EMPTY].count > keep) {
+        struct usi_slab *s = c->lists[USI_SLAB_EMPTY].first;
+        list_remove(c, s);
+        s->next = *release;
+        *release = s;
+        c->slabs_released++;
+        moved++;
+    }
+    return moved;
+}
+
+size_t usi_slab_release(struct usi_slab *list, size_t slab_size)
+{
+    unsigned order = 0;
+    while ((USI_UNIT_SIZE << order) < slab_size)
+        order++;
+    size_t bytes = 0;
+    while (list) {
+        struct usi_slab *next = list->next; /* read before the span is purged */
+        usi_pages_set_owner(list, order, 0);
+        usi_pages_free_span(list, order);
+        bytes += slab_size;
+        list = next;
+    }
+    return bytes;
+}

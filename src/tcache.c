@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcache.c - per-thread magazine pairs (docs/design.md §4, §5).
+ *
+ * Each thread holds, per cache, a loaded and a previous magazine (Bonwick & Adams §3.2).
+ * The fast paths (usi_tcache_alloc/free in internal.h) pop and push the loaded magazine
+ * with no lock, no atomic and no call. The slow paths below swap the pair, then trade
+ * with the depot, then go to the slab layer.
+ *
+ * A thread's cache is one mapping: header + pairs[npairs], indexed by cache id. Until its
+ * first slow path a thread points at `sentinel`, whose pairs all hold the empty magazine.
+ * Thread exit (a pthread key destructor) moves the magazines to their depots.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define SENTINEL_PAIRS (USI_NCLASSES + 1)
+
+static struct {
+    struct usi_tcache tc;
+    struct usi_magpair pairs[SENTINEL_PAIRS];
+} sentinel = {
+    .tc = {.lock = PTHREAD_MUTEX_INITIALIZER, .npairs = SENTINEL_PAIRS},
+    .pairs = {[0 ... SENTINEL_PAIRS - 1] = {&usi_mag_empty, &usi_mag_empty}},
+};
+
+__thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec"))) = &sentinel.tc;
+/* Set once this thread's cache has been flushed at exit: later calls bypass magazines. */
+static __thread int tls_exiting __attribute__((tls_model("initial-exec")));
+
+/* Lock order: registry_lock, then a tcache lock, then cache locks (docs/design.md §6). */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct usi_tcache *registry;
+static pthread_key_t exit_key;
+
+static void registry_insert(struct usi_tcache *tc)
+{
+    tc->reg_prev = NULL;
+    tc->reg_next = registry;
+    if (registry)
+        registry->reg_prev = tc;
+    registry = tc;
+}
+
+static void registry_remove(struct usi_tcache *tc)
+{
+    if (tc->reg_prev)
+        tc->reg_prev->reg_next = tc->reg_next;
+    else
+        registry = tc->reg_next;
+    if (tc->reg_next)
+        tc->reg_next->reg_prev = tc->reg_prev;
+}
+
+static struct usi_tcache *tcache_map(uint32_t want_pairs)
+{
+    size_t bytes = sizeof(struct usi_tcache) + (size_t)want_pairs * sizeof(struct usi_magpair);
+    bytes = (bytes + USI_PAGE_SIZE - 1) & ~(size_t)(USI_PAGE_SIZE - 1);
+    struct usi_tcache *tc = usi_os_map(bytes);
+    if (!tc)
+        return NULL;
+    pthread_mutex_init(&tc->lock, NULL);
+    tc->map_bytes = bytes;
+    tc->npairs = (uint32_t)((bytes - sizeof *tc) / sizeof(struct usi_magpair));
+    for (uint32_t i = 0; i < tc->npairs; i++)
+        tc->pairs[i].loaded = tc->pairs[i].prev = &usi_mag_empty;
+    return tc;
+}
+
+/* Returns the calling thread's own cache with a pair for id, or NULL (no memory, or the
+ * thread is exiting). */
+static struct usi_tcache *tcache_get(uint16_t id)
+{
+    struct usi_tcache *tc = usi_tls;
+    if (tls_exiting)
+        return NULL;
+    if (tc != &sentinel.tc && id < tc->npairs)
+        return tc;
+    uint32_t want = id + 1u > SENTINEL_PAIRS + 64u ? id + 1u + id / 2u : SENTINEL_PAIRS + 64u;
+    struct usi_tcache *fresh = tcache_map(want);
+    if (!fresh)
+        return NULL;
+    pthread_mutex_lock(&registry_lock);
+    if (tc != &sentinel.tc) { /* grow: copy the pairs, swap the registry node */
+        pthread_mutex_lock(&tc->lock);
+        memcpy(fresh->pairs, tc->pairs, tc->npairs * sizeof(struct usi_magpair));
+        registry_remove(tc);
+        pthread_mutex_unlock(&tc->lock);
+    }
+    registry_insert(fresh);
+    usi_tls = fresh;
+    pthread_mutex_unlock(&registry_lock);
+    if (tc != &sentinel.tc)
+        usi_os_unmap(tc, tc->map_bytes);
+    /* May allocate (glibc's second-level key blocks); usi_tls is already set. */
+    pthread_setspecific(exit_key, fresh);
+    return fresh;
+}
+
+void *usi_tcache_alloc_slow(struct uslab_cache *c)
+{
+    if (c->mag_capacity == 0)
+        return usi_cache_alloc_from_slab(c);
+    struct usi_tcache *tc = tcache_get(c->id);
+    if (!tc)
+        return usi_cache_alloc_from_slab(c);
+    struct usi_magpair *mp = &tc->pairs[c->id];
+    if (mp->loaded->rounds == 0 && mp->prev->rounds != 0) {
+        struct usi_mag *t = mp->loaded;
+        mp->loaded = mp->prev;
+        mp->prev = t;
+    }
+    if (mp->loaded->rounds == 0) {
+        /* Both empty: trade the previous (empty) magazine for a full one. */
+        struct usi_mag *full = usi_depot_get_full(c, mp->prev);
+        if (full) {
+            mp->prev = mp->loaded;
+            mp->loaded = full;
+        } else if (!c->ctor) {
+            /* No constructed objects anywhere: fill a magazine straight from the slabs. */
+            struct usi_mag *m = mp->loaded;
+            if (m == &usi_mag_empty) {
+                m = usi_mag_new(c);
+                if (!m)
+                    return usi_cache_alloc_from_slab(c);
+                mp->loaded = m;
+            }
+            m->rounds = (uint32_t)usi_cache_fill(c, m->capacity, m->objs);
+            if (m->rounds == 0)
+                return NULL; /* errno set */
+        } else {
+            /* Objects with a constructor leave the slab one at a time, as the user asks
+             * for them: the constructor runs once per object that enters service. */
+            return usi_cache_alloc_from_slab(c);
+        }
+    }
+    struct usi_mag *m = mp->loaded;
+    return m->objs[--m->rounds];
+}
+
+void usi_tcache_free_slow(struct uslab_cache *c, void *p)
+{
+    struct usi_tcache *tc = c->mag_capacity ? tcache_get(c->id) : NULL;
+    if (!tc) {
+        usi_cache_unfill(c, 1, &p);
+        return;
+    }
+    struct usi_magpair *mp = &tc->pairs[c->id];
+    struct usi_mag *m = mp->loaded;
+    if (m->rounds < m->capacity) {
+        m->objs[m->rounds++] = p;
+        return;
+    }
+    if (mp->prev->rounds == 0 && mp->prev != &usi_mag_empty) {
+        mp->loaded = mp->prev;
+        mp->prev = m;
+    } else {
+        /* Both full (or missing): give the previous one to the depot for an empty one. */
+        struct usi_mag *empty = usi_depot_get_empty(c, mp->prev);
+        if (!empty) {
+            mp->prev = &usi_mag_empty;
+            usi_cache_unfill(c, 1, &p);
+            return;
+        }
+        mp->prev = mp->loaded;
+        mp->loaded = empty;
+    }
+    m = mp->loaded;
+    m->objs[m->rounds++] = p;
+}
+
+/* Moves one pair's magazines to the depot (caller holds tc->lock or owns tc). */
+static void pair_flush(struct uslab_cache *c, struct usi_magpair *mp)
+{
+    struct usi_mag *a = mp->loaded, *b = mp->prev;
+    mp->loaded = mp->prev = &usi_mag_empty;
+    usi_depot_put(c, a);
+    usi_depot_put(c, b);
+}
+
+void usi_tcache_flush_own(struct uslab_cache *c)
+{
+    struct usi_tcache *tc = usi_tls;
+    if (tc == &sentinel.tc || c->id >= tc->npairs)
+        return;
+    pthread_mutex_lock(&tc->lock);
+    pair_flush(c, &tc->pairs[c->id]);
+    pthread_mutex_unlock(&tc->lock);
+}
+
+void usi_tcache_flush_all(struct uslab_cache *c)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next) {
+        pthread_mutex_lock(&tc->lock);
+        if (c->id < tc->npairs)
+            pair_flush(c, &tc->pairs[c->id]);
+        pthread_mutex_unlock(&tc->lock);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* Moves every magazine of tc to its depot. Caller holds tc->lock or is its only user. */
+static void tcache_flush_every(struct usi_tcache *tc)
+{
+    for (uint32_t id = 1; id < tc->npairs; id++) {
+        struct usi_magpair *mp = &tc->pairs[id];
+        if (mp->loaded == &usi_mag_empty && mp->prev == &usi_mag_empty)
+            continue;
+        struct uslab_cache *c = usi_caches[id];
+        if (c)
+            pair_flush(c, mp);
+    }
+}
+
+static void tcache_thread_exit(void *arg)
+{
+    struct usi_tcache *tc = arg;
+    /* From here on this thread's calls go straight to the slab layer. */
+    tls_exiting = 1;
+    usi_tls = &sentinel.tc;
+    pthread_mutex_lock(&tc->lock);
+    tcache_flush_every(tc);
+    pthread_mutex_unlock(&tc->lock);
+    pthread_mutex_lock(&registry_lock);
+    registry_remove(tc);
+    pthread_mutex_unlock(&registry_lock);
+    usi_os_unmap(tc, tc->map_bytes);
+}
+
+void usi_tcache_init(void)
+{
+    pthread_key_create(&exit_key, tcache_thread_exit);
+}
+
+void usi_tcache_prefork(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next)
+        pthread_mutex_lock(&tc->lock);
+}
+
+void usi_tcache_postfork(int child)
+{
+    if (!child) {
+        for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next)
+            pthread_mutex_unlock(&tc->lock);
+        pthread_mutex_unlock(&registry_lock);
+        return;
+    }
+    pthread_mutex_init(&registry_lock, NULL);
+    for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next)
+        pthread_mutex_init(&tc->lock, NULL);
+}
+
+/* In the child, after every lock is usable again: the caches of threads that did not
+ * survive the fork go back to the depots. */
+void usi_tcache_adopt_orphans(void);
+void usi_tcache_adopt_orphans(void)
+{
+    struct usi_tcache *tc = registry;
+    while (tc) {
+        struct usi_tcache *next = tc->reg_next;
+        if (tc != usi_tls) {
+            tcache_flush_every(tc);
+            registry_remove(tc);
+            usi_os_unmap(tc, tc->map_bytes);
+        }
+        tc = next;
+    }
+}
