@@ -1,9 +1,13 @@
-# Thin wrapper over CMake: each target is a configure, a build and at most one command.
+# Thin wrapper over CMake: each target is a configure, a build and a ctest or runner line.
+#   make          build libuslab.so, libuslab.a, libuslab-preload.so (in ./build)
+#   make test     everything CI runs: the test suite, then under UBSan and TSan, then fuzzing
+#   make check    just the test suite of ./build (the quick inner loop)
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
+CTEST = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all configure test bench bench-full clean format format-check
+.PHONY: all configure check test test-ubsan test-tsan clean format format-check
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -11,14 +15,27 @@ all: configure
 configure:
 	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 
-test: all
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+check: all
+	cd $(BUILD) && $(CTEST)
+
+test: check test-ubsan test-tsan
+
+# The API library and its tests under UndefinedBehaviorSanitizer (preload tests excluded:
+# the preload library is never sanitized).
+test-ubsan:
+	$(MAKE) all BUILD=build-ubsan CMAKE_FLAGS="-DUSLAB_SANITIZE=undefined -DUSLAB_BUILD_BENCH=OFF"
+	cd build-ubsan && $(CTEST) -LE 'preload'
+
+# The object-cache and malloc API under ThreadSanitizer (clang): stress and api tests.
+test-tsan:
+	$(MAKE) all BUILD=build-tsan CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DUSLAB_SANITIZE=thread -DUSLAB_BUILD_BENCH=OFF"
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 $(CTEST) -L 'stress|api'
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-ubsan build-tsan
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc' '*.cpp')
 
 format-check:
-	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' '*.cc')
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' '*.cc' '*.cpp')
