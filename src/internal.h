@@ -103,7 +103,7 @@ size_t usi_pages_reserved_bytes(void);
 static inline uintptr_t usi_pagemap_lookup(const void *p)
 {
     uintptr_t idx = ((uintptr_t)p - usi_pagemap.base) >> USI_UNIT_SHIFT;
-    if (USI_UNLIKELY(idx >= usi_pagemap.nunits))
+    if (USI_UNLIKELY(idx >= __atomic_load_n(&usi_pagemap.nunits, __ATOMIC_RELAXED)))
         return 0;
     return __atomic_load_n(&usi_pagemap.map[idx], __ATOMIC_RELAXED);
 }
