@@ -229,8 +229,9 @@ size_t uslab_cache_alloc_bulk(uslab_cache_t *c, size_t n, void **objs)
     struct usi_tcache *tc = usi_tls;
     if (c->id < tc->npairs) {
         struct usi_magpair *mp = &tc->pairs[c->id];
-        while (i < n && mp->loaded->rounds)
-            objs[i++] = mp->loaded->objs[--mp->loaded->rounds];
+        void *p;
+        while (i < n && (p = usi_pair_pop(mp)) != NULL)
+            objs[i++] = p;
         while (i < n && mp->prev->rounds)
             objs[i++] = mp->prev->objs[--mp->prev->rounds];
     }

@@ -73,3 +73,10 @@ int usi_init_slow(void)
     pthread_atfork(prefork, postfork_parent, postfork_child);
     return 0;
 }
+
+/* Initialise when the library is loaded, so that the class tags exist before a pointer from
+ * another allocator can reach free (the tags stay valid, all 0, if this fails). */
+__attribute__((constructor)) static void usi_init_at_load(void)
+{
+    usi_ensure_init();
+}

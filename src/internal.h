@@ -20,6 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Everything declared here is internal to the library: hidden declarations let the
+ * compiler address globals directly (rip-relative), not through the GOT. */
+#pragma GCC visibility push(hidden)
+
 #define USI_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define USI_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define USI_NOINLINE    __attribute__((noinline))
@@ -45,6 +49,9 @@
 /* Largest object a user cache may hold; its slab holds at least one object. */
 #define USI_CACHE_MAX_OBJECT ((size_t)1 << 20)
 
+/* malloc sizes up to this are looked up in one table (docs/design.md §8). */
+#define USI_SMALL_MAX 1024
+
 /* Magazines hold at most this many object pointers (docs/design.md §4). */
 #define USI_MAG_MAX 64
 
@@ -56,6 +63,7 @@ void *usi_os_reserve(size_t *size, size_t align); /* PROT_NONE; *size may shrink
 int usi_os_commit(void *addr, size_t size);       /* make reserved memory read/write */
 void usi_os_purge(void *addr, size_t size);       /* give pages back; they read as zero */
 void *usi_os_map(size_t size);                    /* fresh zeroed read/write memory */
+void *usi_os_map_zero_ro(size_t size);            /* read-only zeros, no commit charge */
 void usi_os_unmap(void *addr, size_t size);
 const char *usi_os_getenv(const char *name); /* no allocation, no interposable call */
 void usi_os_write_err(const char *buf, size_t len);
@@ -76,8 +84,16 @@ void usi_report_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 /*
  * The page map: one word per 64 KiB unit of the reserved range [base, base + nunits*64K).
  * Written under the pages lock when a slab is created or released, read without a lock
- * (relaxed atomics) by free: a pointer is ours iff it falls in the range and its entry is
+ * (relaxed atomics): a pointer is ours iff it falls in the range and its entry is
  * non-zero. No value is ever read from the pages themselves.
+ *
+ * The class tags, for free(): one uint16_t per 64 KiB unit of the whole 47-bit user
+ * address space (4 GiB of address space, mapped read-only except over the reservation, so
+ * it costs no commit charge and no memory where never written). A unit's tag is the byte
+ * offset, in a thread cache's pairs[], of the pair of the malloc size class whose slab is
+ * there, or 0 (pair 0, always empty) for anything else. The index is masked with
+ * usi_class_tag_mask (0 until the table exists: then it reads a one-entry table), so any
+ * pointer, even a garbage one, reads a valid tag without a range check.
  */
 struct usi_pagemap {
     uintptr_t base; /* start of the reserved range, 8 MiB aligned */
@@ -87,13 +103,25 @@ struct usi_pagemap {
 };
 extern struct usi_pagemap usi_pagemap;
 
+#define USI_ADDRESS_BITS 47
+extern const uint16_t *usi_class_tags; /* 2^(47-16) entries; see above */
+extern uintptr_t usi_class_tag_mask;
+
+static inline unsigned usi_class_tag(const void *p)
+{
+    /* Plain loads: both words are written once, at initialisation, before any block that
+     * could reach free exists (the mask after the table). */
+    return usi_class_tags[((uintptr_t)p >> USI_UNIT_SHIFT) & usi_class_tag_mask];
+}
+
 int usi_pages_init(void);
 /* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero where
  * never written or purged. NULL when the reservation is exhausted. */
 void *usi_pages_alloc_span(unsigned order);
 /* Purges the span and makes it available again; its page-map entries must be clear. */
 void usi_pages_free_span(void *span, unsigned order);
-void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry);
+/* Sets the page-map entries (and class tags) of every unit of the span. */
+void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t class_tag);
 void usi_pages_prefork(void);
 void usi_pages_postfork_parent(void);
 void usi_pages_postfork_child(void);
@@ -244,13 +272,29 @@ void usi_caches_postfork(int child);
 /* tcache.c: per-thread magazine pairs                                                  */
 /* ------------------------------------------------------------------------------------ */
 
+/*
+ * A thread's pair of magazines for one cache (Bonwick & Adams §3.2). The loaded magazine is
+ * cached as three pointers into its objs[] array, so the fast paths need one load and one
+ * compare: objs[0 .. top) hold objects, base = objs, limit = objs + capacity. The loaded
+ * magazine's `rounds` field is stale while it is loaded; usi_pair_unload writes it back.
+ * A pair with no magazine points at usi_mag_empty (base == top == limit): both fast paths
+ * miss on it.
+ */
 struct usi_magpair {
-    struct usi_mag *loaded;
+    void **top;
+    void **base;
+    void **limit;
     struct usi_mag *prev;
 };
 
+static inline struct usi_mag *usi_pair_loaded(const struct usi_magpair *mp)
+{
+    return (struct usi_mag *)(void *)((char *)mp->base - offsetof(struct usi_mag, objs));
+}
+
 /*
- * A thread's cache: pairs[id] belongs to the cache with that id. The owning thread reads
+ * A thread's cache: pairs[id] belongs to the cache with that id (pair 0 never holds a
+ * magazine, so a free whose class tag is 0 falls to the slow path). The owning thread reads
  * and writes its pairs without a lock (the fast path). `lock` is taken by the owner when it
  * changes the layout (grows) and by other threads that must reach into it (cache destroy,
  * fork): those only touch pairs of a cache that the owner, by contract, is not using.
@@ -261,6 +305,10 @@ struct usi_tcache {
     size_t map_bytes;                       /* 0 for the static sentinel */
     uint32_t npairs;
     uint32_t pad;
+    /* (size + 7) >> 3 -> offset of the malloc class's pair from pairs[0]: a copy of
+     * usi_class_pair_offset, kept here so malloc's lookup needs no other base address.
+     * All 0 in the sentinel (pair 0, empty). */
+    uint16_t class_offset[USI_SMALL_MAX / 8 + 1];
     struct usi_magpair pairs[];
 };
 
@@ -278,13 +326,32 @@ void usi_tcache_init(void);
 void usi_tcache_prefork(void);
 void usi_tcache_postfork(int child);
 
+static inline void *usi_pair_pop(struct usi_magpair *mp)
+{
+    void **t = mp->top;
+    if (USI_UNLIKELY(t == mp->base))
+        return NULL;
+    mp->top = --t;
+    return *t;
+}
+
+static inline int usi_pair_push(struct usi_magpair *mp, void *p)
+{
+    void **t = mp->top;
+    if (USI_UNLIKELY(t == mp->limit))
+        return 0;
+    *t = p;
+    mp->top = t + 1;
+    return 1;
+}
+
 static inline void *usi_tcache_alloc(struct uslab_cache *c)
 {
     struct usi_tcache *tc = usi_tls;
     if (USI_LIKELY(c->id < tc->npairs)) {
-        struct usi_mag *m = tc->pairs[c->id].loaded;
-        if (USI_LIKELY(m->rounds != 0))
-            return m->objs[--m->rounds];
+        void *p = usi_pair_pop(&tc->pairs[c->id]);
+        if (USI_LIKELY(p != NULL))
+            return p;
     }
     return usi_tcache_alloc_slow(c);
 }
@@ -292,13 +359,8 @@ static inline void *usi_tcache_alloc(struct uslab_cache *c)
 static inline void usi_tcache_free(struct uslab_cache *c, void *p)
 {
     struct usi_tcache *tc = usi_tls;
-    if (USI_LIKELY(c->id < tc->npairs)) {
-        struct usi_mag *m = tc->pairs[c->id].loaded;
-        if (USI_LIKELY(m->rounds < m->capacity)) {
-            m->objs[m->rounds++] = p;
-            return;
-        }
-    }
+    if (USI_LIKELY(c->id < tc->npairs) && USI_LIKELY(usi_pair_push(&tc->pairs[c->id], p)))
+        return;
     usi_tcache_free_slow(c, p);
 }
 
@@ -333,10 +395,12 @@ void usi_options_read(void);
 /* sizeclass.c / malloc.c                                                               */
 /* ------------------------------------------------------------------------------------ */
 
-#define USI_SMALL_MAX 1024 /* sizes served by the direct lookup table */
-#define USI_NCLASSES  96   /* ids 1..USI_NCLASSES are reserved for malloc classes */
+#define USI_NCLASSES 96 /* ids 1..USI_NCLASSES are reserved for malloc classes */
 
 extern uint8_t usi_class_small[USI_SMALL_MAX / 8 + 1]; /* (size + 7) >> 3 -> class id */
+/* (size + 7) >> 3 -> byte offset of the class's pair from pairs[0] (id * sizeof(pair));
+ * all 0 before initialisation, which selects pair 0, always empty. */
+extern uint16_t usi_class_pair_offset[USI_SMALL_MAX / 8 + 1];
 extern struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
 extern unsigned usi_nclasses;
 int usi_sizeclass_init(void);
@@ -345,5 +409,7 @@ unsigned usi_sizeclass_of_large(size_t size);
 size_t usi_sizeclass_size(unsigned id);
 /* Class id whose objects are aligned to `align` and hold `size`, or 0 if none. */
 unsigned usi_sizeclass_aligned(size_t size, size_t align);
+
+#pragma GCC visibility pop
 
 #endif

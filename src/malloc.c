@@ -71,20 +71,31 @@ static USI_NOINLINE void *malloc_slow(size_t size)
     return p;
 }
 
+static inline struct usi_magpair *pair_at(struct usi_tcache *tc, unsigned offset)
+{
+    return (struct usi_magpair *)(void *)((char *)tc->pairs + offset);
+}
+
+/* The fast path: one table load, the thread pointer, pop the loaded magazine. */
 static void *usi_malloc(size_t size)
 {
     if (USI_LIKELY(size <= USI_SMALL_MAX)) {
-        struct usi_mag *m = usi_tls->pairs[usi_class_small[(size + 7) >> 3]].loaded;
-        if (USI_LIKELY(m->rounds != 0))
-            return m->objs[--m->rounds];
+        struct usi_tcache *tc = usi_tls;
+        struct usi_magpair *mp = pair_at(tc, tc->class_offset[(size + 7) >> 3]);
+        void **t = mp->top;
+        if (USI_LIKELY(t != mp->base)) {
+            mp->top = --t;
+            return *t;
+        }
     }
     return malloc_slow(size);
 }
 
 /* ---- free ---------------------------------------------------------------------------- */
 
-static USI_NOINLINE void free_slow(void *p, uintptr_t e)
+static USI_NOINLINE void free_slow(void *p)
 {
+    uintptr_t e = usi_pagemap_lookup(p);
     if (USI_LIKELY(is_class_id(e & USI_ID_MASK))) {
         usi_tcache_free_slow(&usi_class_caches[e & USI_ID_MASK], p);
         return;
@@ -95,18 +106,18 @@ static USI_NOINLINE void free_slow(void *p, uintptr_t e)
     __libc_free(p);
 }
 
+/* The fast path: the class tag of p's 64 KiB unit names its pair (pair 0, always full,
+ * for anything that is not a malloc block); push onto the loaded magazine. */
 static void usi_free(void *p)
 {
-    uintptr_t e = usi_pagemap_lookup(p);
-    uintptr_t id = e & USI_ID_MASK;
-    if (USI_LIKELY(is_class_id(id))) {
-        struct usi_mag *m = usi_tls->pairs[id].loaded;
-        if (USI_LIKELY(m->rounds < m->capacity)) {
-            m->objs[m->rounds++] = p;
-            return;
-        }
+    struct usi_magpair *mp = pair_at(usi_tls, usi_class_tag(p));
+    void **t = mp->top;
+    if (USI_LIKELY(t != mp->limit)) {
+        *t = p;
+        mp->top = t + 1;
+        return;
     }
-    free_slow(p, e);
+    free_slow(p);
 }
 
 /* ---- the rest of the family ------------------------------------------------------------ */

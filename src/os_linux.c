@@ -58,6 +58,18 @@ void *usi_os_map(size_t size)
     return p;
 }
 
+void *usi_os_map_zero_ro(size_t size)
+{
+    /* Read-only private mappings carry no commit charge, even with strict overcommit; reads
+     * of never-written pages see the shared zero page. */
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p;
+}
+
 void usi_os_unmap(void *addr, size_t size)
 {
     if (addr)

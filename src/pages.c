@@ -14,8 +14,15 @@
 #include <errno.h>
 
 #define CHUNK ((size_t)4 << 20) /* commit granularity (mprotect calls) */
+#define NTAGS ((size_t)1 << (USI_ADDRESS_BITS - USI_UNIT_SHIFT))
+
+/* Until the tag table exists, the mask is 0 and every lookup reads this one tag: 0. */
+static const uint16_t zero_tags[1];
 
 struct usi_pagemap usi_pagemap;
+const uint16_t *usi_class_tags = zero_tags;
+uintptr_t usi_class_tag_mask;
+static uint16_t *class_tags; /* writable view of usi_class_tags */
 
 /* Everything below is protected by pages.lock; it is the innermost lock (design §6). */
 static struct {
@@ -46,13 +53,24 @@ int usi_pages_init(void)
     size_t nunits = size >> USI_UNIT_SHIFT;
     uintptr_t *map = usi_os_map(nunits * sizeof(uintptr_t));
     uint32_t *link = usi_os_map(nunits * sizeof(uint32_t));
-    if (!map || !link) {
+    uint16_t *tags = usi_os_map_zero_ro(NTAGS * sizeof(uint16_t));
+    /* Only the tags over the reservation are ever written: make that window writable. */
+    uintptr_t first = ((uintptr_t)base >> USI_UNIT_SHIFT) * sizeof(uint16_t);
+    uintptr_t last = (((uintptr_t)base + size) >> USI_UNIT_SHIFT) * sizeof(uint16_t);
+    first &= ~(uintptr_t)(USI_PAGE_SIZE - 1);
+    last = (last + USI_PAGE_SIZE - 1) & ~(uintptr_t)(USI_PAGE_SIZE - 1);
+    if (!map || !link || !tags || (uintptr_t)base + size > ((uintptr_t)1 << USI_ADDRESS_BITS) ||
+        usi_os_commit((char *)tags + first, last - first) != 0) {
         usi_os_unmap(map, nunits * sizeof(uintptr_t));
         usi_os_unmap(link, nunits * sizeof(uint32_t));
+        usi_os_unmap(tags, NTAGS * sizeof(uint16_t));
         usi_os_unmap(base, size);
         errno = ENOMEM;
         return -1;
     }
+    class_tags = tags;
+    __atomic_store_n(&usi_class_tags, tags, __ATOMIC_RELEASE);
+    __atomic_store_n(&usi_class_tag_mask, NTAGS - 1, __ATOMIC_RELEASE); /* after the table */
     pages.bump = pages.committed = (uintptr_t)base;
     pages.end = (uintptr_t)base + size;
     pages.reserved = size;
@@ -141,11 +159,14 @@ void usi_pages_free_span(void *span, unsigned order)
     pthread_mutex_unlock(&pages.lock);
 }
 
-void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry)
+void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t class_tag)
 {
     uint32_t u = unit_of((uintptr_t)span);
-    for (size_t i = 0; i < ((size_t)1 << order); i++)
+    uintptr_t t = (uintptr_t)span >> USI_UNIT_SHIFT;
+    for (size_t i = 0; i < ((size_t)1 << order); i++) {
         __atomic_store_n(&usi_pagemap.map[u + i], entry, __ATOMIC_RELEASE);
+        __atomic_store_n(&class_tags[t + i], class_tag, __ATOMIC_RELEASE);
+    }
 }
 
 void usi_pages_prefork(void)

@@ -12,6 +12,7 @@
 #include "internal.h"
 
 uint8_t usi_class_small[USI_SMALL_MAX / 8 + 1];
+uint16_t usi_class_pair_offset[USI_SMALL_MAX / 8 + 1];
 struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
 unsigned usi_nclasses;
 static size_t class_size[USI_NCLASSES + 1];
@@ -69,6 +70,7 @@ int usi_sizeclass_init(void)
         else
             id = class_index_above_128(size);
         usi_class_small[i] = (uint8_t)id;
+        usi_class_pair_offset[i] = (uint16_t)(id * sizeof(struct usi_magpair));
     }
     return 0;
 }

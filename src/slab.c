@@ -119,7 +119,8 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     c->colour_next =
         c->colour_next + c->colour_step > c->colour_max ? 0 : c->colour_next + c->colour_step;
     s->objs = (char *)s + c->first_offset + s->colour;
-    usi_pages_set_owner(s, c->slab_order, (uintptr_t)s | c->id);
+    uint16_t tag = c->id <= USI_NCLASSES ? (uint16_t)(c->id * sizeof(struct usi_magpair)) : 0;
+    usi_pages_set_owner(s, c->slab_order, (uintptr_t)s | c->id, tag);
     list_push(c, s, USI_SLAB_EMPTY);
     c->slabs_created++;
     return s;
@@ -221,7 +222,7 @@ size_t usi_slab_release(struct usi_slab *list, size_t slab_size)
     size_t bytes = 0;
     while (list) {
         struct usi_slab *next = list->next; /* read before the span is purged */
-        usi_pages_set_owner(list, order, 0);
+        usi_pages_set_owner(list, order, 0, 0);
         usi_pages_free_span(list, order);
         bytes += slab_size;
         list = next;

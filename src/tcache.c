@@ -23,7 +23,8 @@ static struct {
     struct usi_magpair pairs[SENTINEL_PAIRS];
 } sentinel = {
     .tc = {.lock = PTHREAD_MUTEX_INITIALIZER, .npairs = SENTINEL_PAIRS},
-    .pairs = {[0 ... SENTINEL_PAIRS - 1] = {&usi_mag_empty, &usi_mag_empty}},
+    .pairs = {[0 ... SENTINEL_PAIRS - 1] = {usi_mag_empty.objs, usi_mag_empty.objs,
+                                            usi_mag_empty.objs, &usi_mag_empty}},
 };
 
 __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec"))) = &sentinel.tc;
@@ -34,6 +35,29 @@ static __thread int tls_exiting __attribute__((tls_model("initial-exec")));
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct usi_tcache *registry;
 static pthread_key_t exit_key;
+
+/* Makes m the loaded magazine of mp. */
+static void pair_load(struct usi_magpair *mp, struct usi_mag *m)
+{
+    mp->base = m->objs;
+    mp->top = m->objs + m->rounds;
+    mp->limit = m->objs + m->capacity;
+}
+
+/* The loaded magazine of mp, with its rounds written back from the cached top. */
+static struct usi_mag *pair_unload(struct usi_magpair *mp)
+{
+    struct usi_mag *m = usi_pair_loaded(mp);
+    if (m != &usi_mag_empty)
+        m->rounds = (uint32_t)(mp->top - mp->base);
+    return m;
+}
+
+static void pair_clear(struct usi_magpair *mp)
+{
+    pair_load(mp, &usi_mag_empty);
+    mp->prev = &usi_mag_empty;
+}
 
 static void registry_insert(struct usi_tcache *tc)
 {
@@ -65,7 +89,8 @@ static struct usi_tcache *tcache_map(uint32_t want_pairs)
     tc->map_bytes = bytes;
     tc->npairs = (uint32_t)((bytes - sizeof *tc) / sizeof(struct usi_magpair));
     for (uint32_t i = 0; i < tc->npairs; i++)
-        tc->pairs[i].loaded = tc->pairs[i].prev = &usi_mag_empty;
+        pair_clear(&tc->pairs[i]);
+    memcpy(tc->class_offset, usi_class_pair_offset, sizeof tc->class_offset);
     return tc;
 }
 
@@ -107,28 +132,26 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
     if (!tc)
         return usi_cache_alloc_from_slab(c);
     struct usi_magpair *mp = &tc->pairs[c->id];
-    if (mp->loaded->rounds == 0 && mp->prev->rounds != 0) {
-        struct usi_mag *t = mp->loaded;
-        mp->loaded = mp->prev;
-        mp->prev = t;
-    }
-    if (mp->loaded->rounds == 0) {
-        /* Both empty: trade the previous (empty) magazine for a full one. */
-        struct usi_mag *full = usi_depot_get_full(c, mp->prev);
-        if (full) {
-            mp->prev = mp->loaded;
-            mp->loaded = full;
+    struct usi_mag *loaded = pair_unload(mp);
+    if (loaded->rounds == 0) {
+        struct usi_mag *prev = mp->prev;
+        if (prev->rounds != 0) { /* swap: the previous magazine has objects */
+            mp->prev = loaded;
+            pair_load(mp, prev);
+        } else if ((prev = usi_depot_get_full(c, prev)) != NULL) {
+            /* Both empty: the previous one went to the depot for a full one. */
+            mp->prev = loaded;
+            pair_load(mp, prev);
         } else if (!c->ctor) {
             /* No constructed objects anywhere: fill a magazine straight from the slabs. */
-            struct usi_mag *m = mp->loaded;
-            if (m == &usi_mag_empty) {
-                m = usi_mag_new(c);
-                if (!m)
+            if (loaded == &usi_mag_empty) {
+                loaded = usi_mag_new(c);
+                if (!loaded)
                     return usi_cache_alloc_from_slab(c);
-                mp->loaded = m;
             }
-            m->rounds = (uint32_t)usi_cache_fill(c, m->capacity, m->objs);
-            if (m->rounds == 0)
+            loaded->rounds = (uint32_t)usi_cache_fill(c, loaded->capacity, loaded->objs);
+            pair_load(mp, loaded);
+            if (loaded->rounds == 0)
                 return NULL; /* errno set */
         } else {
             /* Objects with a constructor leave the slab one at a time, as the user asks
@@ -136,8 +159,7 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
             return usi_cache_alloc_from_slab(c);
         }
     }
-    struct usi_mag *m = mp->loaded;
-    return m->objs[--m->rounds];
+    return usi_pair_pop(mp);
 }
 
 void usi_tcache_free_slow(struct uslab_cache *c, void *p)
@@ -148,34 +170,32 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         return;
     }
     struct usi_magpair *mp = &tc->pairs[c->id];
-    struct usi_mag *m = mp->loaded;
-    if (m->rounds < m->capacity) {
-        m->objs[m->rounds++] = p;
+    if (usi_pair_push(mp, p))
         return;
-    }
-    if (mp->prev->rounds == 0 && mp->prev != &usi_mag_empty) {
-        mp->loaded = mp->prev;
-        mp->prev = m;
+    struct usi_mag *loaded = pair_unload(mp);
+    struct usi_mag *prev = mp->prev;
+    if (prev->rounds == 0 && prev != &usi_mag_empty) { /* swap: the previous one is empty */
+        mp->prev = loaded;
+        pair_load(mp, prev);
     } else {
         /* Both full (or missing): give the previous one to the depot for an empty one. */
-        struct usi_mag *empty = usi_depot_get_empty(c, mp->prev);
+        struct usi_mag *empty = usi_depot_get_empty(c, prev);
         if (!empty) {
             mp->prev = &usi_mag_empty;
             usi_cache_unfill(c, 1, &p);
             return;
         }
-        mp->prev = mp->loaded;
-        mp->loaded = empty;
+        mp->prev = loaded;
+        pair_load(mp, empty);
     }
-    m = mp->loaded;
-    m->objs[m->rounds++] = p;
+    usi_pair_push(mp, p);
 }
 
 /* Moves one pair's magazines to the depot (caller holds tc->lock or owns tc). */
 static void pair_flush(struct uslab_cache *c, struct usi_magpair *mp)
 {
-    struct usi_mag *a = mp->loaded, *b = mp->prev;
-    mp->loaded = mp->prev = &usi_mag_empty;
+    struct usi_mag *a = pair_unload(mp), *b = mp->prev;
+    pair_clear(mp);
     usi_depot_put(c, a);
     usi_depot_put(c, b);
 }
@@ -207,7 +227,7 @@ static void tcache_flush_every(struct usi_tcache *tc)
 {
     for (uint32_t id = 1; id < tc->npairs; id++) {
         struct usi_magpair *mp = &tc->pairs[id];
-        if (mp->loaded == &usi_mag_empty && mp->prev == &usi_mag_empty)
+        if (mp->base == usi_mag_empty.objs && mp->prev == &usi_mag_empty)
             continue;
         struct uslab_cache *c = usi_caches[id];
         if (c)
