@@ -151,8 +151,8 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
             }
             loaded->rounds = (uint32_t)usi_cache_fill(c, loaded->capacity, loaded->objs);
             pair_load(mp, loaded);
-            if (loaded->rounds == 0)
-                return NULL; /* errno set */
+            if (loaded->rounds == 0) /* fewer free objects than a magazine: take one */
+                return usi_cache_alloc_from_slab(c);
         } else {
             /* Objects with a constructor leave the slab one at a time, as the user asks
              * for them: the constructor runs once per object that enters service. */
