@@ -72,7 +72,8 @@ int usi_cache_init(struct uslab_cache *c, const char *name, size_t size, size_t 
         errno = ENOMEM;
         return -1;
     }
-    c->id = (uint16_t)id;
+    c->id = id;
+    c->pair_offset = id * sizeof(struct usi_magpair);
     usi_caches[id] = c;
     pthread_mutex_unlock(&caches_lock);
     return 0;
@@ -214,11 +215,12 @@ void *uslab_cache_alloc(uslab_cache_t *c)
 
 void uslab_cache_free(uslab_cache_t *c, void *obj)
 {
-    if (USI_UNLIKELY(obj == NULL))
-        return;
-    uintptr_t e = usi_pagemap_lookup(obj);
-    if (USI_UNLIKELY((e & USI_ID_MASK) != c->id))
+    uintptr_t e = usi_pagemap_lookup(obj); /* 0 for NULL: handled off the fast path */
+    if (USI_UNLIKELY((e & USI_ID_MASK) != c->id)) {
+        if (obj == NULL)
+            return;
         usi_cache_bad_free(c, obj, e);
+    }
     usi_tcache_free(c, obj);
 }
 
@@ -227,8 +229,8 @@ size_t uslab_cache_alloc_bulk(uslab_cache_t *c, size_t n, void **objs)
     size_t i = 0;
     /* First what the thread's magazines hold, then the rest straight from the slabs. */
     struct usi_tcache *tc = usi_tls;
-    if (c->id < tc->npairs) {
-        struct usi_magpair *mp = &tc->pairs[c->id];
+    if (c->pair_offset < tc->pairs_bytes) {
+        struct usi_magpair *mp = usi_tcache_pair(tc, c->pair_offset);
         void *p;
         while (i < n && (p = usi_pair_pop(mp)) != NULL)
             objs[i++] = p;

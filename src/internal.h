@@ -220,7 +220,8 @@ void usi_depot_drain(struct uslab_cache *c);
  */
 struct uslab_cache {
     char name[32];
-    uint16_t id; /* index in usi_caches; low bits of page-map entries */
+    uintptr_t id;          /* index in usi_caches; low bits of page-map entries */
+    uintptr_t pair_offset; /* id * sizeof(struct usi_magpair): the pair in a thread cache */
     unsigned flags;
     size_t size;   /* what the user asked for */
     size_t align;  /* power of two, <= page size */
@@ -303,6 +304,7 @@ struct usi_tcache {
     pthread_mutex_t lock;
     struct usi_tcache *reg_next, *reg_prev; /* registry, under usi_tcache_registry_lock */
     size_t map_bytes;                       /* 0 for the static sentinel */
+    size_t pairs_bytes;                     /* npairs * sizeof(struct usi_magpair) */
     uint32_t npairs;
     uint32_t pad;
     /* (size + 7) >> 3 -> offset of the malloc class's pair from pairs[0]: a copy of
@@ -345,11 +347,16 @@ static inline int usi_pair_push(struct usi_magpair *mp, void *p)
     return 1;
 }
 
+static inline struct usi_magpair *usi_tcache_pair(struct usi_tcache *tc, uintptr_t offset)
+{
+    return (struct usi_magpair *)(void *)((char *)tc->pairs + offset);
+}
+
 static inline void *usi_tcache_alloc(struct uslab_cache *c)
 {
     struct usi_tcache *tc = usi_tls;
-    if (USI_LIKELY(c->id < tc->npairs)) {
-        void *p = usi_pair_pop(&tc->pairs[c->id]);
+    if (USI_LIKELY(c->pair_offset < tc->pairs_bytes)) {
+        void *p = usi_pair_pop(usi_tcache_pair(tc, c->pair_offset));
         if (USI_LIKELY(p != NULL))
             return p;
     }
@@ -359,7 +366,8 @@ static inline void *usi_tcache_alloc(struct uslab_cache *c)
 static inline void usi_tcache_free(struct uslab_cache *c, void *p)
 {
     struct usi_tcache *tc = usi_tls;
-    if (USI_LIKELY(c->id < tc->npairs) && USI_LIKELY(usi_pair_push(&tc->pairs[c->id], p)))
+    if (USI_LIKELY(c->pair_offset < tc->pairs_bytes) &&
+        USI_LIKELY(usi_pair_push(usi_tcache_pair(tc, c->pair_offset), p)))
         return;
     usi_tcache_free_slow(c, p);
 }

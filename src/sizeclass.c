@@ -57,7 +57,8 @@ int usi_sizeclass_init(void)
         name[len] = '\0';
         usi_cache_init(&usi_class_caches[id], name, s, align, NULL, NULL, NULL, NULL, 0);
         if (usi_class_caches[id].id != id)
-            usi_report_fatal("size class %u got cache id %u", id, usi_class_caches[id].id);
+            usi_report_fatal("size class %u got cache id %lu", id,
+                             (unsigned long)usi_class_caches[id].id);
     }
     usi_nclasses = n; /* from now on cache ids start above USI_NCLASSES */
     for (size_t i = 0; i <= USI_SMALL_MAX / 8; i++) {

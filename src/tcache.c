@@ -22,7 +22,9 @@ static struct {
     struct usi_tcache tc;
     struct usi_magpair pairs[SENTINEL_PAIRS];
 } sentinel = {
-    .tc = {.lock = PTHREAD_MUTEX_INITIALIZER, .npairs = SENTINEL_PAIRS},
+    .tc = {.lock = PTHREAD_MUTEX_INITIALIZER,
+           .pairs_bytes = SENTINEL_PAIRS * sizeof(struct usi_magpair),
+           .npairs = SENTINEL_PAIRS},
     .pairs = {[0 ... SENTINEL_PAIRS - 1] = {usi_mag_empty.objs, usi_mag_empty.objs,
                                             usi_mag_empty.objs, &usi_mag_empty}},
 };
@@ -88,6 +90,7 @@ static struct usi_tcache *tcache_map(uint32_t want_pairs)
     pthread_mutex_init(&tc->lock, NULL);
     tc->map_bytes = bytes;
     tc->npairs = (uint32_t)((bytes - sizeof *tc) / sizeof(struct usi_magpair));
+    tc->pairs_bytes = tc->npairs * sizeof(struct usi_magpair);
     for (uint32_t i = 0; i < tc->npairs; i++)
         pair_clear(&tc->pairs[i]);
     memcpy(tc->class_offset, usi_class_pair_offset, sizeof tc->class_offset);
@@ -96,14 +99,15 @@ static struct usi_tcache *tcache_map(uint32_t want_pairs)
 
 /* Returns the calling thread's own cache with a pair for id, or NULL (no memory, or the
  * thread is exiting). */
-static struct usi_tcache *tcache_get(uint16_t id)
+static struct usi_tcache *tcache_get(uintptr_t id)
 {
     struct usi_tcache *tc = usi_tls;
     if (tls_exiting)
         return NULL;
     if (tc != &sentinel.tc && id < tc->npairs)
         return tc;
-    uint32_t want = id + 1u > SENTINEL_PAIRS + 64u ? id + 1u + id / 2u : SENTINEL_PAIRS + 64u;
+    uint32_t want =
+        (uint32_t)(id + 1 > SENTINEL_PAIRS + 64 ? id + 1 + id / 2 : SENTINEL_PAIRS + 64);
     struct usi_tcache *fresh = tcache_map(want);
     if (!fresh)
         return NULL;

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fastpath_loop.c - the program whose instructions test_fastpath_budget.sh counts: after a
+ * warm-up, `n` small malloc+free pairs, then `n` uslab_cache_alloc+free pairs. Linked
+ * against libuslab (for the cache API) and run under LD_PRELOAD of libuslab-preload so that
+ * malloc/free are uslab's. The volatile sink keeps the compiler from dropping the calls.
+ */
+#include "uslab.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void *volatile sink;
+
+int main(int argc, char **argv)
+{
+    long n = argc > 1 ? atol(argv[1]) : 1000;
+    size_t size = argc > 2 ? (size_t)atol(argv[2]) : 32;
+    uslab_cache_t *c = uslab_cache_create("fastpath", 48, 0, NULL, NULL, NULL, NULL, 0);
+    if (!c)
+        return 1;
+    for (int i = 0; i < 1000; i++) { /* warm up: thread cache and magazines exist */
+        sink = malloc(size);
+        free(sink);
+        sink = uslab_cache_alloc(c);
+        uslab_cache_free(c, sink);
+    }
+    for (long i = 0; i < n; i++) {
+        sink = malloc(size);
+        free(sink);
+    }
+    for (long i = 0; i < n; i++) {
+        sink = uslab_cache_alloc(c);
+        uslab_cache_free(c, sink);
+    }
+    uslab_cache_destroy(c);
+    printf("ok\n");
+    return 0;
+}

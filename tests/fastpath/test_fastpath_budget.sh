@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Counts, with callgrind (deterministic), the instructions one small malloc, free,
+# uslab_cache_alloc and uslab_cache_free execute on their fast paths, and fails if any
+# exceeds its budget (docs/design.md §4; architecture budget: 15 each for malloc and free).
+# Method: run the loop with N and 2N iterations, count the instructions inside each
+# function (--toggle-collect), and divide the difference by N: start-up and warm-up cancel.
+set -euo pipefail
+loop=$1 preload=$2
+budget_malloc=${BUDGET_MALLOC:-15}
+budget_free=${BUDGET_FREE:-15}
+budget_cache_alloc=${BUDGET_CACHE_ALLOC:-15}
+budget_cache_free=${BUDGET_CACHE_FREE:-24} # 9 of them: the ownership check
+command -v valgrind >/dev/null || { echo "valgrind is not installed"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+count() { # count <function> <iterations>
+    LD_PRELOAD=$preload valgrind --tool=callgrind --callgrind-out-file="$tmp/out" \
+        --toggle-collect="$1" "$loop" "$2" 32 >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/err"
+}
+
+status=0
+n=20000
+for spec in malloc:$budget_malloc free:$budget_free \
+    uslab_cache_alloc:$budget_cache_alloc uslab_cache_free:$budget_cache_free; do
+    fn=${spec%%:*} budget=${spec##*:}
+    a=$(count "$fn" $n)
+    b=$(count "$fn" $((2 * n)))
+    per=$(( (b - a + n / 2) / n ))
+    verdict=ok
+    if [ "$per" -gt "$budget" ]; then verdict="OVER BUDGET"; status=1; fi
+    printf '%-18s %3d instructions per call (budget %d) %s\n' "$fn" "$per" "$budget" "$verdict"
+done
+exit $status
