@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_pages.c - the pages layer and the page map: lookups say "not ours" for every pointer
+ * uslab did not hand out and (slab | id) for every object; spans are aligned to their size,
+ * read as zero, are distinct, and are reused after being freed.
+ */
+#include "check.h"
+#include "internal.h"
+#include "testutil.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static int global_var;
+
+static void test_foreign_pointers(void)
+{
+    int stack_var = 0;
+    void *heap = malloc(64);
+    CHECK(heap, "malloc");
+    CHECK(usi_pagemap_lookup(&stack_var) == 0, "stack pointer %p is not ours", (void *)&stack_var);
+    CHECK(usi_pagemap_lookup(heap) == 0, "glibc heap pointer is not ours");
+    CHECK(usi_pagemap_lookup(&global_var) == 0, "global pointer is not ours");
+    CHECK(usi_pagemap_lookup(NULL) == 0, "NULL is not ours");
+    CHECK(usi_pagemap_lookup((void *)(uintptr_t)-1) == 0, "~0 is not ours");
+    CHECK(usi_pagemap_lookup((void *)(usi_pagemap.base - 1)) == 0, "base - 1 is not ours");
+    uintptr_t end = usi_pagemap.base + usi_pagemap.nunits * USI_UNIT_SIZE;
+    CHECK(usi_pagemap_lookup((void *)end) == 0, "end of range is not ours");
+    CHECK(usi_pagemap_lookup((void *)(end + 12345)) == 0, "past the range is not ours");
+    CHECK(usi_pagemap_lookup((void *)(uintptr_t)test_foreign_pointers) == 0, "code is not ours");
+    /* Inside the reserved range, but in no live slab: the end of the range has not been
+     * used yet. */
+    CHECK(usi_pagemap_lookup((void *)(end - 8)) == 0, "unused reserved memory is not ours");
+    /* The class tags say "no malloc class" for all of them, garbage included. */
+    const void *foreign[] = {&stack_var,
+                             heap,
+                             &global_var,
+                             NULL,
+                             (void *)(uintptr_t)-1,
+                             (void *)(usi_pagemap.base - 1),
+                             (void *)end,
+                             (void *)(end - 8),
+                             (void *)(uintptr_t)0x123456789abcdefull};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++)
+        CHECK(usi_class_tag(foreign[i]) == 0, "class tag of foreign pointer %zu", i);
+    free(heap);
+}
+
+static void test_object_lookup(void)
+{
+    struct rng r = {42};
+    static const size_t sizes[] = {8, 24, 64, 100, 256, 1000, 4096, 5000, 70000, 300000};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        uslab_cache_t *c = uslab_cache_create("pages-test", sizes[k], 0, NULL, NULL, NULL, NULL, 0);
+        CHECK(c, "create size %zu", sizes[k]);
+        enum { N = 300 };
+        void *objs[N];
+        for (int i = 0; i < N; i++) {
+            objs[i] = uslab_cache_alloc(c);
+            CHECK(objs[i], "alloc");
+            pattern_fill(objs[i], sizes[k], (uint64_t)i);
+            uintptr_t e = usi_pagemap_lookup(objs[i]);
+            CHECK((e & USI_ID_MASK) == c->id, "id of object: %lu, cache id %u",
+                  (unsigned long)(e & USI_ID_MASK), c->id);
+            struct usi_slab *s = (struct usi_slab *)(e & ~USI_ID_MASK);
+            CHECK((uintptr_t)s % c->slab_size == 0, "slab aligned to its size");
+            CHECK((uintptr_t)objs[i] >= (uintptr_t)s->objs &&
+                      (uintptr_t)objs[i] + c->size <= (uintptr_t)s + c->slab_size,
+                  "object inside its slab");
+            CHECK(s->cache == c, "slab header names the cache");
+            CHECK(usi_class_tag(objs[i]) == 0, "a user cache's object has no class tag");
+            /* Every byte of the object maps to the same entry. */
+            uint64_t off = rng_below(&r, sizes[k]);
+            CHECK(usi_pagemap_lookup((char *)objs[i] + off) == e, "interior byte lookup");
+            CHECK(usi_pagemap_lookup((char *)objs[i] + sizes[k] - 1) == e, "last byte lookup");
+        }
+        for (int i = 0; i < N; i++)
+            CHECK(pattern_check(objs[i], sizes[k], (uint64_t)i) == (size_t)-1, "contents");
+        for (int i = 0; i < N; i++)
+            uslab_cache_free(c, objs[i]);
+        uslab_cache_reap(c);
+        /* After a reap every slab is gone: the objects' addresses are no longer ours. */
+        for (int i = 0; i < N; i++)
+            CHECK(usi_pagemap_lookup(objs[i]) == 0, "released slab still mapped (size %zu)",
+                  sizes[k]);
+        uslab_cache_destroy(c);
+    }
+}
+
+static void test_spans(void)
+{
+    enum { PER_ORDER = 6 };
+    void *spans[USI_SPAN_ORDERS][PER_ORDER];
+    for (unsigned order = 0; order < USI_SPAN_ORDERS; order++) {
+        size_t bytes = USI_UNIT_SIZE << order;
+        for (int i = 0; i < PER_ORDER; i++) {
+            char *s = usi_pages_alloc_span(order);
+            CHECK(s, "span of order %u", order);
+            spans[order][i] = s;
+            CHECK((uintptr_t)s % bytes == 0, "span %p of order %u aligned to its size", (void *)s,
+                  order);
+            CHECK((uintptr_t)s >= usi_pagemap.base &&
+                      (uintptr_t)s + bytes <= usi_pagemap.base + usi_pagemap.nunits * USI_UNIT_SIZE,
+                  "span inside the reservation");
+            /* Reads as zero, is writable, and is not owned until set_owner. */
+            for (size_t off = 0; off < bytes; off += USI_PAGE_SIZE)
+                CHECK(s[off] == 0 && s[off + USI_PAGE_SIZE - 1] == 0, "fresh span reads zero");
+            memset(s, 0xa5, 256);
+            s[bytes - 1] = 0x5a;
+            CHECK(usi_pagemap_lookup(s) == 0, "unowned span");
+        }
+    }
+    /* No two spans overlap. */
+    for (unsigned o1 = 0; o1 < USI_SPAN_ORDERS; o1++)
+        for (int i = 0; i < PER_ORDER; i++) {
+            uintptr_t a = (uintptr_t)spans[o1][i], ae = a + (USI_UNIT_SIZE << o1);
+            for (unsigned o2 = 0; o2 < USI_SPAN_ORDERS; o2++)
+                for (int j = 0; j < PER_ORDER; j++) {
+                    if (o1 == o2 && i == j)
+                        continue;
+                    uintptr_t b = (uintptr_t)spans[o2][j], be = b + (USI_UNIT_SIZE << o2);
+                    CHECK(ae <= b || be <= a, "spans overlap");
+                }
+        }
+    /* Owner entries cover exactly the span's units. */
+    for (unsigned order = 0; order < USI_SPAN_ORDERS; order++) {
+        char *s = spans[order][0];
+        size_t bytes = USI_UNIT_SIZE << order;
+        uintptr_t entry = (uintptr_t)s | 0x7777;
+        uint16_t tag = (uint16_t)(3 * sizeof(struct usi_magpair));
+        usi_pages_set_owner(s, order, entry, tag);
+        for (size_t off = 0; off < bytes; off += USI_UNIT_SIZE)
+            CHECK(usi_class_tag(s + off) == tag, "class tag inside the span");
+        CHECK(usi_class_tag(s + bytes) != tag || usi_pagemap_lookup(s + bytes) != 0,
+              "class tag after the span");
+        for (size_t off = 0; off < bytes; off += USI_UNIT_SIZE / 2)
+            CHECK(usi_pagemap_lookup(s + off) == entry, "owner entry inside the span");
+        CHECK(usi_pagemap_lookup(s + bytes - 1) == entry, "last byte");
+        CHECK(usi_pagemap_lookup(s + bytes) != entry, "first byte after the span");
+        CHECK(usi_pagemap_lookup(s - 1) != entry, "last byte before the span");
+        usi_pages_set_owner(s, order, 0, 0);
+        CHECK(usi_pagemap_lookup(s) == 0 && usi_pagemap_lookup(s + bytes - 1) == 0, "cleared");
+        CHECK(usi_class_tag(s) == 0 && usi_class_tag(s + bytes - 1) == 0, "tag cleared");
+    }
+    /* Freed spans are reused, and they read as zero again (purged). */
+    for (unsigned order = 0; order < USI_SPAN_ORDERS; order++) {
+        char *s = spans[order][PER_ORDER - 1];
+        size_t bytes = USI_UNIT_SIZE << order;
+        usi_pages_free_span(s, order);
+        char *again = usi_pages_alloc_span(order);
+        CHECK(again == s, "freed span of order %u is reused (%p, got %p)", order, (void *)s,
+              (void *)again);
+        CHECK(again[0] == 0 && again[255] == 0 && again[bytes - 1] == 0, "reused span reads zero");
+    }
+    /* A big free span is split to serve smaller orders when nothing else is free: drain the
+     * order-0 free list first (bounded), then check every new order-0 span is aligned and
+     * distinct. */
+    for (unsigned order = 0; order < USI_SPAN_ORDERS; order++)
+        for (int i = 0; i < PER_ORDER; i++)
+            usi_pages_free_span(spans[order][i], order);
+    struct ptrset seen;
+    ptrset_init(&seen, 4096);
+    for (int i = 0; i < 1024; i++) {
+        char *s = usi_pages_alloc_span(0);
+        CHECK(s && (uintptr_t)s % USI_UNIT_SIZE == 0, "order-0 span");
+        CHECK(ptrset_insert(&seen, s), "order-0 span handed out twice");
+        CHECK(s[0] == 0 && s[USI_UNIT_SIZE - 1] == 0, "span reads zero");
+        s[0] = 1;
+        s[USI_UNIT_SIZE - 1] = 1;
+    }
+    ptrset_free(&seen);
+}
+
+int main(void)
+{
+    void *p = uslab_malloc(1); /* initialises uslab */
+    CHECK(p, "first malloc");
+    CHECK(usi_initialized && usi_pagemap.nunits > 0, "initialised");
+    CHECK(usi_pagemap.base % (USI_UNIT_SIZE << (USI_SPAN_ORDERS - 1)) == 0, "base aligned");
+    CHECK(usi_pagemap_lookup(p) != 0, "malloc block is ours");
+    unsigned id = (unsigned)(usi_pagemap_lookup(p) & USI_ID_MASK);
+    CHECK(id >= 1 && id <= usi_nclasses, "malloc block in a class cache");
+    CHECK(usi_class_tag(p) == id * sizeof(struct usi_magpair), "class tag of a malloc block: %u",
+          usi_class_tag(p));
+    uslab_free(p);
+    test_foreign_pointers();
+    test_object_lookup();
+    test_spans();
+    TEST_DONE();
+}

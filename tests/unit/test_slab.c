@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_slab.c - slab geometry for many sizes and alignments, colouring, and the slab
+ * layer's lists and free-object tracking (usi_slab_take / usi_slab_put).
+ */
+#include "check.h"
+#include "internal.h"
+#include "testutil.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static void check_geometry(const struct uslab_cache *c, size_t size, size_t align)
+{
+    size_t want_align = align ? align : (size >= 16 ? 16 : 8);
+    if (want_align < 8)
+        want_align = 8;
+    CHECK(c->align == want_align, "align %zu for size %zu align %zu", c->align, size, align);
+    CHECK(c->stride >= size && c->stride % c->align == 0 && c->stride >= 8, "stride %zu",
+          c->stride);
+    CHECK(c->stride < size + c->align, "stride %zu too big for size %zu", c->stride, size);
+    CHECK(c->slab_size == (USI_UNIT_SIZE << c->slab_order), "slab size");
+    CHECK(c->slab_order < USI_SPAN_ORDERS, "slab order");
+    CHECK(c->nobjs > 0, "size %zu align %zu: no objects", size, align);
+    size_t header = sizeof(struct usi_slab) + 8 * ((c->nobjs + 63) / 64);
+    CHECK(c->first_offset >= header, "header %zu overlaps objects at %u", header, c->first_offset);
+    CHECK(c->first_offset % c->align == 0, "first offset %u not aligned to %zu", c->first_offset,
+          c->align);
+    size_t used = c->first_offset + (size_t)c->nobjs * c->stride;
+    CHECK(used + c->colour_max <= c->slab_size,
+          "size %zu: objects (%zu bytes) + colour %u exceed slab %zu", size, used, c->colour_max,
+          c->slab_size);
+    /* One more object would not fit. */
+    /* Close to the most objects that fit: slab_fit may lose what the bitmap words it
+     * over-estimated would have held, no more. */
+    size_t best = c->nobjs;
+    for (;;) {
+        size_t h = sizeof(struct usi_slab) + 8 * ((best + 1 + 63) / 64);
+        h = (h + c->align - 1) & ~(c->align - 1);
+        if (h + (best + 1) * c->stride > c->slab_size)
+            break;
+        best++;
+    }
+    CHECK((best - c->nobjs) * c->stride <= 8 * ((best + 63) / 64) + c->align,
+          "size %zu: %u objects, %zu would fit", size, c->nobjs, best);
+    CHECK(c->colour_max % c->align == 0 && c->colour_step % c->align == 0, "colour alignment");
+    double waste = (double)(c->slab_size - used) / (double)c->slab_size;
+    if (c->nobjs >= 8 && size <= 65536)
+        CHECK(waste <= 0.125, "size %zu align %zu: waste %.3f in a %zu slab", size, size, waste,
+              c->slab_size);
+    CHECK(waste < 0.5, "size %zu align %zu: waste %.3f", size, align, waste);
+}
+
+static void test_geometry(void)
+{
+    static const size_t aligns[] = {0, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+    struct rng r = {7};
+    for (size_t a = 0; a < sizeof aligns / sizeof aligns[0]; a++) {
+        for (int k = 0; k < 120; k++) {
+            size_t size;
+            if (k < 40)
+                size = (size_t)k + 1;
+            else if (k < 60)
+                size = (size_t)1 << (k - 40); /* 1 .. 512K */
+            else if (k < 100)
+                size = 1 + rng_below(&r, 70000);
+            else
+                size = 1 + rng_below(&r, USI_CACHE_MAX_OBJECT);
+            uslab_cache_t *c =
+                uslab_cache_create("geometry", size, aligns[a], NULL, NULL, NULL, NULL, 0);
+            CHECK(c, "create size %zu align %zu", size, aligns[a]);
+            check_geometry(c, size, aligns[a]);
+            /* A few objects: aligned, inside a slab, writable. */
+            void *o[3];
+            for (int i = 0; i < 3; i++) {
+                o[i] = uslab_cache_alloc(c);
+                CHECK(o[i] && (uintptr_t)o[i] % c->align == 0, "object alignment");
+                pattern_fill(o[i], size, (uint64_t)i);
+            }
+            for (int i = 0; i < 3; i++) {
+                CHECK(pattern_check(o[i], size, (uint64_t)i) == (size_t)-1, "contents");
+                uslab_cache_free(c, o[i]);
+            }
+            uslab_cache_destroy(c);
+        }
+    }
+    /* The largest object fits. */
+    uslab_cache_t *c =
+        uslab_cache_create("max", USI_CACHE_MAX_OBJECT, 4096, NULL, NULL, NULL, NULL, 0);
+    CHECK(c, "max size");
+    check_geometry(c, USI_CACHE_MAX_OBJECT, 4096);
+    uslab_cache_destroy(c);
+}
+
+/* Successive slabs of a cache with slack start their objects at different offsets. */
+static void test_colouring(unsigned flags)
+{
+    /* 200-byte objects in a 64K slab leave slack; with align 64 there are several colours. */
+    static const struct {
+        size_t size, align;
+    } cases[] = {{200, 64}, {100, 0}, {3000, 0}, {1000, 512}, {24, 8}, {5000, 4096}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        uslab_cache_t *c = uslab_cache_create("colour", cases[k].size, cases[k].align, NULL, NULL,
+                                              NULL, NULL, USLAB_CACHE_NOMAGAZINE | flags);
+        CHECK(c, "create");
+        size_t ncolours = c->colour_max / c->colour_step + 1;
+        size_t nslabs = ncolours < 8 ? ncolours + 1 : 9;
+        size_t n = nslabs * c->nobjs;
+        void **objs = malloc(n * sizeof *objs);
+        CHECK(objs, "malloc");
+        uintptr_t offsets[16];
+        size_t noff = 0;
+        uintptr_t last_slab = 0;
+        for (size_t i = 0; i < n; i++) {
+            objs[i] = uslab_cache_alloc(c);
+            CHECK(objs[i], "alloc");
+            CHECK((uintptr_t)objs[i] % c->align == 0, "alignment");
+            memset(objs[i], (int)(i & 0xff), cases[k].size);
+            uintptr_t slab = usi_pagemap_lookup(objs[i]) & ~USI_ID_MASK;
+            if (slab != last_slab) {
+                struct usi_slab *s = (struct usi_slab *)slab;
+                CHECK(noff < 16, "too many slabs");
+                offsets[noff++] = (uintptr_t)s->objs - slab;
+                last_slab = slab;
+            }
+            CHECK((uintptr_t)objs[i] - slab < c->slab_size, "object inside slab");
+        }
+        CHECK(noff == nslabs, "size %zu: %zu slabs, expected %zu", cases[k].size, noff, nslabs);
+        for (size_t i = 0; i < noff; i++) {
+            CHECK(offsets[i] % c->align == 0, "offset %lu not aligned", (unsigned long)offsets[i]);
+            CHECK(offsets[i] >= c->first_offset && offsets[i] <= c->first_offset + c->colour_max,
+                  "colour in range");
+        }
+        if (flags & USLAB_CACHE_NOCOLOUR) {
+            for (size_t i = 1; i < noff; i++)
+                CHECK(offsets[i] == offsets[0], "NOCOLOUR: all slabs at one offset");
+        } else if (c->colour_max > 0) {
+            /* The first min(ncolours, nslabs) slabs all start at different offsets. */
+            size_t distinct = ncolours < noff ? ncolours : noff;
+            for (size_t i = 0; i < distinct; i++)
+                for (size_t j = i + 1; j < distinct; j++)
+                    CHECK(offsets[i] != offsets[j], "size %zu: slabs %zu and %zu share colour %lu",
+                          cases[k].size, i, j, (unsigned long)offsets[i]);
+        }
+        for (size_t i = 0; i < n; i++) {
+            const unsigned char *p = objs[i];
+            CHECK(p[0] == (i & 0xff) && p[cases[k].size - 1] == (i & 0xff), "contents");
+            uslab_cache_free(c, objs[i]);
+        }
+        free(objs);
+        uslab_cache_destroy(c);
+    }
+    /* Colouring must have effect for the common case of a cache with slack. */
+    uslab_cache_t *c = uslab_cache_create("slack", 200, 64, NULL, NULL, NULL, NULL, 0);
+    CHECK(c && c->colour_max > 0, "a 200-byte cache has colours (max %u)", c ? c->colour_max : 0);
+    uslab_cache_destroy(c);
+}
+
+/* The slab layer itself: lists move with state, the reserve of empty slabs is kept. */
+static void test_lists(void)
+{
+    uslab_cache_t *c =
+        uslab_cache_create("lists", 512, 0, NULL, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
+    CHECK(c, "create");
+    size_t per = c->nobjs;
+    size_t n = 3 * per + per / 2;
+    void **objs = malloc(n * sizeof *objs);
+    CHECK(objs, "malloc");
+    pthread_mutex_lock(&c->lock);
+    CHECK(usi_slab_take(c, n, objs) == n, "take");
+    CHECK(c->lists[USI_SLAB_FULL].count == 3, "3 full slabs, got %zu",
+          c->lists[USI_SLAB_FULL].count);
+    CHECK(c->lists[USI_SLAB_PARTIAL].count == 1, "1 partial slab");
+    CHECK(c->lists[USI_SLAB_EMPTY].count == 0, "no empty slab");
+    CHECK(c->slab_inuse == n, "slab_inuse");
+    pthread_mutex_unlock(&c->lock);
+    struct ptrset set;
+    ptrset_init(&set, n);
+    for (size_t i = 0; i < n; i++) {
+        CHECK(ptrset_insert(&set, objs[i]), "object %zu handed out twice", i);
+        CHECK((uintptr_t)objs[i] % c->align == 0, "alignment");
+        pattern_fill(objs[i], 512, i);
+    }
+    ptrset_free(&set);
+    for (size_t i = 0; i < n; i++)
+        CHECK(pattern_check(objs[i], 512, i) == (size_t)-1, "contents of %zu", i);
+    /* Give back one object of the first full slab: it becomes partial. */
+    struct usi_slab *release = NULL;
+    pthread_mutex_lock(&c->lock);
+    usi_slab_put(c, 1, objs, &release);
+    CHECK(c->lists[USI_SLAB_FULL].count == 2 && c->lists[USI_SLAB_PARTIAL].count == 2,
+          "full -> partial");
+    CHECK(release == NULL, "nothing released");
+    /* Take it again: the freed object comes back first (free list before bump). */
+    void *again;
+    CHECK(usi_slab_take(c, 1, &again) == 1, "take one");
+    CHECK(again == objs[0] || c->lists[USI_SLAB_PARTIAL].count >= 1, "reuse");
+    objs[0] = again;
+    /* Give everything back: one empty slab is kept (the reserve), the rest released. */
+    usi_slab_put(c, n, objs, &release);
+    CHECK(c->slab_inuse == 0, "slab_inuse 0");
+    CHECK(c->lists[USI_SLAB_FULL].count == 0 && c->lists[USI_SLAB_PARTIAL].count == 0,
+          "no full or partial slabs");
+    CHECK(c->lists[USI_SLAB_EMPTY].count == c->empty_reserve, "empty reserve %zu, kept %zu",
+          c->empty_reserve, c->lists[USI_SLAB_EMPTY].count);
+    pthread_mutex_unlock(&c->lock);
+    size_t released = 0;
+    for (struct usi_slab *s = release; s; s = s->next)
+        released++;
+    CHECK(released + c->empty_reserve == 4, "released %zu slabs", released);
+    CHECK(usi_slab_release(release, c->slab_size) == released * c->slab_size, "bytes");
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t e = usi_pagemap_lookup(objs[i]);
+        CHECK(e == 0 || (e & USI_ID_MASK) == c->id, "released slabs are unmapped");
+    }
+    CHECK(uslab_cache_reap(c) == c->empty_reserve * c->slab_size, "reap releases the reserve");
+    for (size_t i = 0; i < n; i++)
+        CHECK(usi_pagemap_lookup(objs[i]) == 0, "no slab left");
+    free(objs);
+    uslab_cache_destroy(c);
+}
+
+int main(void)
+{
+    test_geometry();
+    test_colouring(0);
+    test_colouring(USLAB_CACHE_NOCOLOUR);
+    test_lists();
+    TEST_DONE();
+}
