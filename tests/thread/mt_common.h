@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/* mt_common.h - helpers of the thread-layer tests: allocator selection, fills, RSS. */
+#ifndef USLAB_MT_COMMON_H
+#define USLAB_MT_COMMON_H
+
+#include "check.h"
+#include "uslab.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Built twice: against libuslab (uslab_malloc) and, with MT_PLAIN_MALLOC, against plain
+ * malloc to run under LD_PRELOAD of libuslab-preload. */
+#ifdef MT_PLAIN_MALLOC
+#define MT_MALLOC(n) malloc(n)
+#define MT_FREE(p)   free(p)
+#else
+#define MT_MALLOC(n) uslab_malloc(n)
+#define MT_FREE(p)   uslab_free(p)
+#endif
+
+static inline uint64_t mt_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Fills p[0..n) with a pattern derived from tag; mt_check verifies it. */
+static inline void mt_fill(void *p, size_t n, uint64_t tag)
+{
+    unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        b[i] = (unsigned char)(tag + i * 131);
+}
+
+static inline int mt_check(const void *p, size_t n, uint64_t tag)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != (unsigned char)(tag + i * 131))
+            return 0;
+    return 1;
+}
+
+static inline size_t mt_rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+#endif
