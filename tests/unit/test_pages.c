@@ -60,8 +60,8 @@ static void test_object_lookup(void)
             CHECK(objs[i], "alloc");
             pattern_fill(objs[i], sizes[k], (uint64_t)i);
             uintptr_t e = usi_pagemap_lookup(objs[i]);
-            CHECK((e & USI_ID_MASK) == c->id, "id of object: %lu, cache id %u",
-                  (unsigned long)(e & USI_ID_MASK), c->id);
+            CHECK((e & USI_ID_MASK) == c->id, "id of object: %lu, cache id %lu",
+                  (unsigned long)(e & USI_ID_MASK), (unsigned long)c->id);
             struct usi_slab *s = (struct usi_slab *)(e & ~USI_ID_MASK);
             CHECK((uintptr_t)s % c->slab_size == 0, "slab aligned to its size");
             CHECK((uintptr_t)objs[i] >= (uintptr_t)s->objs &&

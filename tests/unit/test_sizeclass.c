@@ -27,7 +27,7 @@ int main(void)
     for (unsigned id = 1; id <= usi_nclasses; id++) {
         size_t s = usi_sizeclass_size(id);
         const struct uslab_cache *c = &usi_class_caches[id];
-        CHECK(c->id == id, "class %u has cache id %u", id, c->id);
+        CHECK(c->id == id, "class %u has cache id %lu", id, (unsigned long)c->id);
         CHECK(c->size == s, "class %u size %zu, cache size %zu", id, s, c->size);
         CHECK(id == 1 || s > usi_sizeclass_size(id - 1), "classes increase");
         if (s >= 16) {

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * death_cases.c - misuse of the object-cache API that must be reported on stderr, then
+ * abort. argv[1] names the case; death_driver runs it and checks the signal and message.
+ * The case "ok" does only legal things and must exit 0 (checks the program itself).
+ */
+#include "uslab.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uslab_cache_t *make(const char *name, size_t size, unsigned flags)
+{
+    uslab_cache_t *c = uslab_cache_create(name, size, 0, NULL, NULL, NULL, NULL, flags);
+    if (!c) {
+        perror("uslab_cache_create");
+        exit(2);
+    }
+    return c;
+}
+
+static void *get(uslab_cache_t *c)
+{
+    void *p = uslab_cache_alloc(c);
+    if (!p) {
+        perror("uslab_cache_alloc");
+        exit(2);
+    }
+    memset(p, 0x6b, uslab_cache_object_size(c));
+    return p;
+}
+
+/* Reaching the end of a misuse case means the misuse went unnoticed. */
+static int survived(const char *what)
+{
+    fprintf(stderr, "death_cases: %s was not detected\n", what);
+    return 3;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: death_cases CASE\n");
+        return 2;
+    }
+    const char *k = argv[1];
+    /* Some live objects around, so the misuse happens in a used heap. */
+    uslab_cache_t *a = make("cache-a", 64, 0);
+    uslab_cache_t *b = make("cache-b", 64, 0);
+    uslab_cache_t *nm = make("cache-nomag", 64, USLAB_CACHE_NOMAGAZINE);
+    void *pa = get(a), *pb = get(b), *pn = get(nm);
+
+    if (strcmp(k, "ok") == 0) {
+        uslab_cache_free(a, pa);
+        uslab_cache_free(b, pb);
+        uslab_cache_free(nm, pn);
+        uslab_cache_free(a, NULL);
+        uslab_cache_reap(a);
+        uslab_cache_destroy(a);
+        uslab_cache_destroy(b);
+        uslab_cache_destroy(nm);
+        return 0;
+    }
+    if (strcmp(k, "wrong_cache") == 0) {
+        uslab_cache_free(b, pa); /* an object of a, same size, freed to b */
+        return survived("free to the wrong cache");
+    }
+    if (strcmp(k, "wrong_cache_nomag") == 0) {
+        uslab_cache_free(nm, pa);
+        return survived("free to the wrong cache");
+    }
+    if (strcmp(k, "malloc_block_to_cache") == 0) {
+        void *m = uslab_malloc(64);
+        uslab_cache_free(a, m);
+        return survived("free of a malloc block to a cache");
+    }
+    if (strcmp(k, "cache_object_to_free") == 0) {
+        uslab_free(pa);
+        return survived("uslab_free of a cache object");
+    }
+    if (strcmp(k, "foreign_stack") == 0) {
+        char buf[64];
+        memset(buf, 0, sizeof buf);
+        uslab_cache_free(a, buf);
+        return survived("free of a stack pointer");
+    }
+    if (strcmp(k, "foreign_glibc") == 0) {
+        void *m = malloc(64);
+        uslab_cache_free(a, m);
+        return survived("free of a glibc malloc pointer");
+    }
+    if (strcmp(k, "foreign_global") == 0) {
+        static char global[64];
+        uslab_cache_free(nm, global);
+        return survived("free of a global");
+    }
+    if (strcmp(k, "interior_nomag") == 0) {
+        uslab_cache_free(nm, (char *)pn + 8);
+        return survived("free of a pointer into an object");
+    }
+    if (strcmp(k, "interior") == 0) {
+        /* With magazines the check happens when the object returns to its slab. */
+        uslab_cache_free(a, (char *)pa + 8);
+        uslab_cache_reap(a);
+        return survived("free of a pointer into an object");
+    }
+    if (strcmp(k, "double_free") == 0) {
+        uslab_cache_free(a, pa);
+        uslab_cache_free(a, pa);
+        uslab_cache_reap(a); /* the second copy reaches the slab layer */
+        return survived("double free");
+    }
+    if (strcmp(k, "double_free_bulk") == 0) {
+        void *objs[100];
+        for (int i = 0; i < 100; i++)
+            objs[i] = get(a);
+        objs[99] = objs[10];
+        uslab_cache_free_bulk(a, 100, objs);
+        uslab_cache_reap(a);
+        return survived("double free in a bulk free");
+    }
+    if (strcmp(k, "double_free_nomag") == 0) {
+        uslab_cache_free(nm, pn);
+        uslab_cache_free(nm, pn);
+        return survived("double free");
+    }
+    if (strcmp(k, "double_free_destroy") == 0) {
+        /* Detected when destroy flushes the magazines. */
+        uslab_cache_free(a, pa);
+        uslab_cache_free(a, pa);
+        uslab_cache_destroy(a);
+        return survived("double free");
+    }
+    if (strcmp(k, "never_allocated_nomag") == 0) {
+        /* The start of an object of the slab that was never handed out. */
+        uslab_cache_free(nm, (char *)pn + 64 * 5);
+        return survived("free of an object never allocated");
+    }
+    if (strcmp(k, "destroy_live") == 0) {
+        uslab_cache_destroy(a); /* pa is live */
+        return survived("destroying a cache with a live object");
+    }
+    if (strcmp(k, "destroy_live_nomag") == 0) {
+        uslab_cache_destroy(nm);
+        return survived("destroying a cache with a live object");
+    }
+    if (strcmp(k, "destroy_live_many") == 0) {
+        for (int i = 0; i < 1000; i++)
+            uslab_cache_free(b, get(b));
+        for (int i = 0; i < 500; i++)
+            get(b);
+        uslab_cache_destroy(b); /* 500 + pb live */
+        return survived("destroying a cache with live objects");
+    }
+    fprintf(stderr, "death_cases: unknown case %s\n", k);
+    return 2;
+}
