@@ -31,6 +31,16 @@ test-tsan:
 	$(MAKE) all BUILD=build-tsan CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DUSLAB_SANITIZE=thread -DUSLAB_BUILD_BENCH=OFF"
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 $(CTEST) -L 'stress|api'
 
+# Benchmarks (bench/, docs/benchmarks.md): builds the library and the benchmark programs in
+# $(BUILD), then runs them under glibc, uslab and every peer allocator installed.
+bench: configure
+	cmake --build $(BUILD) -j $(JOBS) --target uslab-bench
+	python3 bench/run.py --quick --build $(BUILD)
+
+bench-full: configure
+	cmake --build $(BUILD) -j $(JOBS) --target uslab-bench
+	python3 bench/run.py --full --build $(BUILD)
+
 clean:
 	rm -rf $(BUILD) build-ubsan build-tsan
 

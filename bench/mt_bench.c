@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mt_bench - multi-threaded workloads in the style of well-known allocator benchmarks,
+ * written here from their descriptions. --test selects one:
+ *   larson    server simulation: each thread replaces random blocks of a set of `slots`
+ *             blocks (sizes uniform in [min, max]); after each epoch the sets rotate
+ *             between threads, so every block is freed by another thread than its owner.
+ *   xmalloc   producer/consumer: producers malloc batches of blocks and hand them over a
+ *             queue; consumers free them (every free is remote).
+ *   scratch   allocator-induced false sharing: the main thread allocates one small block
+ *             per thread (adjacent, likely in one cache line); each thread frees it, then
+ *             repeatedly mallocs a small block, writes it `inner` times, frees it.
+ *   churn     thread churn: `generations` of `threads` short-lived threads, each doing a
+ *             few hundred malloc/free and freeing blocks the previous generation left.
+ * Output: time_s (the timed part), mops_per_s where meaningful.
+ *
+ * Options: --test larson --threads 2 --seed 1, and per test:
+ *   larson: --slots 1000 --epochs 100 --ops 10000 --min 16 --max 512
+ *   xmalloc: --blocks 2000000 --min 8 --max 256
+ *   scratch: --iterations 20000 --inner 200 --objsize 8
+ *   churn: --generations 2000 --ops 500
+ */
+#include "common.h"
+
+#include <pthread.h>
+
+static long nthreads;
+static uint64_t seed;
+static pthread_barrier_t barrier;
+
+/* ---- larson ------------------------------------------------------------------------- */
+
+static long l_slots, l_epochs, l_ops, l_min, l_max;
+static void ***l_sets;
+
+static size_t draw_size(bench_rng *r, long lo, long hi)
+{
+    return (size_t)lo + (size_t)bench_below(r, (uint64_t)(hi - lo + 1));
+}
+
+static void *larson_thread(void *arg)
+{
+    long id = (long)(intptr_t)arg;
+    bench_rng r;
+    bench_rng_seed(&r, seed * 1000 + (uint64_t)id);
+    for (long e = 0; e < l_epochs; e++) {
+        void **set = l_sets[(id + e) % nthreads];
+        for (long k = 0; k < l_ops; k++) {
+            size_t j = (size_t)bench_below(&r, (uint64_t)l_slots);
+            free(set[j]);
+            size_t n = draw_size(&r, l_min, l_max);
+            set[j] = malloc(n);
+            bench_touch(set[j], n, (unsigned char)k);
+        }
+        pthread_barrier_wait(&barrier);
+    }
+    return NULL;
+}
+
+static double run_larson(int argc, char **argv)
+{
+    l_slots = bench_opt_long(argc, argv, "slots", 1000);
+    l_epochs = bench_opt_long(argc, argv, "epochs", 100);
+    l_ops = bench_opt_long(argc, argv, "ops", 10000);
+    l_min = bench_opt_long(argc, argv, "min", 16);
+    l_max = bench_opt_long(argc, argv, "max", 512);
+    printf("slots=%ld\nepochs=%ld\nops=%ld\nmin=%ld\nmax=%ld\n", l_slots, l_epochs, l_ops, l_min,
+           l_max);
+    bench_rng r;
+    bench_rng_seed(&r, seed);
+    l_sets = bench_xmalloc((size_t)nthreads * sizeof *l_sets);
+    for (long t = 0; t < nthreads; t++) {
+        l_sets[t] = bench_xmalloc((size_t)l_slots * sizeof(void *));
+        for (long j = 0; j < l_slots; j++)
+            l_sets[t][j] = malloc(draw_size(&r, l_min, l_max));
+    }
+    pthread_t *tid = bench_xmalloc((size_t)nthreads * sizeof *tid);
+    uint64_t t0 = bench_now_ns();
+    for (long t = 0; t < nthreads; t++)
+        pthread_create(&tid[t], NULL, larson_thread, (void *)(intptr_t)t);
+    for (long t = 0; t < nthreads; t++)
+        pthread_join(tid[t], NULL);
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    for (long t = 0; t < nthreads; t++) {
+        for (long j = 0; j < l_slots; j++)
+            free(l_sets[t][j]);
+        free(l_sets[t]);
+    }
+    free(l_sets);
+    free(tid);
+    printf("mops_per_s=%.3f\n", (double)(nthreads * l_epochs * l_ops) / s * 1e-6);
+    return s;
+}
+
+/* ---- xmalloc -------------------------------------------------------------------------- */
+
+#define X_BATCH 64
+#define X_QUEUE 256
+
+static long x_blocks, x_min, x_max, x_producers, x_consumers;
+static void **x_queue[X_QUEUE];
+static size_t x_head, x_tail;
+static long x_done_producers;
+static pthread_mutex_t x_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t x_nonempty = PTHREAD_COND_INITIALIZER, x_nonfull = PTHREAD_COND_INITIALIZER;
+
+static void *x_producer(void *arg)
+{
+    long id = (long)(intptr_t)arg;
+    bench_rng r;
+    bench_rng_seed(&r, seed * 1000 + (uint64_t)id);
+    long batches = x_blocks / X_BATCH / x_producers;
+    for (long b = 0; b < batches; b++) {
+        void **batch = malloc(X_BATCH * sizeof(void *));
+        for (int i = 0; i < X_BATCH; i++) {
+            size_t n = draw_size(&r, x_min, x_max);
+            batch[i] = malloc(n);
+            bench_touch(batch[i], n, (unsigned char)i);
+        }
+        pthread_mutex_lock(&x_lock);
+        while (x_tail - x_head == X_QUEUE)
+            pthread_cond_wait(&x_nonfull, &x_lock);
+        x_queue[x_tail++ % X_QUEUE] = batch;
+        pthread_cond_signal(&x_nonempty);
+        pthread_mutex_unlock(&x_lock);
+    }
+    pthread_mutex_lock(&x_lock);
+    x_done_producers++;
+    pthread_cond_broadcast(&x_nonempty);
+    pthread_mutex_unlock(&x_lock);
+    return NULL;
+}
+
+static void *x_consumer(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&x_lock);
+        while (x_tail == x_head && x_done_producers < x_producers)
+            pthread_cond_wait(&x_nonempty, &x_lock);
+        if (x_tail == x_head) {
+            pthread_mutex_unlock(&x_lock);
+            return NULL;
+        }
+        void **batch = x_queue[x_head++ % X_QUEUE];
+        pthread_cond_signal(&x_nonfull);
+        pthread_mutex_unlock(&x_lock);
+        for (int i = 0; i < X_BATCH; i++)
+            free(batch[i]);
+        free(batch);
+    }
+}
+
+static double run_xmalloc(int argc, char **argv)
+{
+    x_blocks = bench_opt_long(argc, argv, "blocks", 2000000);
+    x_min = bench_opt_long(argc, argv, "min", 8);
+    x_max = bench_opt_long(argc, argv, "max", 256);
+    x_producers = nthreads / 2 > 0 ? nthreads / 2 : 1;
+    x_consumers = nthreads - x_producers > 0 ? nthreads - x_producers : 1;
+    printf("blocks=%ld\nmin=%ld\nmax=%ld\nproducers=%ld\nconsumers=%ld\n", x_blocks, x_min, x_max,
+           x_producers, x_consumers);
+    long n = x_producers + x_consumers;
+    pthread_t *tid = bench_xmalloc((size_t)n * sizeof *tid);
+    uint64_t t0 = bench_now_ns();
+    for (long t = 0; t < x_producers; t++)
+        pthread_create(&tid[t], NULL, x_producer, (void *)(intptr_t)t);
+    for (long t = 0; t < x_consumers; t++)
+        pthread_create(&tid[x_producers + t], NULL, x_consumer, NULL);
+    for (long t = 0; t < n; t++)
+        pthread_join(tid[t], NULL);
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    free(tid);
+    printf("mops_per_s=%.3f\n", (double)x_blocks / s * 1e-6);
+    return s;
+}
+
+/* ---- cache-scratch ---------------------------------------------------------------------- */
+
+static long s_iterations, s_inner, s_objsize;
+static char **s_initial;
+
+static void *scratch_thread(void *arg)
+{
+    long id = (long)(intptr_t)arg;
+    free(s_initial[id]);
+    pthread_barrier_wait(&barrier);
+    for (long i = 0; i < s_iterations; i++) {
+        volatile char *p = malloc((size_t)s_objsize);
+        for (long k = 0; k < s_inner; k++)
+            for (long b = 0; b < s_objsize; b++)
+                p[b] = (char)(p[b] + 1);
+        free((void *)p);
+    }
+    return NULL;
+}
+
+static double run_scratch(int argc, char **argv)
+{
+    s_iterations = bench_opt_long(argc, argv, "iterations", 20000);
+    s_inner = bench_opt_long(argc, argv, "inner", 200);
+    s_objsize = bench_opt_long(argc, argv, "objsize", 8);
+    printf("iterations=%ld\ninner=%ld\nobjsize=%ld\n", s_iterations, s_inner, s_objsize);
+    s_initial = bench_xmalloc((size_t)nthreads * sizeof *s_initial);
+    for (long t = 0; t < nthreads; t++)
+        s_initial[t] = malloc((size_t)s_objsize);
+    long shared_lines = 0;
+    for (long t = 1; t < nthreads; t++)
+        shared_lines += ((uintptr_t)s_initial[t] / BENCH_CACHE_LINE) ==
+                        ((uintptr_t)s_initial[t - 1] / BENCH_CACHE_LINE);
+    printf("initial_blocks_sharing_a_line=%ld\n", shared_lines);
+    pthread_t *tid = bench_xmalloc((size_t)nthreads * sizeof *tid);
+    uint64_t t0 = bench_now_ns();
+    for (long t = 0; t < nthreads; t++)
+        pthread_create(&tid[t], NULL, scratch_thread, (void *)(intptr_t)t);
+    for (long t = 0; t < nthreads; t++)
+        pthread_join(tid[t], NULL);
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    free(tid);
+    free(s_initial);
+    return s;
+}
+
+/* ---- thread churn ---------------------------------------------------------------------- */
+
+static long c_generations, c_ops;
+static void **c_handoff; /* blocks left by the previous generation, one slot per thread */
+
+static void *churn_thread(void *arg)
+{
+    long id = (long)(intptr_t)arg;
+    bench_rng r;
+    bench_rng_seed(&r, seed * 7919 + (uint64_t)id);
+    free(c_handoff[id]); /* allocated by a thread that has exited */
+    void *live[32] = {0};
+    for (long k = 0; k < c_ops; k++) {
+        size_t j = (size_t)bench_below(&r, 32);
+        free(live[j]);
+        size_t n = draw_size(&r, 16, 1024);
+        live[j] = malloc(n);
+        bench_touch(live[j], n, (unsigned char)k);
+    }
+    for (int j = 1; j < 32; j++)
+        free(live[j]);
+    c_handoff[id] = live[0];
+    return NULL;
+}
+
+static double run_churn(int argc, char **argv)
+{
+    c_generations = bench_opt_long(argc, argv, "generations", 2000);
+    c_ops = bench_opt_long(argc, argv, "ops", 500);
+    printf("generations=%ld\nops=%ld\n", c_generations, c_ops);
+    c_handoff = calloc((size_t)nthreads, sizeof *c_handoff);
+    pthread_t *tid = bench_xmalloc((size_t)nthreads * sizeof *tid);
+    uint64_t t0 = bench_now_ns();
+    for (long g = 0; g < c_generations; g++) {
+        for (long t = 0; t < nthreads; t++)
+            pthread_create(&tid[t], NULL, churn_thread, (void *)(intptr_t)t);
+        for (long t = 0; t < nthreads; t++)
+            pthread_join(tid[t], NULL);
+        /* rotate the hand-off so blocks cross threads */
+        void *first = c_handoff[0];
+        for (long t = 0; t + 1 < nthreads; t++)
+            c_handoff[t] = c_handoff[t + 1];
+        c_handoff[nthreads - 1] = first;
+    }
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    for (long t = 0; t < nthreads; t++)
+        free(c_handoff[t]);
+    free(c_handoff);
+    free(tid);
+    printf("threads_per_s=%.0f\n", (double)(c_generations * nthreads) / s);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    const char *test = bench_opt_str(argc, argv, "test", "larson");
+    nthreads = bench_opt_long(argc, argv, "threads", 2);
+    seed = (uint64_t)bench_opt_long(argc, argv, "seed", 1);
+    if (nthreads < 1)
+        nthreads = 1;
+    printf("benchmark=mt\ntest=%s\nthreads=%ld\nseed=%llu\n", test, nthreads,
+           (unsigned long long)seed);
+    bench_print_allocator();
+    pthread_barrier_init(&barrier, NULL, (unsigned)nthreads);
+    double s;
+    if (strcmp(test, "larson") == 0)
+        s = run_larson(argc, argv);
+    else if (strcmp(test, "xmalloc") == 0)
+        s = run_xmalloc(argc, argv);
+    else if (strcmp(test, "scratch") == 0)
+        s = run_scratch(argc, argv);
+    else if (strcmp(test, "churn") == 0)
+        s = run_churn(argc, argv);
+    else {
+        fprintf(stderr, "unknown --test %s (larson, xmalloc, scratch, churn)\n", test);
+        return 2;
+    }
+    pthread_barrier_destroy(&barrier);
+    printf("time_s=%.6f\nmaxrss_kb=%ld\n", s, bench_maxrss_kb());
+    return 0;
+}

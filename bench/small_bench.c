@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * small_bench - the 100/600-allocation test of the minimalist slab allocator's README:
+ * `num` blocks of one size are allocated (each memset to 0xCC), then all freed. The whole
+ * loop is timed, repeated `reps` times; the median (and minimum) are reported in ns.
+ *
+ * Options: --reps 2000 --seed 1 (unused: the test is deterministic)
+ * Output: n<num>_s<size>_ns=<median ns for the whole loop>, n<num>_s<size>_min_ns=...
+ */
+#include "common.h"
+
+static void *volatile keep;
+
+static double run_once(void **addr, int num, size_t size)
+{
+    uint64_t t0 = bench_now_ns();
+    for (int i = 0; i < num; i++) {
+        addr[i] = malloc(size);
+        if (!addr[i]) {
+            fprintf(stderr, "malloc failed\n");
+            exit(1);
+        }
+        memset(addr[i], 0xCC, size);
+    }
+    keep = addr[num - 1];
+    for (int i = 0; i < num; i++)
+        free(addr[i]);
+    return (double)(bench_now_ns() - t0);
+}
+
+int main(int argc, char **argv)
+{
+    long reps = bench_opt_long(argc, argv, "reps", 2000);
+    static const int nums[] = {100, 600};
+    static const size_t sizes[] = {0x10, 0x40, 0x70, 0x90};
+    printf("benchmark=small\nreps=%ld\n", reps);
+    bench_print_allocator();
+    double *t = bench_xmalloc((size_t)reps * sizeof *t);
+    void *addr[600];
+    for (size_t n = 0; n < sizeof nums / sizeof nums[0]; n++) {
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            /* The first run (cold: may map memory) is reported apart. */
+            double cold = run_once(addr, nums[n], sizes[s]);
+            for (long r = 0; r < reps; r++)
+                t[r] = run_once(addr, nums[n], sizes[s]);
+            double med = bench_median(t, (size_t)reps);
+            printf("n%d_s%zu_ns=%.0f\nn%d_s%zu_min_ns=%.0f\nn%d_s%zu_cold_ns=%.0f\n", nums[n],
+                   sizes[s], med, nums[n], sizes[s], t[0], nums[n], sizes[s], cold);
+        }
+    }
+    free(t);
+    return 0;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * spawn - runs one benchmark process for bench/run.py and reports its peak RSS and wall
+ * time: spawn <report file> <LD_PRELOAD value or "-"> <program> [args...]
+ *
+ * Why a launcher: a child's ru_maxrss counts the memory of the process it was forked from
+ * (Python's ~20-60 MB here). This launcher is small, so the RSS of the program it forks is
+ * the program's own. It writes "maxrss_kb=... wall_ns=... status=..." to the report file;
+ * the program's stdout and stderr pass through untouched.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: spawn <report> <preload|-> <program> [args...]\n");
+        return 2;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        return 2;
+    }
+    if (pid == 0) {
+        if (argv[2][0] != '-' || argv[2][1] != 0)
+            setenv("LD_PRELOAD", argv[2], 1);
+        else
+            unsetenv("LD_PRELOAD");
+        execvp(argv[3], argv + 3);
+        perror("execvp");
+        _exit(127);
+    }
+    int status;
+    struct rusage ru;
+    if (wait4(pid, &status, 0, &ru) < 0) {
+        perror("wait4");
+        return 2;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    FILE *f = fopen(argv[1], "w");
+    if (!f) {
+        perror(argv[1]);
+        return 2;
+    }
+    long long ns = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    fprintf(f, "maxrss_kb=%ld\nwall_ns=%lld\nstatus=%d\n", ru.ru_maxrss, ns, code);
+    fclose(f);
+    return code;
+}
