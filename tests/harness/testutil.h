@@ -69,13 +69,18 @@ static inline size_t pattern_check(const void *obj, size_t size, uint64_t id)
 {
     const unsigned char *p = obj;
     uint64_t h = splitmix64(id);
-    for (size_t i = 0; i < size; i += 8) {
+    size_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+        uint64_t w = pattern_word(h, i >> 3), got;
+        memcpy(&got, p + i, 8);
+        if (got != w)
+            break;
+    }
+    /* The tail, or the word that differs: find the byte. */
+    for (; i < size; i++) {
         uint64_t w = pattern_word(h, i >> 3);
-        size_t n = size - i < 8 ? size - i : 8;
-        if (memcmp(p + i, &w, n) != 0)
-            for (size_t b = 0; b < n; b++)
-                if (p[i + b] != ((const unsigned char *)&w)[b])
-                    return i + b;
+        if (p[i] != (unsigned char)(w >> ((i & 7) * 8)))
+            return i;
     }
     return (size_t)-1;
 }
