@@ -7,7 +7,7 @@ JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all configure check test test-ubsan test-tsan clean format format-check
+.PHONY: all configure check test test-ubsan test-tsan fuzz clean format format-check
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -18,7 +18,7 @@ configure:
 check: all
 	cd $(BUILD) && $(CTEST)
 
-test: check test-ubsan test-tsan
+test: check test-ubsan test-tsan fuzz
 
 # The API library and its tests under UndefinedBehaviorSanitizer (preload tests excluded:
 # the preload library is never sanitized).
@@ -31,6 +31,15 @@ test-tsan:
 	$(MAKE) all BUILD=build-tsan CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DUSLAB_SANITIZE=thread -DUSLAB_BUILD_BENCH=OFF"
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 $(CTEST) -L 'stress|api'
 
+# libFuzzer (clang): tests/fuzz/fuzz_cache_ops for 60 seconds, on a copy of the corpus in
+# tests/fuzz/corpus (which stays unchanged). Fails if the fuzzer finds a crash.
+FUZZ_TIME ?= 60
+fuzz:
+	$(MAKE) configure BUILD=build-fuzz CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DUSLAB_BUILD_FUZZ=ON -DUSLAB_BUILD_BENCH=OFF"
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_cache_ops
+	rm -rf build-fuzz/corpus && cp -r tests/fuzz/corpus build-fuzz/corpus
+	cd build-fuzz && ./tests/fuzz/fuzz_cache_ops -max_total_time=$(FUZZ_TIME) -print_final_stats=1 corpus
+
 # Benchmarks (bench/, docs/benchmarks.md): builds the library and the benchmark programs in
 # $(BUILD), then runs them under glibc, uslab and every peer allocator installed.
 bench: configure
@@ -42,7 +51,7 @@ bench-full: configure
 	python3 bench/run.py --full --build $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-ubsan build-tsan
+	rm -rf $(BUILD) build-ubsan build-tsan build-fuzz
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc' '*.cpp')
