@@ -40,13 +40,17 @@ fuzz:
 	rm -rf build-fuzz/corpus && cp -r tests/fuzz/corpus build-fuzz/corpus
 	cd build-fuzz && ./tests/fuzz/fuzz_cache_ops -max_total_time=$(FUZZ_TIME) -print_final_stats=1 corpus
 
+.PHONY: bench bench-full
+
 # Benchmarks (bench/, docs/benchmarks.md): builds the library and the benchmark programs in
 # $(BUILD), then runs them under glibc, uslab and every peer allocator installed.
-bench: configure
+bench:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target uslab-bench
 	python3 bench/run.py --quick --build $(BUILD)
 
-bench-full: configure
+bench-full:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target uslab-bench
 	python3 bench/run.py --full --build $(BUILD)
 

@@ -68,7 +68,7 @@ def bars(outdir, fname, title, ylabel, names, data, note=None):
     ax.set_xticklabels([x for x, _ in data], rotation=20 if len(data) > 6 else 0, ha="right"
                        if len(data) > 6 else "center")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     if note:

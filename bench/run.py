@@ -99,10 +99,10 @@ def cases(bindir, full):
                      ("cache_ns", "ns", "uslab_cache alloc+free"),
                      ("nomagazine_ns", "ns", "uslab_cache NOMAGAZINE")],
                     ["--rounds", "5000"], ["--rounds", "50000"]))
-    mt = [("larson", ["--epochs", "20"], ["--epochs", "100"]),
-          ("xmalloc", ["--blocks", "500000"], ["--blocks", "4000000"]),
-          ("scratch", ["--iterations", "5000"], ["--iterations", "50000"]),
-          ("churn", ["--generations", "500"], ["--generations", "4000"])]
+    mt = [("larson", ["--epochs", "60"], ["--epochs", "300"]),
+          ("xmalloc", ["--blocks", "1000000"], ["--blocks", "4000000"]),
+          ("scratch", ["--iterations", "30000"], ["--iterations", "100000"]),
+          ("churn", ["--generations", "1500"], ["--generations", "5000"])]
     for t, q, f in mt:
         out.append(Case("mt", t, [b("mt_bench"), "--test", t, "--threads", "2"],
                         [("time_s", "s", "time")], q, f))
