@@ -61,6 +61,8 @@ int usi_sizeclass_init(void)
                              (unsigned long)usi_class_caches[id].id);
     }
     usi_nclasses = n; /* from now on cache ids start above USI_NCLASSES */
+    /* A setting between two classes: sizes above the largest class go to glibc. */
+    usi_options.max_slab_size = class_size[n];
     for (size_t i = 0; i <= USI_SMALL_MAX / 8; i++) {
         size_t size = i * 8;
         unsigned id;
