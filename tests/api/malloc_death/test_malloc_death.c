@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_malloc_death.c - misuse of the malloc family aborts with a message (issue 3).
+ *
+ * Each case runs in a forked child whose stderr goes to a pipe; the parent checks that the
+ * child died of SIGABRT and that stderr holds the expected text. A case that returns
+ * normally, exits or dies of another signal fails the test.
+ *
+ * Usage: test_malloc_death [case-name]   (no argument: every case)
+ */
+#include "check.h"
+#include "uslab.h"
+
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Keeps the compiler from reasoning about where a pointer came from. */
+static void *launder(void *p)
+{
+    __asm__ volatile("" : "+r"(p));
+    return p;
+}
+
+static void free_stack_misaligned(void)
+{
+    char buf[64];
+    memset(buf, 0, sizeof buf);
+    uslab_free(launder(buf + 17));
+}
+
+static void free_stack_aligned(void)
+{
+    /* 16-byte aligned, not uslab's: goes to glibc, whose free checks the chunk header
+     * (zero here) and aborts. */
+    _Alignas(16) size_t buf[8];
+    memset(buf, 0, sizeof buf);
+    uslab_free(launder(&buf[4]));
+}
+
+static void free_heap_misaligned(void)
+{
+    char *p = uslab_malloc(100000); /* glibc's */
+    uslab_free(launder(p + 3));
+}
+
+static void free_released_slab(void)
+{
+    /* The only block of its class: after free and reap its slab goes back to the pages
+     * layer, so the pointer is inside uslab's range but in no live slab. */
+    void *p = uslab_malloc(24000);
+    uslab_free(p);
+    uslab_reap();
+    uslab_free(launder(p));
+}
+
+static void realloc_released_slab(void)
+{
+    void *p = uslab_malloc(24000);
+    uslab_free(p);
+    uslab_reap();
+    (void)uslab_realloc(launder(p), 10);
+}
+
+static void usable_size_released_slab(void)
+{
+    void *p = uslab_malloc(24000);
+    uslab_free(p);
+    uslab_reap();
+    (void)uslab_malloc_usable_size(launder(p));
+}
+
+static void free_interior(void)
+{
+    /* Inside a live slab but not the start of a block: the fast path takes it into the
+     * thread's magazine; the slab layer reports it when the magazine is flushed. */
+    char *p = uslab_malloc(100);
+    uslab_free(launder(p + 16));
+    uslab_reap();
+}
+
+static void free_interior_odd(void)
+{
+    char *p = uslab_malloc(100);
+    uslab_free(launder(p + 1));
+    uslab_reap();
+}
+
+static void double_free(void)
+{
+    void *p = uslab_malloc(64);
+    uslab_free(p);
+    uslab_free(launder(p));
+    uslab_reap();
+}
+
+static uslab_cache_t *user_cache(void)
+{
+    uslab_cache_t *c = uslab_cache_create("death-user", 48, 0, NULL, NULL, NULL, NULL, 0);
+    CHECK(c, "cache_create");
+    return c;
+}
+
+static void free_cache_object(void)
+{
+    uslab_cache_t *c = user_cache();
+    uslab_free(launder(uslab_cache_alloc(c)));
+}
+
+static void realloc_cache_object(void)
+{
+    uslab_cache_t *c = user_cache();
+    (void)uslab_realloc(launder(uslab_cache_alloc(c)), 100);
+}
+
+static void usable_size_cache_object(void)
+{
+    uslab_cache_t *c = user_cache();
+    (void)uslab_malloc_usable_size(launder(uslab_cache_alloc(c)));
+}
+
+static void free_cache_object_nomag(void)
+{
+    uslab_cache_t *c =
+        uslab_cache_create("death-nomag", 48, 0, NULL, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
+    CHECK(c, "cache_create");
+    uslab_free(launder(uslab_cache_alloc(c)));
+}
+
+static void cache_free_malloc_block(void)
+{
+    /* The other way round: a malloc block given to a user cache. */
+    uslab_cache_t *c = user_cache();
+    uslab_cache_free(c, launder(uslab_malloc(48)));
+    uslab_cache_reap(c);
+}
+
+static const struct death_case {
+    const char *name;
+    void (*fn)(void);
+    const char *expect, *expect2; /* substrings of stderr (expect2 may be NULL) */
+} cases[] = {
+    {"free_stack_misaligned", free_stack_misaligned, "uslab: free(0x",
+     "not from uslab, and misaligned for glibc"},
+    {"free_heap_misaligned", free_heap_misaligned, "uslab: free(0x",
+     "not from uslab, and misaligned for glibc"},
+    {"free_stack_aligned", free_stack_aligned, "free(): invalid", NULL},
+    {"free_released_slab", free_released_slab, "uslab: free(0x",
+     "inside uslab's range, but not in a live slab"},
+    {"realloc_released_slab", realloc_released_slab, "uslab: realloc(0x",
+     "inside uslab's range, but not in a live slab"},
+    {"usable_size_released_slab", usable_size_released_slab, "uslab: malloc_usable_size(0x",
+     "inside uslab's range, but not in a live slab"},
+    {"free_interior", free_interior, "uslab: free of invalid pointer",
+     "not the start of an object"},
+    {"free_interior_odd", free_interior_odd, "uslab: free of invalid pointer",
+     "not the start of an object"},
+    {"double_free", double_free, "uslab: double free of", "malloc-64"},
+    {"free_cache_object", free_cache_object, "uslab: free(0x", "belongs to cache death-user"},
+    {"realloc_cache_object", realloc_cache_object, "uslab: realloc(0x",
+     "belongs to cache death-user"},
+    {"usable_size_cache_object", usable_size_cache_object, "uslab: malloc_usable_size(0x",
+     "belongs to cache death-user"},
+    {"free_cache_object_nomag", free_cache_object_nomag, "uslab: free(0x",
+     "belongs to cache death-nomag"},
+    {"cache_free_malloc_block", cache_free_malloc_block, "uslab: free of 0x",
+     "but it belongs to cache malloc-48"},
+};
+
+static void run_case(const struct death_case *dc)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe");
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        dc->fn();
+        _exit(0); /* survived: the parent reports it */
+    }
+    close(fds[1]);
+    char out[4096];
+    size_t len = 0;
+    ssize_t r;
+    while ((r = read(fds[0], out + len, sizeof out - 1 - len)) > 0)
+        len += (size_t)r;
+    out[len] = '\0';
+    close(fds[0]);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+          "case %s: expected SIGABRT, got %s %d; stderr: %s", dc->name,
+          WIFSIGNALED(st) ? "signal" : "exit status",
+          WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), out);
+    CHECK(strstr(out, dc->expect), "case %s: stderr lacks \"%s\": %s", dc->name, dc->expect, out);
+    CHECK(!dc->expect2 || strstr(out, dc->expect2), "case %s: stderr lacks \"%s\": %s", dc->name,
+          dc->expect2, out);
+    printf("%-28s aborted: %s", dc->name, out);
+    if (len == 0 || out[len - 1] != '\n')
+        printf("\n");
+}
+
+int main(int argc, char **argv)
+{
+    size_t ran = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (argc < 2 || !strcmp(argv[1], cases[i].name)) {
+            run_case(&cases[i]);
+            ran++;
+        }
+    CHECK(ran > 0, "no case named %s", argc > 1 ? argv[1] : "");
+    TEST_DONE();
+}
