@@ -46,6 +46,8 @@ struct alignas(256) Big {
     char bytes[1000];
 };
 
+char *volatile sink;
+
 uint32_t rng_state = 7;
 uint32_t rnd()
 {
@@ -153,8 +155,8 @@ int main()
     bool threw = false;
     try {
         volatile size_t n = size_t(1) << 62;
-        char *p = new char[n];
-        delete[] p;
+        sink = new char[n]; // stored to a volatile: the allocation cannot be elided
+        delete[] sink;
     } catch (const std::bad_alloc &) {
         threw = true;
     }
