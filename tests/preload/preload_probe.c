@@ -179,6 +179,7 @@ static void *thread_main(void *arg)
                 m->p = realloc(m->p, m->size + 100);
                 if (!m->p)
                     FAIL("realloc");
+                check_msg(m); /* the old contents moved along */
                 m->size += 100;
                 memset(m->p, m->tag, m->size);
             }
