@@ -18,6 +18,11 @@
 
 #define SENTINEL_PAIRS (USI_NCLASSES + 1)
 
+/* The sentinel is a thread cache followed by its pairs, statically initialised; placing a
+ * struct with a flexible array member inside another is a GNU C extension (gcc, clang). */
+#ifdef __clang__
+#pragma clang diagnostic ignored "-Wgnu-variable-sized-type-not-at-end"
+#endif
 static struct {
     struct usi_tcache tc;
     struct usi_magpair pairs[SENTINEL_PAIRS];

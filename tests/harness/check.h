@@ -10,7 +10,7 @@ static unsigned long check_count;
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
-        check_count++;                                                                             \
+        __atomic_fetch_add(&check_count, 1, __ATOMIC_RELAXED); /* threads */                       \
         if (!(cond)) {                                                                             \
             fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
             fprintf(stderr, __VA_ARGS__);                                                          \

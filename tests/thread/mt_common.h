@@ -22,6 +22,18 @@
 #define MT_FREE(p)   uslab_free(p)
 #endif
 
+/* Sanitizer runtimes add their own resident memory: memory bounds are not checked there. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define MT_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define MT_SANITIZED 1
+#endif
+#endif
+#ifndef MT_SANITIZED
+#define MT_SANITIZED 0
+#endif
+
 static inline uint64_t mt_rand(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);

@@ -82,8 +82,8 @@ int main(void)
            rss_early >> 10, THREADS, rss_late >> 10, growth / 1024);
     /* 3600 more threads kept 2 blocks + 2 objects each (~2.5 MiB with slack); magazines
      * left behind must not add up (they would be ~3600 * 2 * 300 objects). */
-    CHECK(growth < (long)8 << 20, "resident memory grew by %ld KiB over 3600 threads",
-          growth / 1024);
+    CHECK(MT_SANITIZED || growth < (long)8 << 20,
+          "resident memory grew by %ld KiB over 3600 threads", growth / 1024);
     for (size_t i = 0; i < nkept; i++) {
         CHECK(mt_check(kept[i].p, kept[i].n, kept[i].tag), "kept block %zu corrupted", i);
         if (kept[i].from_cache)
