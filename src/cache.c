@@ -105,10 +105,14 @@ static void cache_put_raw(struct uslab_cache *c, size_t n, void *const *objs)
 {
     struct usi_slab *release = NULL;
     pthread_mutex_lock(&c->lock);
+    int was_pending = c->purge_pending;
     usi_slab_put(c, n, objs, &release);
+    int kick = c->purge_pending && !was_pending;
     pthread_mutex_unlock(&c->lock);
     if (release)
         usi_slab_release(release, c->slab_size);
+    if (kick)
+        usi_purge_kick();
 }
 
 /* Runs the constructor; on failure errno says why (ENOMEM if the constructor left none). */
@@ -259,6 +263,7 @@ size_t uslab_cache_reap(uslab_cache_t *c)
     struct usi_slab *release = NULL;
     pthread_mutex_lock(&c->lock);
     usi_slab_detach_empty(c, 0, &release);
+    c->purge_pending = 0;
     pthread_mutex_unlock(&c->lock);
     return usi_slab_release(release, c->slab_size);
 }
@@ -297,12 +302,39 @@ size_t uslab_reap(void)
             struct usi_slab *release = NULL;
             pthread_mutex_lock(&c->lock);
             usi_slab_detach_empty(c, 0, &release);
+            c->purge_pending = 0;
             pthread_mutex_unlock(&c->lock);
             bytes += usi_slab_release(release, c->slab_size);
         }
     }
     pthread_mutex_unlock(&caches_lock);
     return bytes;
+}
+
+int usi_purge_pass(uint64_t now_ms)
+{
+    int more = 0;
+    uint64_t before =
+        now_ms >= usi_options.purge_delay_ms ? now_ms - usi_options.purge_delay_ms : 0;
+    pthread_mutex_lock(&caches_lock);
+    for (unsigned id = 1; id < USI_MAX_IDS; id++) {
+        struct uslab_cache *c = usi_caches[id];
+        if (!c)
+            continue;
+        if (c->mag_capacity)
+            usi_depot_reap_unused(c);
+        struct usi_slab *release = NULL;
+        pthread_mutex_lock(&c->lock);
+        if (c->purge_pending)
+            c->purge_pending = usi_slab_detach_idle(c, c->empty_reserve, before, &release) != 0;
+        if (c->purge_pending || c->depot_nfull || c->depot_nempty)
+            more = 1;
+        pthread_mutex_unlock(&c->lock);
+        if (release)
+            usi_slab_release(release, c->slab_size);
+    }
+    pthread_mutex_unlock(&caches_lock);
+    return more;
 }
 
 const char *uslab_cache_name(const uslab_cache_t *c)

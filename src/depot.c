@@ -81,6 +81,8 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
         c->depot_full = m->next;
         c->depot_nfull--;
         c->depot_rounds -= m->rounds;
+        if (c->depot_nfull < c->depot_min_full)
+            c->depot_min_full = c->depot_nfull;
         if (give_empty && give_empty != &usi_mag_empty)
             depot_push_locked(c, give_empty);
     }
@@ -98,6 +100,8 @@ struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_
     if (m) {
         c->depot_empty = m->next;
         c->depot_nempty--;
+        if (c->depot_nempty < c->depot_min_empty)
+            c->depot_min_empty = c->depot_nempty;
     }
     pthread_mutex_unlock(&c->lock);
     if (over) {
@@ -128,6 +132,7 @@ void usi_depot_drain(struct uslab_cache *c)
     struct usi_mag *full = c->depot_full, *empty = c->depot_empty;
     c->depot_full = c->depot_empty = NULL;
     c->depot_nfull = c->depot_nempty = 0;
+    c->depot_min_full = c->depot_min_empty = 0;
     c->depot_rounds = 0;
     pthread_mutex_unlock(&c->lock);
     while (full) {
@@ -141,4 +146,42 @@ void usi_depot_drain(struct uslab_cache *c)
         usi_mag_delete(empty);
         empty = next;
     }
+}
+
+size_t usi_depot_reap_unused(struct uslab_cache *c)
+{
+    struct usi_mag *full = NULL, *empty = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&c->lock);
+    /* depot_min_* magazines sat in the depot through the whole interval: not needed. */
+    for (size_t i = 0; i < c->depot_min_full && c->depot_full; i++, n++) {
+        struct usi_mag *m = c->depot_full;
+        c->depot_full = m->next;
+        c->depot_nfull--;
+        c->depot_rounds -= m->rounds;
+        m->next = full;
+        full = m;
+    }
+    for (size_t i = 0; i < c->depot_min_empty && c->depot_empty; i++, n++) {
+        struct usi_mag *m = c->depot_empty;
+        c->depot_empty = m->next;
+        c->depot_nempty--;
+        m->next = empty;
+        empty = m;
+    }
+    c->depot_min_full = c->depot_nfull;
+    c->depot_min_empty = c->depot_nempty;
+    pthread_mutex_unlock(&c->lock);
+    while (full) {
+        struct usi_mag *next = full->next;
+        usi_depot_flush_mag(c, full);
+        usi_mag_delete(full);
+        full = next;
+    }
+    while (empty) {
+        struct usi_mag *next = empty->next;
+        usi_mag_delete(empty);
+        empty = next;
+    }
+    return n;
 }

@@ -42,6 +42,7 @@ static void postfork_child(void)
     usi_pages_postfork_child();
     usi_caches_postfork(1);
     usi_tcache_postfork(1);
+    usi_purge_postfork_child();
     usi_tcache_adopt_orphans();
 }
 

@@ -162,6 +162,7 @@ struct usi_slab {
     uint32_t bump;
     uint32_t colour;
     uint8_t list;
+    uint64_t empty_since_ms; /* when inuse last became 0 (usi_now_ms) */
     uint64_t alloc_map[];
 };
 
@@ -182,6 +183,11 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs);
 void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release);
 /* Unlinks every empty slab (keep = how many to keep) onto *release. Caller holds lock. */
 size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release);
+/* Unlinks empty slabs idle since before `before_ms`, keeping the `keep` most recent empty
+ * slabs, onto *release; returns how many empty slabs remain beyond `keep`. Caller holds
+ * the lock. */
+size_t usi_slab_detach_idle(struct uslab_cache *c, size_t keep, uint64_t before_ms,
+                            struct usi_slab **release);
 /* Returns detached slabs to the pages layer; returns the bytes released. No lock needed. */
 size_t usi_slab_release(struct usi_slab *list, size_t slab_size);
 
@@ -208,6 +214,22 @@ struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_
 void usi_depot_put(struct uslab_cache *c, struct usi_mag *m);
 /* Empties the depot: full magazines flushed to slabs, empty ones freed. */
 void usi_depot_drain(struct uslab_cache *c);
+/* Working-set reaping (Bonwick & Adams §3.6): the magazines the depot did not need since
+ * the last call (its minimum counts) are flushed and freed. Returns magazines reaped. */
+size_t usi_depot_reap_unused(struct uslab_cache *c);
+
+/* ------------------------------------------------------------------------------------ */
+/* purge.c: the purger, a background thread that gives idle memory back (design §3, §4)  */
+/* ------------------------------------------------------------------------------------ */
+
+uint64_t usi_now_ms(void); /* monotonic, coarse */
+/* Called without locks when a cache has empty slabs beyond its reserve or a non-empty
+ * depot: starts the purger (once) or wakes it. Cheap when it is already awake. */
+void usi_purge_kick(void);
+void usi_purge_postfork_child(void);
+/* One pass over every cache (what the purger thread does each tick); returns whether
+ * anything remains to be given back later. */
+int usi_purge_pass(uint64_t now_ms);
 
 /* ------------------------------------------------------------------------------------ */
 /* cache.c: object caches                                                               */
@@ -246,7 +268,9 @@ struct uslab_cache {
     struct usi_slab_list_head lists[USI_SLAB_NLISTS];
     struct usi_mag *depot_full, *depot_empty;
     size_t depot_nfull, depot_nempty;
-    size_t slab_inuse; /* objects outside slabs: live + cached in magazines */
+    size_t depot_min_full, depot_min_empty; /* lowest counts since the last purger tick */
+    size_t slab_inuse;                      /* objects outside slabs: live + cached in magazines */
+    int purge_pending;                      /* empty slabs beyond the reserve await the purger */
     size_t depot_rounds;
     uint64_t slabs_created, slabs_released;
 };
@@ -391,10 +415,11 @@ static inline int usi_ensure_init(void)
 /* ------------------------------------------------------------------------------------ */
 
 struct usi_options {
-    size_t reserve_bytes; /* USLAB_RESERVE: address space reserved for slabs */
-    size_t max_slab_size; /* USLAB_MAX_SLAB_SIZE: largest malloc size served by slabs */
-    size_t empty_reserve; /* USLAB_EMPTY_SLABS: empty slabs a cache keeps unpurged */
-    size_t depot_bytes;   /* USLAB_DEPOT_BYTES: bytes a depot caches before flushing */
+    size_t reserve_bytes;  /* USLAB_RESERVE: address space reserved for slabs */
+    size_t max_slab_size;  /* USLAB_MAX_SLAB_SIZE: largest malloc size served by slabs */
+    size_t empty_reserve;  /* USLAB_EMPTY_SLABS: empty slabs a cache keeps unpurged */
+    size_t depot_bytes;    /* USLAB_DEPOT_BYTES: bytes a depot caches before flushing */
+    size_t purge_delay_ms; /* USLAB_PURGE_DELAY: idle time before empty slabs are purged */
 };
 extern struct usi_options usi_options;
 void usi_options_read(void);

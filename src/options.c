@@ -11,6 +11,7 @@ struct usi_options usi_options = {
     .max_slab_size = 32768,
     .empty_reserve = 1,
     .depot_bytes = (size_t)1 << 20,
+    .purge_delay_ms = 1000,
 };
 
 /* Parses "123", "64K", "1m", "2G"; returns 0 and stores the value, or -1 if malformed. */
@@ -70,4 +71,5 @@ void usi_options_read(void)
     read_size("USLAB_MAX_SLAB_SIZE", &usi_options.max_slab_size, USI_SMALL_MAX, 65536);
     read_size("USLAB_EMPTY_SLABS", &usi_options.empty_reserve, 0, 1024);
     read_size("USLAB_DEPOT_BYTES", &usi_options.depot_bytes, 0, (size_t)1 << 40);
+    read_size("USLAB_PURGE_DELAY", &usi_options.purge_delay_ms, 0, (size_t)1 << 30);
 }

@@ -190,11 +190,20 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         s->freelist = p;
         s->inuse--;
         list_move(c, s, state_of(c, s));
-        if (s->inuse == 0 && c->lists[USI_SLAB_EMPTY].count > c->empty_reserve) {
-            list_remove(c, s);
-            s->next = *release;
-            *release = s;
-            c->slabs_released++;
+        if (s->inuse == 0) {
+            /* Beyond the reserve, an empty slab is purged once it has been idle for the purge
+             * delay (by the purger), or at once when the delay is 0. */
+            s->empty_since_ms = usi_now_ms();
+            if (c->lists[USI_SLAB_EMPTY].count > c->empty_reserve) {
+                if (usi_options.purge_delay_ms == 0) {
+                    list_remove(c, s);
+                    s->next = *release;
+                    *release = s;
+                    c->slabs_released++;
+                } else {
+                    c->purge_pending = 1;
+                }
+            }
         }
     }
     c->slab_inuse -= n;
@@ -212,6 +221,29 @@ size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab
         moved++;
     }
     return moved;
+}
+
+size_t usi_slab_detach_idle(struct uslab_cache *c, size_t keep, uint64_t before_ms,
+                            struct usi_slab **release)
+{
+    /* The list is newest first: the first `keep` stay, older idle ones go. */
+    size_t seen = 0, left = 0;
+    struct usi_slab *s = c->lists[USI_SLAB_EMPTY].first;
+    while (s) {
+        struct usi_slab *next = s->next;
+        if (++seen > keep) {
+            if (s->empty_since_ms <= before_ms) {
+                list_remove(c, s);
+                s->next = *release;
+                *release = s;
+                c->slabs_released++;
+            } else {
+                left++;
+            }
+        }
+        s = next;
+    }
+    return left;
 }
 
 size_t usi_slab_release(struct usi_slab *list, size_t slab_size)

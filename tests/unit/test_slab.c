@@ -196,11 +196,21 @@ static void test_lists(void)
     CHECK(usi_slab_take(c, 1, &again) == 1, "take one");
     CHECK(again == objs[0] || c->lists[USI_SLAB_PARTIAL].count >= 1, "reuse");
     objs[0] = again;
-    /* Give everything back: one empty slab is kept (the reserve), the rest released. */
+    /* Give everything back. With a purge delay, empty slabs stay (stamped) until they have
+     * been idle long enough; the newest `empty_reserve` of them stay for good. */
     usi_slab_put(c, n, objs, &release);
     CHECK(c->slab_inuse == 0, "slab_inuse 0");
     CHECK(c->lists[USI_SLAB_FULL].count == 0 && c->lists[USI_SLAB_PARTIAL].count == 0,
           "no full or partial slabs");
+    CHECK(release == NULL && c->lists[USI_SLAB_EMPTY].count == 4 && c->purge_pending,
+          "delayed purge: 4 empty slabs kept, purge pending");
+    uint64_t now = usi_now_ms();
+    CHECK(usi_slab_detach_idle(c, c->empty_reserve, now - 1000000, &release) ==
+                  4 - c->empty_reserve &&
+              release == NULL,
+          "slabs emptied now are not idle yet");
+    CHECK(usi_slab_detach_idle(c, c->empty_reserve, now, &release) == 0 && release != NULL,
+          "idle slabs beyond the reserve are detached");
     CHECK(c->lists[USI_SLAB_EMPTY].count == c->empty_reserve, "empty reserve %zu, kept %zu",
           c->empty_reserve, c->lists[USI_SLAB_EMPTY].count);
     pthread_mutex_unlock(&c->lock);
