@@ -22,15 +22,15 @@ static struct uslab_cache cache_cache;
 
 #define USLAB_CACHE_KNOWN_FLAGS (USLAB_CACHE_NOMAGAZINE | USLAB_CACHE_NOCOLOUR)
 
+/* Objects per magazine: 64 for small objects, fewer for large ones so that a magazine
+ * holds at most 32 KiB (but at least 4 objects). This bounds what one thread caches per
+ * cache to two magazines, 64 KiB for most caches. */
 static uint32_t magazine_capacity(size_t stride)
 {
-    if (stride <= 256)
-        return 64;
-    if (stride <= 1024)
-        return 32;
-    if (stride <= 4096)
-        return 16;
-    return 8;
+    size_t cap = ((size_t)32 << 10) / stride;
+    if (cap > USI_MAG_MAX)
+        cap = USI_MAG_MAX;
+    return (uint32_t)(cap < 4 ? 4 : cap);
 }
 
 int usi_cache_init(struct uslab_cache *c, const char *name, size_t size, size_t align,
@@ -54,6 +54,7 @@ int usi_cache_init(struct uslab_cache *c, const char *name, size_t size, size_t 
     if (flags & USLAB_CACHE_NOCOLOUR)
         c->colour_max = 0;
     c->mag_capacity = (flags & USLAB_CACHE_NOMAGAZINE) ? 0 : magazine_capacity(c->stride);
+    c->mag_bytes = (size_t)c->mag_capacity * c->stride;
     c->depot_max_full = 2;
     if (c->mag_capacity) {
         size_t per_mag = (size_t)c->mag_capacity * c->stride;

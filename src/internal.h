@@ -260,6 +260,7 @@ struct uslab_cache {
     uint32_t colour_max;   /* largest colour offset */
     uint32_t colour_step;
     uint32_t mag_capacity; /* 0: no magazines, every operation takes the slab path */
+    size_t mag_bytes;      /* mag_capacity * stride: what one magazine may cache */
     size_t depot_max_full; /* full magazines the depot keeps before flushing to slabs */
     size_t empty_reserve;  /* empty slabs kept unpurged */
 
@@ -348,6 +349,10 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p);
 void usi_tcache_flush_own(struct uslab_cache *c);
 /* Moves every thread's magazines of c to c's depot (cache destroy). */
 void usi_tcache_flush_all(struct uslab_cache *c);
+/* Bytes that magazines held by threads may cache (sum of mag_bytes over every magazine in a
+ * thread's pair), kept under usi_options.tcache_max: a hard bound whatever the number of
+ * threads. Updated on slow paths only. */
+extern size_t usi_tcache_bytes;
 void usi_tcache_init(void);
 void usi_tcache_prefork(void);
 void usi_tcache_postfork(int child);
@@ -420,6 +425,7 @@ struct usi_options {
     size_t empty_reserve;  /* USLAB_EMPTY_SLABS: empty slabs a cache keeps unpurged */
     size_t depot_bytes;    /* USLAB_DEPOT_BYTES: bytes a depot caches before flushing */
     size_t purge_delay_ms; /* USLAB_PURGE_DELAY: idle time before empty slabs are purged */
+    size_t tcache_max;     /* USLAB_TCACHE_MAX: bound on bytes cached by all threads */
 };
 extern struct usi_options usi_options;
 void usi_options_read(void);

@@ -12,6 +12,7 @@ struct usi_options usi_options = {
     .empty_reserve = 1,
     .depot_bytes = (size_t)1 << 20,
     .purge_delay_ms = 1000,
+    .tcache_max = (size_t)64 << 20,
 };
 
 /* Parses "123", "64K", "1m", "2G"; returns 0 and stores the value, or -1 if malformed. */
@@ -72,4 +73,5 @@ void usi_options_read(void)
     read_size("USLAB_EMPTY_SLABS", &usi_options.empty_reserve, 0, 1024);
     read_size("USLAB_DEPOT_BYTES", &usi_options.depot_bytes, 0, (size_t)1 << 40);
     read_size("USLAB_PURGE_DELAY", &usi_options.purge_delay_ms, 0, (size_t)1 << 30);
+    read_size("USLAB_TCACHE_MAX", &usi_options.tcache_max, 0, (size_t)1 << 40);
 }

@@ -43,6 +43,41 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct usi_tcache *registry;
 static pthread_key_t exit_key;
 
+size_t usi_tcache_bytes;
+
+/* Real magazines (not the empty sentinel) a pair holds: 0, 1 or 2. */
+static unsigned pair_count(const struct usi_magpair *mp)
+{
+    return (mp->base != usi_mag_empty.objs) + (mp->prev != &usi_mag_empty);
+}
+
+/* Accounts for a pair that went from `before` to pair_count(mp) magazines. */
+static void pair_account(struct uslab_cache *c, const struct usi_magpair *mp, unsigned before)
+{
+    unsigned after = pair_count(mp);
+    if (after > before)
+        __atomic_fetch_add(&usi_tcache_bytes, (after - before) * c->mag_bytes, __ATOMIC_RELAXED);
+    else if (after < before)
+        __atomic_fetch_sub(&usi_tcache_bytes, (before - after) * c->mag_bytes, __ATOMIC_RELAXED);
+}
+
+/* Before a slow path that may give a pair one more magazine, reserves that magazine's bytes;
+ * returns the pair's count plus the reservation (what pair_account must start from), or -1
+ * when the bound leaves no room: then the thread works straight on the slab layer for this
+ * cache until other threads give some back. A pair already holding two never grows. */
+static int pair_reserve(struct uslab_cache *c, const struct usi_magpair *mp)
+{
+    unsigned n = pair_count(mp);
+    if (n == 2)
+        return 2;
+    size_t old = __atomic_fetch_add(&usi_tcache_bytes, c->mag_bytes, __ATOMIC_RELAXED);
+    if (old + c->mag_bytes > usi_options.tcache_max) {
+        __atomic_fetch_sub(&usi_tcache_bytes, c->mag_bytes, __ATOMIC_RELAXED);
+        return -1;
+    }
+    return (int)n + 1;
+}
+
 /* Makes m the loaded magazine of mp. */
 static void pair_load(struct usi_magpair *mp, struct usi_mag *m)
 {
@@ -141,32 +176,50 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
     if (!tc)
         return usi_cache_alloc_from_slab(c);
     struct usi_magpair *mp = &tc->pairs[c->id];
+    int reserved = pair_reserve(c, mp);
+    if (reserved < 0) {
+        if (mp->prev->rounds == 0)
+            return usi_cache_alloc_from_slab(c);
+        struct usi_mag *full = mp->prev; /* a swap needs no new magazine */
+        mp->prev = pair_unload(mp);
+        pair_load(mp, full);
+        return usi_pair_pop(mp);
+    }
+    unsigned before = (unsigned)reserved;
     struct usi_mag *loaded = pair_unload(mp);
     if (loaded->rounds == 0) {
         struct usi_mag *prev = mp->prev;
         if (prev->rounds != 0) { /* swap: the previous magazine has objects */
             mp->prev = loaded;
             pair_load(mp, prev);
+            pair_account(c, mp, before);
         } else if ((prev = usi_depot_get_full(c, prev)) != NULL) {
             /* Both empty: the previous one went to the depot for a full one. */
             mp->prev = loaded;
             pair_load(mp, prev);
+            pair_account(c, mp, before);
         } else if (!c->ctor) {
             /* No constructed objects anywhere: fill a magazine straight from the slabs. */
             if (loaded == &usi_mag_empty) {
                 loaded = usi_mag_new(c);
-                if (!loaded)
+                if (!loaded) {
+                    pair_account(c, mp, before);
                     return usi_cache_alloc_from_slab(c);
+                }
             }
             loaded->rounds = (uint32_t)usi_cache_fill(c, loaded->capacity, loaded->objs);
             pair_load(mp, loaded);
+            pair_account(c, mp, before);
             if (loaded->rounds == 0) /* fewer free objects than a magazine: take one */
                 return usi_cache_alloc_from_slab(c);
         } else {
             /* Objects with a constructor leave the slab one at a time, as the user asks
              * for them: the constructor runs once per object that enters service. */
+            pair_account(c, mp, before);
             return usi_cache_alloc_from_slab(c);
         }
+    } else {
+        pair_account(c, mp, before);
     }
     return usi_pair_pop(mp);
 }
@@ -181,21 +234,30 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     struct usi_magpair *mp = &tc->pairs[c->id];
     if (usi_pair_push(mp, p))
         return;
+    int reserved = pair_reserve(c, mp);
+    if (reserved < 0) {
+        usi_cache_unfill(c, 1, &p);
+        return;
+    }
+    unsigned before = (unsigned)reserved;
     struct usi_mag *loaded = pair_unload(mp);
     struct usi_mag *prev = mp->prev;
     if (prev->rounds == 0 && prev != &usi_mag_empty) { /* swap: the previous one is empty */
         mp->prev = loaded;
         pair_load(mp, prev);
+        pair_account(c, mp, before);
     } else {
         /* Both full (or missing): give the previous one to the depot for an empty one. */
         struct usi_mag *empty = usi_depot_get_empty(c, prev);
         if (!empty) {
             mp->prev = &usi_mag_empty;
+            pair_account(c, mp, before);
             usi_cache_unfill(c, 1, &p);
             return;
         }
         mp->prev = loaded;
         pair_load(mp, empty);
+        pair_account(c, mp, before);
     }
     usi_pair_push(mp, p);
 }
@@ -203,8 +265,10 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
 /* Moves one pair's magazines to the depot (caller holds tc->lock or owns tc). */
 static void pair_flush(struct uslab_cache *c, struct usi_magpair *mp)
 {
+    unsigned before = pair_count(mp);
     struct usi_mag *a = pair_unload(mp), *b = mp->prev;
     pair_clear(mp);
+    pair_account(c, mp, before);
     usi_depot_put(c, a);
     usi_depot_put(c, b);
 }
