@@ -22,7 +22,8 @@
  *    the constructor made them (e.g. a mutex unlocked, a list empty).
  *  - The destructor runs when a cached object goes back to its slab: when the cache is
  *    reaped (uslab_cache_reap, uslab_reap), destroyed, or has more cached objects than it
- *    keeps. It never runs on an object you hold.
+ *    keeps or needs (then possibly on uslab's background purger thread). It never runs on
+ *    an object you hold.
  *  - A constructor returning non-zero fails the allocation that needed the object:
  *    uslab_cache_alloc returns NULL with errno as the constructor left it (ENOMEM if it
  *    left errno at 0), and the object goes back to its slab without its destructor.
@@ -170,6 +171,9 @@ USLAB_API size_t uslab_malloc_usable_size(void *ptr);      /* exact, 0 for NULL 
  *  USLAB_RESERVE        address space reserved for slabs (default 256G; shrunk if refused)
  *  USLAB_EMPTY_SLABS    empty slabs each cache keeps instead of purging them (default 1)
  *  USLAB_DEPOT_BYTES    bytes of full magazines a cache's depot keeps (default 1M)
+ *  USLAB_PURGE_DELAY    ms an empty slab stays idle before it is given back to the OS by a
+ *                       background thread (default 1000; 0: at once, no thread)
+ *  USLAB_TCACHE_MAX     bound on the bytes all threads' magazines may cache (default 64M)
  * Sizes take an optional K, M or G suffix.
  */
 
