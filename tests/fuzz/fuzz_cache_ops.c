@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 pattern_fill(r->p, s->size, r->id);
             }
             break;
-        case 6: /* reap */
+        case 6:                   /* reap */
             if ((arg & 15) == 15) /* rarely: it walks every cache id */
                 uslab_reap();
             else
