@@ -46,6 +46,11 @@ int usi_cache_init(struct uslab_cache *c, const char *name, size_t size, size_t 
     c->size = size;
     c->align = align;
     c->stride = (size + align - 1) & ~(align - 1);
+    if (c->stride < sizeof(void *))
+        c->stride = sizeof(void *);
+    c->debug = usi_debug_flags_for(c->name, flags);
+    if (c->debug)
+        usi_debug_layout(c); /* red zones and tracking records widen the slot */
     c->ctor = ctor;
     c->dtor = dtor;
     c->reclaim = reclaim;
@@ -53,7 +58,9 @@ int usi_cache_init(struct uslab_cache *c, const char *name, size_t size, size_t 
     usi_slab_geometry(c);
     if (flags & USLAB_CACHE_NOCOLOUR)
         c->colour_max = 0;
-    c->mag_capacity = (flags & USLAB_CACHE_NOMAGAZINE) ? 0 : magazine_capacity(c->stride);
+    /* Debug caches bypass magazines so that every operation is checked (libumem, SLUB). */
+    c->mag_capacity =
+        (flags & USLAB_CACHE_NOMAGAZINE) || c->debug ? 0 : magazine_capacity(c->stride);
     c->mag_bytes = (size_t)c->mag_capacity * c->stride;
     c->depot_max_full = 2;
     if (c->mag_capacity) {
@@ -84,12 +91,14 @@ void usi_cache_internal_init(void);
 void usi_cache_internal_init(void)
 {
     usi_cache_init(&cache_cache, "uslab-cache", sizeof(struct uslab_cache), 64, NULL, NULL, NULL,
-                   NULL, USLAB_CACHE_NOMAGAZINE);
+                   NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
 }
 
 /* Takes n raw objects, calling the reclaim callback once if the cache cannot grow. */
 static size_t cache_take(struct uslab_cache *c, size_t n, void **objs)
 {
+    if (USI_UNLIKELY(c->debug))
+        usi_debug_capture();
     pthread_mutex_lock(&c->lock);
     size_t got = usi_slab_take(c, n, objs);
     pthread_mutex_unlock(&c->lock);
@@ -104,6 +113,8 @@ static size_t cache_take(struct uslab_cache *c, size_t n, void **objs)
 
 static void cache_put_raw(struct uslab_cache *c, size_t n, void *const *objs)
 {
+    if (USI_UNLIKELY(c->debug))
+        usi_debug_capture();
     struct usi_slab *release = NULL;
     pthread_mutex_lock(&c->lock);
     int was_pending = c->purge_pending;
@@ -310,6 +321,15 @@ size_t uslab_reap(void)
     }
     pthread_mutex_unlock(&caches_lock);
     return bytes;
+}
+
+void usi_caches_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg)
+{
+    pthread_mutex_lock(&caches_lock);
+    for (unsigned id = 1; id < USI_MAX_IDS; id++)
+        if (usi_caches[id])
+            fn(usi_caches[id], arg);
+    pthread_mutex_unlock(&caches_lock);
 }
 
 int usi_purge_pass(uint64_t now_ms)

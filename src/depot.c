@@ -23,7 +23,7 @@ void usi_depot_init(void);
 void usi_depot_init(void)
 {
     usi_cache_init(&mag_cache, "uslab-magazine", sizeof(struct usi_mag), 64, NULL, NULL, NULL, NULL,
-                   USLAB_CACHE_NOMAGAZINE);
+                   USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
 }
 
 struct usi_mag *usi_mag_new(struct uslab_cache *c)

@@ -58,6 +58,7 @@ int usi_init_slow(void)
         return 0;
     }
     usi_options_read();
+    usi_debug_read_options();
     if (usi_pages_init() != 0) {
         init_failed = 1;
         pthread_mutex_unlock(&init_lock);
@@ -72,6 +73,7 @@ int usi_init_slow(void)
     __atomic_store_n(&usi_initialized, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&init_lock);
     pthread_atfork(prefork, postfork_parent, postfork_child);
+    usi_debug_after_init();
     return 0;
 }
 

@@ -219,6 +219,45 @@ void usi_depot_drain(struct uslab_cache *c);
 size_t usi_depot_reap_unused(struct uslab_cache *c);
 
 /* ------------------------------------------------------------------------------------ */
+/* debug.c: USLAB_DEBUG checks, reports, leak report (docs/design.md §9)                 */
+/* ------------------------------------------------------------------------------------ */
+
+#define USI_DEBUG_F        0x01u   /* sanity checks */
+#define USI_DEBUG_Z        0x02u   /* red zones */
+#define USI_DEBUG_P        0x04u   /* poisoning */
+#define USI_DEBUG_U        0x08u   /* user tracking: alloc/free stacks */
+#define USI_DEBUG_T        0x10u   /* trace every operation */
+#define USI_CACHE_INTERNAL 0x8000u /* flag of uslab's own caches: never debugged */
+
+/* Reads USLAB_DEBUG, USLAB_DEBUG_CONTINUE, USLAB_LEAKS, USLAB_STATS (at initialisation). */
+void usi_debug_read_options(void);
+/* After initialisation, outside every lock: primes the unwinder, which may allocate. */
+void usi_debug_after_init(void);
+/* The debug letters for a cache of this name (0: none). */
+unsigned usi_debug_flags_for(const char *name, unsigned cache_flags);
+/* Lays out a debug cache's slot: red zones, link, state and tracking after the object;
+ * sets obj_offset, link_offset and stride. */
+void usi_debug_layout(struct uslab_cache *c);
+/* Records the caller's stack for the hooks below; called before the cache lock is taken. */
+void usi_debug_capture(void);
+/* Slab-layer hooks for debug caches, under cache->lock. */
+void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot);
+void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot);
+/* Prints a report in the kernel's form ("BUG <cache>: <what>", object dump, tracks, slab)
+ * and aborts unless USLAB_DEBUG_CONTINUE=1. */
+void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj, const char *what);
+extern int usi_debug_enabled; /* some cache may have debugging */
+
+/* ------------------------------------------------------------------------------------ */
+/* stats.c: statistics (docs/design.md §10)                                            */
+/* ------------------------------------------------------------------------------------ */
+
+/* Visits every cache with the cache table locked (no other lock held). */
+void usi_caches_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg);
+/* Objects cached in every thread's magazines for cache c (racy, for statistics). */
+size_t usi_tcache_cached_objects(const struct uslab_cache *c);
+
+/* ------------------------------------------------------------------------------------ */
 /* purge.c: the purger, a background thread that gives idle memory back (design §3, §4)  */
 /* ------------------------------------------------------------------------------------ */
 
@@ -259,6 +298,9 @@ struct uslab_cache {
     uint32_t first_offset; /* header + bitmap, rounded up to align */
     uint32_t colour_max;   /* largest colour offset */
     uint32_t colour_step;
+    unsigned debug;        /* USI_DEBUG_* letters enabled for this cache (debug.c) */
+    uint32_t obj_offset;   /* user pointer = slot + obj_offset (a left red zone); 0 without */
+    uint32_t link_offset;  /* free-list link at slot + link_offset (after the object in debug) */
     uint32_t mag_capacity; /* 0: no magazines, every operation takes the slab path */
     size_t mag_bytes;      /* mag_capacity * stride: what one magazine may cache */
     size_t depot_max_full; /* full magazines the depot keeps before flushing to slabs */

@@ -150,7 +150,7 @@ static size_t usi_malloc_usable_size(void *p)
         return 0;
     uintptr_t e = usi_pagemap_lookup(p);
     if (is_class_id(e & USI_ID_MASK))
-        return usi_class_caches[e & USI_ID_MASK].stride;
+        return usi_class_caches[e & USI_ID_MASK].size;
     check_other(p, e, "malloc_usable_size");
     return sys_usable_size(p);
 }
@@ -184,7 +184,7 @@ static void *usi_realloc(void *p, size_t size)
         check_other(p, e, "realloc");
         return sys_realloc(p, size); /* a glibc block stays with glibc */
     }
-    size_t have = usi_class_caches[id].stride;
+    size_t have = usi_class_caches[id].size;
     if (size <= have) {
         /* In place unless the block would be less than half used. */
         if (size > have / 2 || have <= 16)

@@ -148,19 +148,21 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
         if (!s)
             break;
         while (got < n && s->inuse < c->nobjs) {
-            char *o;
+            char *slot;
             uint32_t idx;
             if (s->freelist) {
-                o = s->freelist;
-                s->freelist = *(void **)o;
-                idx = slab_index(c, s, o);
+                slot = s->freelist;
+                s->freelist = *(void **)(slot + c->link_offset);
+                idx = slab_index(c, s, slot);
             } else {
                 idx = s->bump++;
-                o = s->objs + (size_t)idx * c->stride;
+                slot = s->objs + (size_t)idx * c->stride;
             }
             s->alloc_map[idx >> 6] |= (uint64_t)1 << (idx & 63);
             s->inuse++;
-            objs[got++] = o;
+            if (USI_UNLIKELY(c->debug))
+                usi_debug_on_alloc(c, s, slot);
+            objs[got++] = slot + c->obj_offset;
         }
         list_move(c, s, state_of(c, s));
     }
@@ -176,19 +178,33 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         if (USI_UNLIKELY(e == 0 || (e & USI_ID_MASK) != c->id))
             usi_cache_bad_free(c, p, e);
         struct usi_slab *s = (struct usi_slab *)(e & ~USI_ID_MASK);
-        uint32_t idx = slab_index(c, s, p);
-        if (USI_UNLIKELY(idx == UINT32_MAX))
+        char *slot = (char *)p - c->obj_offset;
+        uint32_t idx = slab_index(c, s, slot);
+        if (USI_UNLIKELY(idx == UINT32_MAX)) {
+            if (c->debug) {
+                usi_debug_report(c, s, p, "Invalid pointer: not the start of an object");
+                continue;
+            }
             usi_report_fatal("free of invalid pointer %p in cache %s: not the start of an object "
                              "(slab %p, object size %zu)",
                              p, c->name, (void *)s, c->stride);
+        }
         uint64_t bit = (uint64_t)1 << (idx & 63);
-        if (USI_UNLIKELY(!(s->alloc_map[idx >> 6] & bit)))
+        if (USI_UNLIKELY(!(s->alloc_map[idx >> 6] & bit))) {
+            if (c->debug) {
+                usi_debug_report(c, s, p, "Object already free");
+                continue;
+            }
             usi_report_fatal("double free of %p in cache %s (object %u of slab %p is already free)",
                              p, c->name, idx, (void *)s);
+        }
+        if (USI_UNLIKELY(c->debug))
+            usi_debug_on_free(c, s, slot);
         s->alloc_map[idx >> 6] &= ~bit;
-        *(void **)p = s->freelist;
-        s->freelist = p;
+        *(void **)(slot + c->link_offset) = s->freelist;
+        s->freelist = slot;
         s->inuse--;
+        c->slab_inuse--;
         list_move(c, s, state_of(c, s));
         if (s->inuse == 0) {
             /* Beyond the reserve, an empty slab is purged once it has been idle for the purge
@@ -206,7 +222,6 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
             }
         }
     }
-    c->slab_inuse -= n;
 }
 
 size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release)

@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * debug.c - slub_debug-style checking (docs/design.md §9): USLAB_DEBUG=<letters>[,<glob>...]
+ *
+ *   F  sanity checks: double free, invalid pointers, slab consistency, with full reports
+ *   Z  red zones before and after every object, checked on free and on allocation
+ *   P  poisoning: free objects are filled with 0x6b (last byte 0xa5) and checked when they
+ *      are allocated again (writes after free); new objects are filled with 0x5a
+ *   U  user tracking: allocation and free call stacks, thread and time of each object
+ *   T  a trace line for every allocation and free
+ *
+ * Globs (with * and ?) select caches by name; without one, every cache is debugged, the
+ * malloc classes ("malloc-64", ...) included. A debug cache has no magazines (capacity 0,
+ * as libumem and SLUB do), so every operation reaches the slab layer and these hooks; other
+ * caches never look at any of this: their fast paths are unchanged.
+ *
+ * A debug cache's slot:  [left red zone][object][right red zone][link][state][tracks]
+ * The user pointer is slot + obj_offset. The free-list link lives after the object, so the
+ * poison and the red zones stay intact while the object is free.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <unwind.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RED_INACTIVE 0xbb /* red zone of a free object */
+#define RED_ACTIVE   0xcc /* red zone of an allocated object */
+#define POISON_FREE  0x6b
+#define POISON_END   0xa5
+#define POISON_NEW   0x5a
+#define RED_RIGHT    16 /* minimum bytes of right red zone */
+#define TRACK_DEPTH  16 /* frames kept; uslab's own leading frames are not printed */
+
+#define STATE_ALLOC 0xa110ca7edull
+#define STATE_FREE  0xf4eedull
+
+struct track {
+    void *stack[TRACK_DEPTH];
+    uint64_t when_ms;
+    uint32_t tid;
+    uint32_t depth;
+};
+
+/* After the link: the object's state, then (with U) its two tracks. */
+struct tail {
+    void *link;
+    uint64_t state;
+    struct track alloc, free;
+};
+
+int usi_debug_enabled;
+
+/* The caller's stack, captured by usi_debug_capture before the cache lock is taken:
+ * backtrace() may load the unwinder (which allocates) and must not run under a lock. */
+static __thread struct {
+    void *stack[TRACK_DEPTH];
+    uint32_t depth;
+} pending __attribute__((tls_model("initial-exec")));
+
+static __thread int capturing __attribute__((tls_model("initial-exec")));
+
+struct unwind_state {
+    void **stack;
+    uint32_t depth, max;
+};
+
+static _Unwind_Reason_Code unwind_one(struct _Unwind_Context *ctx, void *arg)
+{
+    struct unwind_state *st = arg;
+    uintptr_t pc = _Unwind_GetIP(ctx);
+    if (pc == 0 || st->depth == st->max)
+        return _URC_END_OF_STACK;
+    st->stack[st->depth++] = (void *)(pc - 1); /* inside the call, not after it */
+    return _URC_NO_REASON;
+}
+
+/* A backtrace with libgcc's unwinder, linked in, so nothing is loaded (or allocated) at run
+ * time as glibc's backtrace() does on its first call. A call made from inside the unwinder
+ * (if it ever allocated) records no stack instead of recursing. */
+static uint32_t unwind_stack(void **stack, uint32_t max)
+{
+    if (capturing)
+        return 0;
+    capturing = 1;
+    struct unwind_state st = {stack, 0, max};
+    _Unwind_Backtrace(unwind_one, &st);
+    capturing = 0;
+    return st.depth;
+}
+
+void usi_debug_capture(void)
+{
+    pending.depth = unwind_stack(pending.stack, TRACK_DEPTH);
+}
+static struct {
+    unsigned letters;
+    char globs[256]; /* comma-separated, copied from the environment */
+    int continue_after_report;
+    int leaks;
+} dbg;
+
+static size_t round_up(size_t x, size_t a)
+{
+    return (x + a - 1) & ~(a - 1);
+}
+
+void usi_debug_read_options(void)
+{
+    const char *v = usi_os_getenv("USLAB_DEBUG");
+    const char *cont = usi_os_getenv("USLAB_DEBUG_CONTINUE");
+    const char *leaks = usi_os_getenv("USLAB_LEAKS");
+    dbg.continue_after_report = cont && cont[0] == '1';
+    dbg.leaks = leaks && leaks[0] == '1';
+    if (v) {
+        const char *p = v;
+        for (; *p && *p != ','; p++) {
+            switch (*p) {
+            case 'F':
+            case 'f':
+                dbg.letters |= USI_DEBUG_F;
+                break;
+            case 'Z':
+            case 'z':
+                dbg.letters |= USI_DEBUG_Z;
+                break;
+            case 'P':
+            case 'p':
+                dbg.letters |= USI_DEBUG_P;
+                break;
+            case 'U':
+            case 'u':
+                dbg.letters |= USI_DEBUG_U;
+                break;
+            case 'T':
+            case 't':
+                dbg.letters |= USI_DEBUG_T;
+                break;
+            case '-':
+                break;
+            default:
+                usi_report_warn("USLAB_DEBUG: unknown letter '%c' ignored", *p);
+            }
+        }
+        if (p == v) /* "USLAB_DEBUG=" or ",glob": everything but tracing, as slub_debug */
+            dbg.letters = USI_DEBUG_F | USI_DEBUG_Z | USI_DEBUG_P | USI_DEBUG_U;
+        if (*p == ',')
+            snprintf(dbg.globs, sizeof dbg.globs, "%s", p + 1);
+    }
+    if (dbg.leaks) /* a leak report needs the allocation stacks */
+        dbg.letters |= USI_DEBUG_U;
+    usi_debug_enabled = dbg.letters != 0;
+}
+
+void usi_debug_after_init(void)
+{
+    if (usi_debug_enabled)
+        usi_debug_capture(); /* loads the unwinder early, when it can be loaded */
+}
+
+/* Glob match with * and ?, on name[0..) against pat[0..len). */
+static int glob_match(const char *pat, size_t len, const char *name)
+{
+    if (len == 0)
+        return *name == '\0';
+    if (*pat == '*') {
+        for (const char *n = name;; n++) {
+            if (glob_match(pat + 1, len - 1, n))
+                return 1;
+            if (*n == '\0')
+                return 0;
+        }
+    }
+    if (*name == '\0' || (*pat != '?' && *pat != *name))
+        return 0;
+    return glob_match(pat + 1, len - 1, name + 1);
+}
+
+unsigned usi_debug_flags_for(const char *name, unsigned cache_flags)
+{
+    if (!dbg.letters || (cache_flags & USI_CACHE_INTERNAL))
+        return 0;
+    if (dbg.globs[0] == '\0')
+        return dbg.letters;
+    for (const char *g = dbg.globs; *g;) {
+        size_t len = strcspn(g, ",");
+        if (len && glob_match(g, len, name))
+            return dbg.letters;
+        g += len + (g[len] == ',');
+    }
+    return 0;
+}
+
+void usi_debug_layout(struct uslab_cache *c)
+{
+    size_t left = (c->debug & USI_DEBUG_Z) ? (c->align > 16 ? c->align : 16) : 0;
+    size_t end = left + c->size + ((c->debug & USI_DEBUG_Z) ? RED_RIGHT : 0);
+    size_t link = round_up(end, sizeof(void *));
+    size_t tail = (c->debug & USI_DEBUG_U) ? sizeof(struct tail) : offsetof(struct tail, alloc);
+    c->obj_offset = (uint32_t)left;
+    c->link_offset = (uint32_t)link;
+    c->stride = round_up(link + tail, c->align);
+}
+
+static struct tail *tail_of(const struct uslab_cache *c, char *slot)
+{
+    return (struct tail *)(void *)(slot + c->link_offset);
+}
+
+/* ---- reports ---------------------------------------------------------------------- */
+
+static void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void out(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        usi_os_write_err(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+static void print_frame(const char *indent, void *pc)
+{
+    Dl_info info;
+    if (dladdr(pc, &info) && info.dli_fname) {
+        const char *lib = strrchr(info.dli_fname, '/');
+        lib = lib ? lib + 1 : info.dli_fname;
+        if (info.dli_sname)
+            out("%s%s+0x%lx (%s)\n", indent, info.dli_sname,
+                (unsigned long)((char *)pc - (char *)info.dli_saddr), lib);
+        else
+            out("%s%s+0x%lx\n", indent, lib, (unsigned long)((char *)pc - (char *)info.dli_fbase));
+    } else {
+        out("%s%p\n", indent, pc);
+    }
+}
+
+/* Whether pc is inside uslab's own shared object (its frames are noise in a report). */
+static int own_frame(void *pc)
+{
+    static void *own_base;
+    Dl_info info;
+    if (!own_base && dladdr((void *)usi_debug_report, &info))
+        own_base = info.dli_fbase;
+    return own_base && dladdr(pc, &info) && info.dli_fbase == own_base;
+}
+
+static void print_stack(void *const *stack, uint32_t depth)
+{
+    uint32_t i = 0;
+    while (i + 1 < depth && own_frame(stack[i]))
+        i++;
+    for (; i < depth; i++)
+        print_frame("    ", stack[i]);
+}
+
+static void print_track(const char *what, const struct track *t)
+{
+    if (t->depth == 0)
+        return;
+    uint64_t now = usi_now_ms();
+    out("INFO: %s age=%llu ms tid=%u\n", what, (unsigned long long)(now - t->when_ms), t->tid);
+    print_stack(t->stack, t->depth);
+}
+
+static void hexdump(const char *label, const unsigned char *p, size_t n)
+{
+    for (size_t off = 0; off < n; off += 16) {
+        char line[128];
+        int k = snprintf(line, sizeof line, "%-8s %p: ", off ? "" : label, (const void *)(p + off));
+        for (size_t i = off; i < off + 16 && i < n; i++)
+            k += snprintf(line + k, sizeof line - (size_t)k, "%02x ", p[i]);
+        line[k++] = '\n';
+        usi_os_write_err(line, (size_t)k);
+    }
+}
+
+static const char rule[] =
+    "=============================================================================\n";
+
+void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj, const char *what)
+{
+    out("%sBUG %s: %s\n", rule, c->name, what);
+    out("-----------------------------------------------------------------------------\n");
+    out("INFO: object %p, size %zu, cache object size %zu\n", obj, c->size, c->stride);
+    char *slot = NULL;
+    if (s) {
+        uintptr_t off = (uintptr_t)obj - c->obj_offset - (uintptr_t)s->objs;
+        if (off < (uintptr_t)c->nobjs * c->stride)
+            slot = s->objs + off / c->stride * c->stride;
+        out("INFO: slab %p objects=%u used=%u colour=%u first object %p\n", (void *)s, c->nobjs,
+            s->inuse, s->colour, (void *)s->objs);
+    }
+    if (slot && slot + c->obj_offset == (const char *)obj && c->debug) {
+        struct tail *t = tail_of(c, slot);
+        if (c->debug & USI_DEBUG_U) {
+            print_track("Allocated in", &t->alloc);
+            print_track("Freed in", &t->free);
+        }
+        if (c->obj_offset)
+            hexdump("Redzone", (unsigned char *)slot, c->obj_offset);
+        hexdump("Object", (unsigned char *)obj, c->size < 256 ? c->size : 256);
+        if (c->debug & USI_DEBUG_Z)
+            hexdump("Redzone", (unsigned char *)obj + c->size,
+                    c->link_offset - c->obj_offset - c->size);
+    }
+    out("INFO: detected in\n");
+    print_stack(pending.stack, pending.depth);
+    out("%s", rule);
+    if (!dbg.continue_after_report)
+        abort();
+}
+
+/* ---- hooks ---------------------------------------------------------------------------- */
+
+static void record(struct track *t)
+{
+    t->depth = pending.depth;
+    memcpy(t->stack, pending.stack, pending.depth * sizeof(void *));
+    t->when_ms = usi_now_ms();
+    t->tid = (uint32_t)gettid();
+}
+
+/* First byte in p[0..n) that is not `v`, or NULL. */
+static const unsigned char *first_not(const unsigned char *p, size_t n, unsigned char v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != v)
+            return p + i;
+    return NULL;
+}
+
+static void check_redzones(struct uslab_cache *c, struct usi_slab *s, char *slot,
+                           unsigned char want, const char *when)
+{
+    char *obj = slot + c->obj_offset;
+    size_t right = c->link_offset - c->obj_offset - c->size;
+    const unsigned char *bad = first_not((unsigned char *)slot, c->obj_offset, want);
+    if (!bad)
+        bad = first_not((unsigned char *)obj + c->size, right, want);
+    if (bad) {
+        char what[160];
+        snprintf(what, sizeof what, "Redzone overwritten (%s): byte 0x%02x at %p, object%+ld", when,
+                 *bad, (const void *)bad, (long)((const char *)bad - obj));
+        usi_debug_report(c, s, obj, what);
+    }
+}
+
+void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot)
+{
+    struct tail *t = tail_of(c, slot);
+    char *obj = slot + c->obj_offset;
+    int was_free = t->state == STATE_FREE; /* never-used objects read as zero */
+    if (was_free && (c->debug & USI_DEBUG_Z))
+        check_redzones(c, s, slot, RED_INACTIVE, "while free");
+    if (was_free && (c->debug & USI_DEBUG_P)) {
+        const unsigned char *bad = first_not((unsigned char *)obj, c->size - 1, POISON_FREE);
+        if (!bad && ((unsigned char *)obj)[c->size - 1] != POISON_END)
+            bad = (unsigned char *)obj + c->size - 1;
+        if (bad) {
+            char what[160];
+            snprintf(what, sizeof what,
+                     "Poison overwritten: byte 0x%02x at %p, object+%ld (written after free)", *bad,
+                     (const void *)bad, (long)((const char *)bad - obj));
+            usi_debug_report(c, s, obj, what);
+        }
+    }
+    if (c->debug & USI_DEBUG_Z) {
+        memset(slot, RED_ACTIVE, c->obj_offset);
+        memset(obj + c->size, RED_ACTIVE, c->link_offset - c->obj_offset - c->size);
+    }
+    if (c->debug & USI_DEBUG_P)
+        memset(obj, POISON_NEW, c->size);
+    t->state = STATE_ALLOC;
+    if (c->debug & USI_DEBUG_U) {
+        record(&t->alloc);
+        t->free.depth = 0;
+    }
+    if (c->debug & USI_DEBUG_T)
+        out("TRACE %s alloc %p inuse=%u/%u\n", c->name, (void *)obj, s->inuse, c->nobjs);
+}
+
+void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot)
+{
+    struct tail *t = tail_of(c, slot);
+    char *obj = slot + c->obj_offset;
+    if ((c->debug & USI_DEBUG_F) && t->state != STATE_ALLOC)
+        usi_debug_report(c, s, obj, "Object state corrupted (tail overwritten)");
+    if (c->debug & USI_DEBUG_Z)
+        check_redzones(c, s, slot, RED_ACTIVE, "on free");
+    if (c->debug & USI_DEBUG_Z) {
+        memset(slot, RED_INACTIVE, c->obj_offset);
+        memset(obj + c->size, RED_INACTIVE, c->link_offset - c->obj_offset - c->size);
+    }
+    if (c->debug & USI_DEBUG_P) {
+        memset(obj, POISON_FREE, c->size - 1);
+        ((unsigned char *)obj)[c->size - 1] = POISON_END;
+    }
+    t->state = STATE_FREE;
+    if (c->debug & USI_DEBUG_U)
+        record(&t->free);
+    if (c->debug & USI_DEBUG_T)
+        out("TRACE %s free %p inuse=%u/%u\n", c->name, (void *)obj, s->inuse, c->nobjs);
+}
+
+/* ---- leak report --------------------------------------------------------------------- */
+
+/* Live objects grouped by allocation stack; kept in memory mapped for the report. */
+struct leak_group {
+    const struct track *track; /* of the first object seen (its stack is the key) */
+    const char *cache;
+    size_t count, bytes;
+};
+
+struct leak_table {
+    struct leak_group *groups;
+    size_t cap, n, objects, bytes;
+};
+
+static uint64_t stack_hash(const struct track *t)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < t->depth; i++)
+        h = (h ^ (uint64_t)(uintptr_t)t->stack[i]) * 1099511628211ull;
+    return h;
+}
+
+static int same_stack(const struct track *a, const struct track *b)
+{
+    return a->depth == b->depth && memcmp(a->stack, b->stack, a->depth * sizeof(void *)) == 0;
+}
+
+static void leak_add(struct leak_table *lt, const char *cache, const struct track *t, size_t size)
+{
+    lt->objects++;
+    lt->bytes += size;
+    size_t i = (size_t)(stack_hash(t) % lt->cap);
+    for (size_t probes = 0; probes < lt->cap; probes++, i = (i + 1) % lt->cap) {
+        struct leak_group *g = &lt->groups[i];
+        if (!g->track) {
+            *g = (struct leak_group){t, cache, 1, size};
+            lt->n++;
+            return;
+        }
+        if (g->cache == cache && same_stack(g->track, t)) {
+            g->count++;
+            g->bytes += size;
+            return;
+        }
+    }
+}
+
+static void leak_scan_cache(struct uslab_cache *c, void *arg)
+{
+    struct leak_table *lt = arg;
+    if (!(c->debug & USI_DEBUG_U))
+        return;
+    pthread_mutex_lock(&c->lock);
+    for (unsigned l = USI_SLAB_PARTIAL; l <= USI_SLAB_FULL; l++)
+        for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
+            for (uint32_t i = 0; i < s->bump; i++)
+                if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63)) && lt->n < lt->cap / 2)
+                    leak_add(lt, c->name, &tail_of(c, s->objs + (size_t)i * c->stride)->alloc,
+                             c->size);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void usi_debug_leak_report(void);
+void usi_debug_leak_report(void)
+{
+    struct leak_table lt = {.cap = 1u << 16};
+    size_t bytes = lt.cap * sizeof(struct leak_group);
+    lt.groups = usi_os_map(bytes);
+    if (!lt.groups)
+        return;
+    usi_caches_for_each(leak_scan_cache, &lt);
+    /* Largest first: compact the table, then insertion sort (no allocation). */
+    size_t n = 0;
+    for (size_t i = 0; i < lt.cap; i++)
+        if (lt.groups[i].track)
+            lt.groups[n++] = lt.groups[i];
+    for (size_t i = 1; i < n; i++) {
+        struct leak_group g = lt.groups[i];
+        size_t j = i;
+        for (; j > 0 && lt.groups[j - 1].bytes < g.bytes; j--)
+            lt.groups[j] = lt.groups[j - 1];
+        lt.groups[j] = g;
+    }
+    out("uslab: leak report: %zu live objects, %zu bytes, from %zu allocation sites\n", lt.objects,
+        lt.bytes, n);
+    for (size_t i = 0; i < n; i++) {
+        out("LEAK: %zu bytes in %zu objects (%s), allocated from:\n", lt.groups[i].bytes,
+            lt.groups[i].count, lt.groups[i].cache);
+        print_stack(lt.groups[i].track->stack, lt.groups[i].track->depth);
+    }
+    usi_os_unmap(lt.groups, bytes);
+}
+
+__attribute__((destructor)) static void leak_report_at_exit(void)
+{
+    if (usi_initialized && (dbg.leaks || (dbg.letters & USI_DEBUG_U)))
+        usi_debug_leak_report();
+}
