@@ -190,6 +190,16 @@ void usi_cache_unfill(struct uslab_cache *c, size_t n, void *const *objs)
 
 void usi_cache_bad_free(struct uslab_cache *c, const void *p, uintptr_t entry)
 {
+    if (usi_debug_enabled) {
+        char what[160];
+        struct uslab_cache *owner = entry ? usi_caches[entry & USI_ID_MASK] : NULL;
+        if (entry == 0)
+            snprintf(what, sizeof what, "Invalid pointer %p: not allocated by uslab", p);
+        else
+            snprintf(what, sizeof what, "Object %p belongs to cache %s", p,
+                     owner ? owner->name : "(destroyed)");
+        usi_debug_bug(c->name, what);
+    }
     if (entry == 0)
         usi_report_fatal("free of invalid pointer %p to cache %s: not allocated by uslab", p,
                          c->name);

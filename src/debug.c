@@ -22,11 +22,11 @@
 #include "internal.h"
 
 #include <dlfcn.h>
-#include <unwind.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #define RED_INACTIVE 0xbb /* red zone of a free object */
 #define RED_ACTIVE   0xcc /* red zone of an allocated object */
@@ -315,6 +315,17 @@ void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj
     out("%s", rule);
     if (!dbg.continue_after_report)
         abort();
+}
+
+void usi_debug_bug(const char *cache, const char *what)
+{
+    usi_debug_capture(); /* no lock is held on the paths that report invalid pointers */
+    out("%sBUG %s: %s\n", rule, cache, what);
+    out("-----------------------------------------------------------------------------\n");
+    out("INFO: detected in\n");
+    print_stack(pending.stack, pending.depth);
+    out("%s", rule);
+    abort();
 }
 
 /* ---- hooks ---------------------------------------------------------------------------- */

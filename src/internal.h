@@ -247,6 +247,8 @@ void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot);
  * and aborts unless USLAB_DEBUG_CONTINUE=1. */
 void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj, const char *what);
 extern int usi_debug_enabled; /* some cache may have debugging */
+/* An invalid pointer, reported in BUG form when debugging is on: always aborts. */
+USI_NORETURN void usi_debug_bug(const char *cache, const char *what);
 
 /* ------------------------------------------------------------------------------------ */
 /* stats.c: statistics (docs/design.md §10)                                            */

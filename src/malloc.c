@@ -16,6 +16,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 /*
@@ -63,6 +64,17 @@ static inline int is_class_id(uintptr_t id)
 /* Reports p when it is neither a live uslab block nor plausibly glibc's. */
 static USI_COLD void check_other(const void *p, uintptr_t e, const char *fn)
 {
+    if (usi_debug_enabled &&
+        (e || ((uintptr_t)p & 15) ||
+         (uintptr_t)p - usi_pagemap.base < usi_pagemap.nunits * USI_UNIT_SIZE)) {
+        char what[160];
+        if (e)
+            snprintf(what, sizeof what, "%s(%p): object of cache %s", fn, p,
+                     usi_caches[e & USI_ID_MASK] ? usi_caches[e & USI_ID_MASK]->name : "?");
+        else
+            snprintf(what, sizeof what, "%s(%p): Invalid pointer: not allocated by uslab", fn, p);
+        usi_debug_bug("malloc", what);
+    }
     if (e) {
         struct uslab_cache *c = usi_caches[e & USI_ID_MASK];
         usi_report_fatal("%s(%p): the object belongs to cache %s; free it with uslab_cache_free",

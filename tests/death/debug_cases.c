@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * debug_cases.c - one misuse per case, run under LD_PRELOAD of libuslab-preload.so with
+ * USLAB_DEBUG set (see CMakeLists.txt): each must produce the exact BUG line of its check
+ * and abort. It uses plain malloc/free (and the cache API, resolved to the preloaded
+ * library) like any real program.
+ */
+#include "uslab.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Kept out of the optimiser's reach: the misuse must really happen. */
+static void *volatile keep;
+
+/* Through a volatile function pointer: the compiler cannot see (or warn about) the bug. */
+static void touch_impl(char *p, size_t i, char v)
+{
+    p[i] = v;
+}
+static void (*volatile touch)(char *, size_t, char) = touch_impl;
+
+int main(int argc, char **argv)
+{
+    const char *c = argc > 1 ? argv[1] : "";
+    if (strcmp(c, "redzone") == 0) { /* write one byte past the block's usable size */
+        char *p = malloc(24);
+        touch(p, 32, 'x'); /* malloc-32: bytes 0..31 are usable */
+        free(p);
+    } else if (strcmp(c, "use_after_free") == 0) { /* write into a freed block */
+        char *p = malloc(64);
+        free(p);
+        touch(p, 10, 1);
+        keep = malloc(64); /* the same object comes back: its poison is checked */
+    } else if (strcmp(c, "double_free") == 0) {
+        char *p = malloc(48);
+        free(p);
+        free(p);
+    } else if (strcmp(c, "interior") == 0) { /* a pointer into the middle of a block */
+        char *p = malloc(64);
+        free(p + 16);
+    } else if (strcmp(c, "foreign") == 0) { /* a pointer no allocator handed out */
+        char buf[64];
+        free(buf + 3);
+    } else if (strcmp(c, "wrong_cache") == 0) {
+        uslab_cache_t *a = uslab_cache_create("cache-a", 40, 0, NULL, NULL, NULL, NULL, 0);
+        uslab_cache_t *b = uslab_cache_create("cache-b", 40, 0, NULL, NULL, NULL, NULL, 0);
+        void *o = uslab_cache_alloc(a);
+        uslab_cache_free(b, o);
+    } else if (strcmp(c, "ok") == 0) { /* correct use: no report */
+        for (int i = 0; i < 1000; i++) {
+            char *p = malloc((size_t)i + 1);
+            memset(p, 1, (size_t)i + 1);
+            free(p);
+        }
+        return 0;
+    }
+    fprintf(stderr, "case %s did not abort\n", c);
+    return 1;
+}
