@@ -1,0 +1,186 @@
+#!/bin/sh
+# tool_test.sh CASE USLAB PROBE PRELOAD_LIB - one test case of the `uslab` front end.
+# USLAB is build/uslab, PROBE is tool_probe, PRELOAD_LIB is libuslab-preload.so.
+# Prints what went wrong and exits 1 on failure.
+set -u
+case_name=$1 uslab=$2 probe=$3 lib=$4
+
+# Start from an environment with no uslab settings and no LD_PRELOAD.
+for v in $(env | sed -n 's/^\(USLAB_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+unset LD_PRELOAD
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
+
+# expect_line FILE LINE: FILE has exactly the line LINE.
+expect_line() {
+    grep -qxF -- "$2" "$1" || { echo "--- $1:" >&2; cat "$1" >&2; fail "no line '$2'"; }
+}
+# expect_no_match FILE REGEX
+expect_no_match() {
+    if grep -q -- "$2" "$1"; then cat "$1" >&2; fail "unexpected '$2'"; fi
+}
+# run_status EXPECTED ARGS...: run uslab ARGS, stdout to $tmp/out, stderr to $tmp/err.
+run_status() {
+    want=$1; shift
+    "$uslab" "$@" > "$tmp/out" 2> "$tmp/err"
+    got=$?
+    [ "$got" -eq "$want" ] || { cat "$tmp/out" "$tmp/err" >&2; fail "uslab $* exited $got, want $want"; }
+}
+abs_lib=$(realpath "$lib")
+
+case $case_name in
+run_options)
+    run_status 0 run --debug=FZ,malloc-* --stats=json --leaks -- "$probe"
+    expect_line "$tmp/out" "USLAB_DEBUG=FZ,malloc-*"
+    expect_line "$tmp/out" "USLAB_STATS=json"
+    expect_line "$tmp/out" "USLAB_LEAKS=1"
+    expect_line "$tmp/out" "LD_PRELOAD=$abs_lib"
+    expect_line "$tmp/out" "malloc=uslab"
+    expect_no_match "$tmp/out" "^USLAB_DEBUG_CONTINUE="
+    ;;
+run_more_options)
+    # --stats (table), --continue, --env in both spellings, "-" for all letters, the
+    # separate-argument forms, and a later option overriding an earlier one.
+    run_status 0 run --debug - --stats --continue --env USLAB_PURGE_DELAY=0 \
+        --env=USLAB_MAX_SLAB_SIZE=8K --preload "$lib" --stats=table -- "$probe"
+    expect_line "$tmp/out" "USLAB_DEBUG=-"
+    expect_line "$tmp/out" "USLAB_STATS=1"
+    expect_line "$tmp/out" "USLAB_DEBUG_CONTINUE=1"
+    expect_line "$tmp/out" "USLAB_PURGE_DELAY=0"
+    expect_line "$tmp/out" "USLAB_MAX_SLAB_SIZE=8K"
+    expect_line "$tmp/out" "malloc=uslab"
+    run_status 0 run --debug=PUT,'conn*',malloc-64 --stats=json --stats -- "$probe"
+    expect_line "$tmp/out" "USLAB_DEBUG=PUT,conn*,malloc-64"
+    expect_line "$tmp/out" "USLAB_STATS=1"
+    # No options: only the preload library; inherited settings are kept.
+    USLAB_EMPTY_SLABS=3 "$uslab" run -- "$probe" > "$tmp/out" || fail "plain run failed"
+    expect_line "$tmp/out" "USLAB_EMPTY_SLABS=3"
+    expect_line "$tmp/out" "malloc=uslab"
+    expect_no_match "$tmp/out" "^USLAB_DEBUG="
+    ;;
+ld_preload_kept)
+    LD_PRELOAD=libc.so.6 "$uslab" run --leaks -- "$probe" > "$tmp/out" || fail "run failed"
+    expect_line "$tmp/out" "LD_PRELOAD=$abs_lib:libc.so.6"
+    expect_line "$tmp/out" "malloc=uslab"
+    ;;
+exit_status)
+    run_status 42 run -- "$probe" 42
+    expect_line "$tmp/out" "malloc=uslab"
+    run_status 1 run --stats -- "$probe" 1
+    run_status 0 run -- sh -c 'exit 0'
+    ;;
+signal)
+    "$uslab" run -- "$probe" signal > "$tmp/out" 2> "$tmp/err"
+    got=$?
+    [ "$got" -eq 143 ] || fail "program killed by SIGTERM: uslab exited $got, want 143"
+    ;;
+no_program)
+    run_status 127 run -- "$tmp/no-such-program"
+    grep -q "cannot execute" "$tmp/err" || fail "no message for a missing program"
+    run_status 127 run -- no-such-program-in-path-uslab
+    ;;
+usage_errors)
+    # Each: exit 2, a "uslab: " message on stderr, nothing run.
+    check_usage() {
+        run_status 2 "$@"
+        grep -q '^uslab: ' "$tmp/err" || fail "uslab $*: no error message on stderr"
+        expect_no_match "$tmp/out" "malloc="
+    }
+    check_usage
+    check_usage frobnicate
+    check_usage run "$probe"
+    check_usage run --leaks "$probe"
+    check_usage run --leaks
+    check_usage run --
+    check_usage run --bogus -- "$probe"
+    check_usage run --debug=FX -- "$probe"
+    check_usage run --debug=fz -- "$probe"
+    check_usage run --debug= -- "$probe"
+    check_usage run --debug=,malloc-64 -- "$probe"
+    check_usage run --debug=FZ, -- "$probe"
+    check_usage run --debug=-Z -- "$probe"
+    check_usage run --debug
+    check_usage run --stats=xml -- "$probe"
+    check_usage run --env FOO=1 -- "$probe"
+    check_usage run --env USLAB_DEBUG -- "$probe"
+    check_usage run --env USLAB_=1 -- "$probe"
+    check_usage run --env LD_PRELOAD=x -- "$probe"
+    check_usage run --preload= -- "$probe"
+    check_usage where extra
+    ;;
+help)
+    for how in --help help "run --help"; do
+        # shellcheck disable=SC2086
+        "$uslab" $how > "$tmp/help" 2>&1 || fail "uslab $how failed"
+        for v in USLAB_MAX_SLAB_SIZE USLAB_RESERVE USLAB_EMPTY_SLABS USLAB_DEPOT_BYTES \
+                 USLAB_PURGE_DELAY USLAB_TCACHE_MAX USLAB_DEBUG USLAB_DEBUG_CONTINUE \
+                 USLAB_LEAKS USLAB_STATS USLAB_PRELOAD_LIB LD_PRELOAD \
+                 --debug --stats --stats=json --leaks --continue --preload --env \
+                 'uslab where' --version; do
+            grep -qF -- "$v" "$tmp/help" || fail "uslab $how does not mention $v"
+        done
+        # Every allocator setting with its default.
+        for d in 'default 32768' 'default 256G' 'default 1)' 'default 1M' 'default 1000' \
+                 'default 64M'; do
+            grep -qF -- "$d" "$tmp/help" || fail "uslab $how does not give '$d'"
+        done
+    done
+    ;;
+version)
+    out=$("$uslab" --version) || fail "--version failed"
+    echo "$out" | grep -qE '^uslab [0-9]+\.[0-9]+' || fail "--version printed '$out'"
+    ;;
+where)
+    out=$("$uslab" where) || fail "where failed"
+    [ -f "$out" ] || fail "where printed '$out', not a file"
+    [ "$out" = "$abs_lib" ] || fail "where printed '$out', want $abs_lib"
+    cp "$lib" "$tmp/copy.so"
+    out=$(USLAB_PRELOAD_LIB=$tmp/copy.so "$uslab" where) || fail "where with USLAB_PRELOAD_LIB"
+    [ "$out" = "$(realpath "$tmp/copy.so")" ] || fail "USLAB_PRELOAD_LIB ignored: '$out'"
+    out=$(USLAB_PRELOAD_LIB=/nonexistent "$uslab" where --preload="$tmp/copy.so") ||
+        fail "where --preload"
+    [ "$out" = "$(realpath "$tmp/copy.so")" ] || fail "--preload does not win: '$out'"
+    USLAB_PRELOAD_LIB=$tmp/missing.so "$uslab" where > /dev/null 2>&1 &&
+        fail "where succeeded with a missing USLAB_PRELOAD_LIB"
+    run_status 1 run --preload="$tmp/missing.so" -- "$probe"
+    ;;
+layout_build)
+    # build/tools/uslab finds ../libuslab-preload.so.
+    mkdir -p "$tmp/b/tools"
+    cp "$uslab" "$tmp/b/tools/uslab"
+    cp "$lib" "$tmp/b/libuslab-preload.so"
+    out=$("$tmp/b/tools/uslab" where) || fail "where from tools/"
+    [ "$out" = "$(realpath "$tmp/b/libuslab-preload.so")" ] || fail "tools/uslab found '$out'"
+    # Found through a symlink to the executable too (/proc/self/exe is the real file).
+    ln -s "$tmp/b/tools/uslab" "$tmp/link-uslab"
+    out=$("$tmp/link-uslab" where) || fail "where through a symlink"
+    [ "$out" = "$(realpath "$tmp/b/libuslab-preload.so")" ] || fail "symlink found '$out'"
+    # Nothing to find: an error, exit 1.
+    rm "$tmp/b/libuslab-preload.so"
+    "$tmp/b/tools/uslab" where > /dev/null 2> "$tmp/err" && fail "where found a library"
+    grep -q "cannot find" "$tmp/err" || fail "no message when nothing is found"
+    ;;
+layout_install)
+    # <prefix>/bin/uslab finds <prefix>/lib/libuslab-preload.so and runs with it.
+    mkdir -p "$tmp/p/bin" "$tmp/p/lib"
+    cp "$uslab" "$tmp/p/bin/uslab"
+    cp "$lib" "$tmp/p/lib/libuslab-preload.so"
+    out=$("$tmp/p/bin/uslab" where) || fail "where from bin/"
+    [ "$out" = "$(realpath "$tmp/p/lib/libuslab-preload.so")" ] || fail "bin/uslab found '$out'"
+    "$tmp/p/bin/uslab" run --leaks -- "$probe" > "$tmp/out" || fail "installed run failed"
+    expect_line "$tmp/out" "LD_PRELOAD=$(realpath "$tmp/p/lib/libuslab-preload.so")"
+    expect_line "$tmp/out" "malloc=uslab"
+    ;;
+probe_plain)
+    # The probe itself tells glibc apart: without uslab it reports glibc.
+    "$probe" > "$tmp/out" || fail "probe failed"
+    expect_line "$tmp/out" "malloc=glibc"
+    expect_no_match "$tmp/out" "^USLAB_"
+    ;;
+*)
+    fail "unknown case"
+    ;;
+esac
+exit 0

@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uslab - command-line front end of the uslab allocator.
+ *
+ *   uslab run [options] -- program [args...]   run a program under libuslab-preload.so
+ *   uslab where [--preload=PATH]               print the preload library it would use
+ *   uslab --help | help | --version
+ *
+ * `uslab run` sets LD_PRELOAD (the library first, then any LD_PRELOAD already set) and the
+ * USLAB_* variables the options ask for, then execs the program (execvp): the exit status
+ * and signals are the program's own. Usage errors exit 2, a program that cannot be
+ * executed 127.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef USLAB_TOOL_VERSION
+#define USLAB_TOOL_VERSION "0.1.0"
+#endif
+#ifndef USLAB_INSTALL_LIBDIR
+#define USLAB_INSTALL_LIBDIR "lib"
+#endif
+
+#define PRELOAD_NAME "libuslab-preload.so"
+#define EXIT_USAGE   2
+#define EXIT_NOEXEC  127
+
+static const char usage_text[] =
+    "usage: uslab run [--debug=LETTERS[,GLOB...]] [--stats[=table|json]] [--leaks]\n"
+    "                 [--continue] [--preload=PATH] [--env NAME=VALUE ...] -- program [args...]\n"
+    "       uslab where [--preload=PATH]\n"
+    "       uslab --help | help | --version\n";
+
+static const char help_text[] =
+    "uslab - run programs under uslab, a user-space slab allocator\n"
+    "\n"
+    "USAGE\n"
+    "  uslab run [options] -- program [args...]\n"
+    "      Run program with LD_PRELOAD set to libuslab-preload.so (put in front of any\n"
+    "      LD_PRELOAD already set) and the USLAB_* variables the options ask for, then exec\n"
+    "      it: the exit status and signals are the program's own. The program is looked\n"
+    "      up in PATH. The '--' before the program is required.\n"
+    "  uslab where [--preload=PATH]\n"
+    "      Print the path of the preload library uslab run would use.\n"
+    "  uslab --help, uslab help, uslab run --help\n"
+    "      Print this text.\n"
+    "  uslab --version\n"
+    "      Print the version.\n"
+    "\n"
+    "OPTIONS OF uslab run\n"
+    "  --debug=LETTERS[,GLOB...]\n"
+    "      Set USLAB_DEBUG to the value as given. LETTERS is one or more of:\n"
+    "        F  sanity checks (double free, foreign or misaligned pointer, free to the\n"
+    "           wrong cache, slab consistency)\n"
+    "        Z  red zones around objects, checked on free\n"
+    "        P  poisoning of free and new objects, checked on allocation (writes after free)\n"
+    "        U  user tracking: allocation and free call sites (short stack, thread, time)\n"
+    "        T  trace of every operation on the selected caches\n"
+    "      or '-' for all of them. Optional comma-separated GLOBs select the caches to\n"
+    "      debug by name (malloc size classes are named malloc-<size>, e.g. malloc-64);\n"
+    "      without globs every cache is debugged. Quote globs for the shell:\n"
+    "        uslab run --debug=FZ,'malloc-*' -- ./prog\n"
+    "  --stats, --stats=table\n"
+    "      Set USLAB_STATS=1: print a slabinfo-style statistics table at exit.\n"
+    "  --stats=json\n"
+    "      Set USLAB_STATS=json: print the statistics as JSON at exit.\n"
+    "  --leaks\n"
+    "      Set USLAB_LEAKS=1: report objects still allocated at exit, grouped by\n"
+    "      allocation stack, largest first.\n"
+    "  --continue\n"
+    "      Set USLAB_DEBUG_CONTINUE=1: after a BUG report, continue instead of aborting.\n"
+    "  --preload=PATH\n"
+    "      Use PATH as the preload library (see PRELOAD LIBRARY below).\n"
+    "  --env NAME=VALUE, --env=NAME=VALUE\n"
+    "      Set any USLAB_* variable (NAME must start with USLAB_), e.g.\n"
+    "        --env USLAB_PURGE_DELAY=0. May be repeated.\n"
+    "  --help\n"
+    "      Print this text.\n"
+    "  Options are applied in the order given: a later one setting the same variable wins.\n"
+    "  Variables not set by an option keep their value from uslab's own environment.\n"
+    "\n"
+    "ENVIRONMENT READ BY THE ALLOCATOR (once, at the first allocation; sizes accept K, M, G)\n"
+    "  USLAB_MAX_SLAB_SIZE   largest malloc size served by slabs, 1024..65536; larger\n"
+    "                        sizes go to glibc's allocator (default 32768)\n"
+    "  USLAB_RESERVE         address space reserved for slabs, only reserved, not committed\n"
+    "                        (default 256G; shrunk if refused)\n"
+    "  USLAB_EMPTY_SLABS     empty slabs each cache keeps instead of returning them to the\n"
+    "                        OS (default 1)\n"
+    "  USLAB_DEPOT_BYTES     bytes of cached objects (full magazines) a cache's depot keeps\n"
+    "                        before returning them to slabs (default 1M)\n"
+    "  USLAB_PURGE_DELAY     milliseconds an empty slab stays idle before a background\n"
+    "                        thread gives it back to the OS (default 1000; 0: at once,\n"
+    "                        and no thread)\n"
+    "  USLAB_TCACHE_MAX      bound on the bytes all threads' magazines together may cache\n"
+    "                        (default 64M)\n"
+    "  USLAB_DEBUG           LETTERS[,GLOB...] as for --debug (default: unset, no\n"
+    "                        debugging; caches not selected pay nothing)\n"
+    "  USLAB_DEBUG_CONTINUE  1: continue after a BUG report instead of aborting (default 0)\n"
+    "  USLAB_LEAKS           1: leak report at exit (default 0; also on with USLAB_DEBUG\n"
+    "                        letter U)\n"
+    "  USLAB_STATS           1: statistics table at exit; json: JSON at exit\n"
+    "                        (default: unset, no statistics)\n"
+    "\n"
+    "ENVIRONMENT READ BY THIS TOOL\n"
+    "  USLAB_PRELOAD_LIB     path of the preload library (default: found as below)\n"
+    "  LD_PRELOAD            kept, after the uslab library\n"
+    "  PATH                  where the program is looked up\n"
+    "\n"
+    "PRELOAD LIBRARY\n"
+    "  The first of: --preload=PATH; $USLAB_PRELOAD_LIB; " PRELOAD_NAME " in the\n"
+    "  directory of the uslab executable; in its parent directory (a build tree's\n"
+    "  tools/); <dir>/../" USLAB_INSTALL_LIBDIR "/" PRELOAD_NAME " and <dir>/../lib/" PRELOAD_NAME
+    " (an\n"
+    "  installed bin/uslab). The executable's directory comes from /proc/self/exe.\n"
+    "\n"
+    "EXIT STATUS\n"
+    "  uslab run exits with the program's status (it replaces itself with the program);\n"
+    "  2 on a usage error, 127 if the program cannot be executed, 1 if no preload library\n"
+    "  is found. uslab where exits 0 if it found the library, else 1.\n"
+    "\n"
+    "EXAMPLES\n"
+    "  uslab run --stats -- python3 script.py\n"
+    "  uslab run --debug=FZP,'conn*' --continue -- ./server --port 8080\n"
+    "  uslab run --leaks --env USLAB_MAX_SLAB_SIZE=8K -- ./prog\n";
+
+__attribute__((noreturn, format(printf, 1, 2))) static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("uslab: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fputs(usage_text, stderr);
+    fputs("Try 'uslab --help' for more information.\n", stderr);
+    exit(EXIT_USAGE);
+}
+
+static void set_env(const char *name, const char *value)
+{
+    if (setenv(name, value, 1) != 0) {
+        fprintf(stderr, "uslab: cannot set %s: %s\n", name, strerror(errno));
+        exit(1);
+    }
+}
+
+/* A USLAB_DEBUG value: "-" or one or more of FZPUT, then optional non-empty ",glob"s. */
+static int valid_debug(const char *v)
+{
+    size_t letters = strcspn(v, ",");
+    if (letters == 0)
+        return 0;
+    if (!(letters == 1 && v[0] == '-')) {
+        for (size_t i = 0; i < letters; i++)
+            if (!strchr("FZPUT", v[i]))
+                return 0;
+    }
+    const char *p = v + letters;
+    while (*p == ',') {
+        p++;
+        size_t n = strcspn(p, ",");
+        if (n == 0)
+            return 0; /* empty glob: "FZ," or "FZ,,x" */
+        p += n;
+    }
+    return 1;
+}
+
+/* NAME=VALUE with NAME = USLAB_[A-Z0-9_]+ */
+static void apply_env_setting(const char *setting)
+{
+    const char *eq = strchr(setting, '=');
+    if (!eq)
+        usage_error("--env wants NAME=VALUE, got '%s'", setting);
+    size_t n = (size_t)(eq - setting);
+    if (n <= 6 || strncmp(setting, "USLAB_", 6) != 0)
+        usage_error("--env: only USLAB_* variables may be set, got '%s'", setting);
+    for (size_t i = 0; i < n; i++) {
+        char c = setting[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
+            usage_error("--env: invalid variable name in '%s'", setting);
+    }
+    char name[256];
+    if (n >= sizeof name)
+        usage_error("--env: variable name too long in '%s'", setting);
+    memcpy(name, setting, n);
+    name[n] = '\0';
+    set_env(name, eq + 1);
+}
+
+static int is_readable_file(const char *path)
+{
+    return access(path, R_OK) == 0;
+}
+
+/* Try <dir>/<rel>; on success store its canonical path in out. */
+static int try_candidate(const char *dir, const char *rel, char out[PATH_MAX])
+{
+    char buf[PATH_MAX];
+    int len = snprintf(buf, sizeof buf, "%s/%s", dir, rel);
+    if (len < 0 || (size_t)len >= sizeof buf || !is_readable_file(buf))
+        return 0;
+    return realpath(buf, out) != NULL;
+}
+
+/*
+ * The preload library: explicit (from --preload) if given, else $USLAB_PRELOAD_LIB,
+ * else searched relative to the executable. Returns 1 and the absolute path in out, or 0
+ * with a message on stderr.
+ */
+static int find_preload(const char *explicit_path, char out[PATH_MAX])
+{
+    const char *given = explicit_path;
+    const char *source = "--preload";
+    if (!given || !*given) {
+        given = getenv("USLAB_PRELOAD_LIB");
+        source = "USLAB_PRELOAD_LIB";
+    }
+    if (given && *given) {
+        if (!is_readable_file(given) || !realpath(given, out)) {
+            fprintf(stderr, "uslab: preload library %s (from %s): %s\n", given, source,
+                    strerror(errno));
+            return 0;
+        }
+        return 1;
+    }
+
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        fprintf(stderr, "uslab: cannot read /proc/self/exe: %s\n", strerror(errno));
+        return 0;
+    }
+    exe[len] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) {
+        fprintf(stderr, "uslab: odd executable path %s\n", exe);
+        return 0;
+    }
+    *slash = '\0';
+    const char *dir = exe[0] ? exe : "/";
+
+    static const char *const candidates[] = {
+        PRELOAD_NAME,
+        "../" PRELOAD_NAME,
+        "../" USLAB_INSTALL_LIBDIR "/" PRELOAD_NAME,
+        "../lib/" PRELOAD_NAME,
+    };
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++)
+        if (try_candidate(dir, candidates[i], out))
+            return 1;
+    fprintf(stderr,
+            "uslab: cannot find %s next to %s/uslab, in its parent directory or in "
+            "../%s; use --preload=PATH or USLAB_PRELOAD_LIB\n",
+            PRELOAD_NAME, dir, USLAB_INSTALL_LIBDIR);
+    return 0;
+}
+
+/* Puts lib in front of any LD_PRELOAD already set. */
+static void set_ld_preload(const char *lib)
+{
+    if (strpbrk(lib, " :\t")) {
+        fprintf(stderr,
+                "uslab: preload library path '%s' contains a space or colon, which "
+                "LD_PRELOAD cannot express\n",
+                lib);
+        exit(1);
+    }
+    const char *old = getenv("LD_PRELOAD");
+    if (!old || !*old) {
+        set_env("LD_PRELOAD", lib);
+        return;
+    }
+    size_t n = strlen(lib) + 1 + strlen(old) + 1;
+    char *value = malloc(n);
+    if (!value) {
+        fputs("uslab: out of memory\n", stderr);
+        exit(1);
+    }
+    snprintf(value, n, "%s:%s", lib, old);
+    set_env("LD_PRELOAD", value);
+    free(value);
+}
+
+/* Value of "--name=value" or "--name value" (advancing *i); NULL if arg is not --name. */
+static const char *option_value(int argc, char **argv, int *i, const char *name)
+{
+    const char *arg = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(arg, name, n) != 0)
+        return NULL;
+    if (arg[n] == '=')
+        return arg + n + 1;
+    if (arg[n] != '\0')
+        return NULL;
+    if (*i + 1 >= argc)
+        usage_error("option %s needs a value", name);
+    return argv[++*i];
+}
+
+static int cmd_where(int argc, char **argv)
+{
+    const char *preload = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(help_text, stdout);
+            return 0;
+        } else if ((v = option_value(argc, argv, &i, "--preload"))) {
+            preload = v;
+        } else {
+            usage_error("where: unexpected argument '%s'", argv[i]);
+        }
+    }
+    char lib[PATH_MAX];
+    if (!find_preload(preload, lib))
+        return 1;
+    puts(lib);
+    return 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    const char *preload = NULL;
+    int i;
+    for (i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *v;
+        if (!strcmp(arg, "--"))
+            break;
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            fputs(help_text, stdout);
+            exit(0);
+        } else if ((v = option_value(argc, argv, &i, "--debug"))) {
+            if (!valid_debug(v))
+                usage_error("--debug: bad value '%s' (want one or more of FZPUT, or '-', "
+                            "then optional ,GLOBs)",
+                            v);
+            set_env("USLAB_DEBUG", v);
+        } else if (!strcmp(arg, "--stats") || !strcmp(arg, "--stats=table")) {
+            set_env("USLAB_STATS", "1");
+        } else if (!strcmp(arg, "--stats=json")) {
+            set_env("USLAB_STATS", "json");
+        } else if (!strncmp(arg, "--stats=", 8)) {
+            usage_error("--stats: unknown format '%s' (want table or json)", arg + 8);
+        } else if (!strcmp(arg, "--leaks")) {
+            set_env("USLAB_LEAKS", "1");
+        } else if (!strcmp(arg, "--continue")) {
+            set_env("USLAB_DEBUG_CONTINUE", "1");
+        } else if ((v = option_value(argc, argv, &i, "--preload"))) {
+            if (!*v)
+                usage_error("--preload needs a path");
+            preload = v;
+        } else if ((v = option_value(argc, argv, &i, "--env"))) {
+            apply_env_setting(v);
+        } else if (arg[0] == '-') {
+            usage_error("run: unknown option '%s'", arg);
+        } else {
+            usage_error("run: expected '--' before the program, got '%s'", arg);
+        }
+    }
+    if (i >= argc)
+        usage_error("run: missing '--' before the program");
+    char **prog = argv + i + 1;
+    if (!prog[0] || !prog[0][0])
+        usage_error("run: no program after '--'");
+
+    char lib[PATH_MAX];
+    if (!find_preload(preload, lib))
+        return 1;
+    set_ld_preload(lib);
+
+    execvp(prog[0], prog);
+    fprintf(stderr, "uslab: cannot execute %s: %s\n", prog[0], strerror(errno));
+    return EXIT_NOEXEC;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        usage_error("missing command");
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        fputs(help_text, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("uslab %s\n", USLAB_TOOL_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "run"))
+        return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "where"))
+        return cmd_where(argc - 2, argv + 2);
+    usage_error("unknown command '%s'", cmd);
+    return EXIT_USAGE;
+}
