@@ -37,6 +37,7 @@
 #define USLAB_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -136,6 +137,40 @@ USLAB_API size_t uslab_reap(void);
 /** The name given at creation, and the object size asked for. */
 USLAB_API const char *uslab_cache_name(const uslab_cache_t *cache);
 USLAB_API size_t uslab_cache_object_size(const uslab_cache_t *cache);
+
+/* ---- statistics ----------------------------------------------------------------------- */
+
+/** A snapshot of one cache. Objects in magazines are counted as cached, not active. */
+struct uslab_cache_stats {
+    const char *name;
+    size_t object_size; /* as created */
+    size_t slab_size;   /* bytes per slab */
+    size_t objects_per_slab;
+    size_t slabs; /* slabs the cache holds (partial + full + empty) */
+    size_t partial_slabs;
+    size_t empty_slabs;    /* kept for reuse or awaiting the purge delay */
+    size_t active_objects; /* allocated and not freed */
+    size_t cached_objects; /* free, constructed, in thread or depot magazines */
+    size_t total_objects;  /* slabs * objects_per_slab */
+};
+
+/** uslab_cache_stats - fill @out for @cache. Returns 0. Thread-safe; other threads'
+ * magazines are read without stopping them, so the split between active and cached is a
+ * snapshot. */
+USLAB_API int uslab_cache_stats(const uslab_cache_t *cache, struct uslab_cache_stats *out);
+
+#define USLAB_STATS_TABLE 0 /* slabinfo-style text table */
+#define USLAB_STATS_JSON  1
+
+/**
+ * uslab_stats_print - print every cache in use (malloc classes as "malloc-<size>") to @out.
+ * TABLE columns, as Linux's slabinfo: Name, Objects (active), Objsize, Space (bytes of
+ * slabs), Slabs/Part/Cpu (slabs, partial slabs, objects cached in thread magazines), O/S
+ * (objects per slab), %Fr (free share of the slabs' objects), %Ef (active bytes over slab
+ * bytes), Flg (USLAB_DEBUG letters). JSON has the same and more fields. Returns 0, or -1.
+ * USLAB_STATS=1 (table) or USLAB_STATS=json prints this on stderr at exit.
+ */
+USLAB_API int uslab_stats_print(FILE *out, int format);
 
 /* ---- the malloc family -------------------------------------------------------------- */
 /*

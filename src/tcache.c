@@ -364,3 +364,18 @@ void usi_tcache_adopt_orphans(void)
         tc = next;
     }
 }
+
+size_t usi_tcache_cached_objects(const struct uslab_cache *c)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next) {
+        if (c->id >= tc->npairs)
+            continue;
+        /* Another thread's pair, read without its lock: a snapshot for statistics. */
+        const volatile struct usi_magpair *mp = &tc->pairs[c->id];
+        n += (size_t)(mp->top - mp->base) + mp->prev->rounds;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return n;
+}
