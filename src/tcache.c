@@ -120,8 +120,25 @@ static void registry_remove(struct usi_tcache *tc)
         tc->reg_next->reg_prev = tc->reg_prev;
 }
 
+/* Caches of exited threads, kept for the next threads (no mmap/munmap per thread):
+ * every pair is clear, the layout is the default size. Under registry_lock. */
+#define SPARE_MAX 32
+static struct usi_tcache *spare;
+static unsigned nspare;
+
 static struct usi_tcache *tcache_map(uint32_t want_pairs)
 {
+    if (want_pairs <= SENTINEL_PAIRS + 64) {
+        pthread_mutex_lock(&registry_lock);
+        struct usi_tcache *tc = spare;
+        if (tc) {
+            spare = tc->reg_next;
+            nspare--;
+        }
+        pthread_mutex_unlock(&registry_lock);
+        if (tc)
+            return tc;
+    }
     size_t bytes = sizeof(struct usi_tcache) + (size_t)want_pairs * sizeof(struct usi_magpair);
     bytes = (bytes + USI_PAGE_SIZE - 1) & ~(size_t)(USI_PAGE_SIZE - 1);
     struct usi_tcache *tc = usi_os_map(bytes);
@@ -317,10 +334,18 @@ static void tcache_thread_exit(void *arg)
     pthread_mutex_lock(&tc->lock);
     tcache_flush_every(tc);
     pthread_mutex_unlock(&tc->lock);
+    int keep = 0;
     pthread_mutex_lock(&registry_lock);
     registry_remove(tc);
+    if (nspare < SPARE_MAX && tc->npairs < 2 * (SENTINEL_PAIRS + 64)) {
+        tc->reg_next = spare; /* every pair was cleared by the flush above */
+        spare = tc;
+        nspare++;
+        keep = 1;
+    }
     pthread_mutex_unlock(&registry_lock);
-    usi_os_unmap(tc, tc->map_bytes);
+    if (!keep)
+        usi_os_unmap(tc, tc->map_bytes);
 }
 
 void usi_tcache_init(void)
