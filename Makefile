@@ -1,13 +1,14 @@
 # Thin wrapper over CMake: each target is a configure, a build and a ctest or runner line.
 #   make          build libuslab.so, libuslab.a, libuslab-preload.so (in ./build)
-#   make test     everything CI runs: the test suite, then under UBSan and TSan, then fuzzing
+#   make test     everything CI runs: the test suite, then under UBSan, TSan and memcheck
+#                 (a Valgrind client-request build), then 60 s of fuzzing
 #   make check    just the test suite of ./build (the quick inner loop)
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all configure check test test-ubsan test-tsan fuzz clean format format-check
+.PHONY: all configure check test test-ubsan test-tsan test-valgrind fuzz clean format format-check
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -18,7 +19,7 @@ configure:
 check: all
 	cd $(BUILD) && $(CTEST)
 
-test: check test-ubsan test-tsan fuzz
+test: check test-ubsan test-tsan test-valgrind fuzz
 
 # The API library and its tests under UndefinedBehaviorSanitizer (preload tests excluded:
 # the preload library is never sanitized).
@@ -55,8 +56,13 @@ bench-full:
 	cmake --build $(BUILD) -j $(JOBS) --target uslab-bench
 	python3 bench/run.py --full --build $(BUILD)
 
+# A build with Valgrind client requests: memcheck must see uslab's objects.
+test-valgrind:
+	$(MAKE) all BUILD=build-vg CMAKE_FLAGS="-DUSLAB_VALGRIND=ON -DUSLAB_BUILD_BENCH=OFF"
+	cd build-vg && $(CTEST) -L valgrind
+
 clean:
-	rm -rf $(BUILD) build-ubsan build-tsan build-fuzz
+	rm -rf $(BUILD) build-ubsan build-tsan build-vg build-fuzz
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc' '*.cpp')

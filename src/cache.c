@@ -127,9 +127,18 @@ static void cache_put_raw(struct uslab_cache *c, size_t n, void *const *objs)
         usi_purge_kick();
 }
 
+/* Runs the destructor on an object uslab holds (freed, as far as Valgrind knows). */
+static void cache_destruct(struct uslab_cache *c, void *obj)
+{
+    USI_VG_DEFINED(obj, c->size);
+    c->dtor(obj, c->arg);
+    USI_VG_NOACCESS(obj, c->size);
+}
+
 /* Runs the constructor; on failure errno says why (ENOMEM if the constructor left none). */
 static int cache_construct(struct uslab_cache *c, void *obj)
 {
+    USI_VG_UNDEFINED(obj, c->size);
     int saved = errno;
     errno = 0;
     if (c->ctor(obj, c->arg) != 0) {
@@ -171,7 +180,7 @@ size_t usi_cache_fill(struct uslab_cache *c, size_t n, void **objs)
             int e = errno;
             if (c->dtor)
                 for (size_t j = 0; j < i; j++)
-                    c->dtor(objs[j], c->arg);
+                    cache_destruct(c, objs[j]);
             cache_put_raw(c, n, objs);
             errno = e;
             return 0;
@@ -184,7 +193,7 @@ void usi_cache_unfill(struct uslab_cache *c, size_t n, void *const *objs)
 {
     if (c->dtor)
         for (size_t i = 0; i < n; i++)
-            c->dtor(objs[i], c->arg);
+            cache_destruct(c, objs[i]);
     cache_put_raw(c, n, objs);
 }
 
@@ -236,7 +245,10 @@ uslab_cache_t *uslab_cache_create(const char *name, size_t size, size_t align, u
 
 void *uslab_cache_alloc(uslab_cache_t *c)
 {
-    return usi_tcache_alloc(c);
+    void *p = usi_tcache_alloc(c);
+    if (p)
+        USI_VG_HANDOUT(c, p);
+    return p;
 }
 
 void uslab_cache_free(uslab_cache_t *c, void *obj)
@@ -247,6 +259,7 @@ void uslab_cache_free(uslab_cache_t *c, void *obj)
             return;
         usi_cache_bad_free(c, obj, e);
     }
+    USI_VG_TAKEBACK(obj);
     usi_tcache_free(c, obj);
 }
 
@@ -265,10 +278,13 @@ size_t uslab_cache_alloc_bulk(uslab_cache_t *c, size_t n, void **objs)
     }
     if (i < n && usi_cache_fill(c, n - i, objs + i) == 0) {
         int e = errno;
-        uslab_cache_free_bulk(c, i, objs);
+        for (size_t j = 0; j < i; j++) /* never handed out: back without the user checks */
+            usi_tcache_free(c, objs[j]);
         errno = e;
         return 0;
     }
+    for (size_t j = 0; j < n; j++)
+        USI_VG_HANDOUT(c, objs[j]);
     return n;
 }
 

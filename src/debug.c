@@ -365,6 +365,7 @@ static void check_redzones(struct uslab_cache *c, struct usi_slab *s, char *slot
 
 void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot)
 {
+    USI_VG_DEFINED(slot, c->stride); /* the checks read a freed object */
     struct tail *t = tail_of(c, slot);
     char *obj = slot + c->obj_offset;
     int was_free = t->state == STATE_FREE; /* never-used objects read as zero */
@@ -399,6 +400,7 @@ void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot)
 
 void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot)
 {
+    USI_VG_DEFINED(slot, c->stride);
     struct tail *t = tail_of(c, slot);
     char *obj = slot + c->obj_offset;
     if ((c->debug & USI_DEBUG_F) && t->state != STATE_ALLOC)
@@ -416,6 +418,7 @@ void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot)
     t->state = STATE_FREE;
     if (c->debug & USI_DEBUG_U)
         record(&t->free);
+    USI_VG_NOACCESS(obj, c->size);
     if (c->debug & USI_DEBUG_T)
         out("TRACE %s free %p inuse=%u/%u\n", c->name, (void *)obj, s->inuse, c->nobjs);
 }

@@ -47,6 +47,9 @@ void usi_depot_flush_mag(struct uslab_cache *c, struct usi_mag *m)
 {
     if (m->rounds)
         usi_cache_unfill(c, m->rounds, m->objs);
+#ifdef USLAB_VALGRIND
+    memset(m->objs, 0, m->rounds * sizeof(void *)); /* no stale pointers for the leak scan */
+#endif
     m->rounds = 0;
 }
 

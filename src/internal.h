@@ -250,6 +250,26 @@ extern int usi_debug_enabled; /* some cache may have debugging */
 /* An invalid pointer, reported in BUG form when debugging is on: always aborts. */
 USI_NORETURN void usi_debug_bug(const char *cache, const char *what);
 
+/* Valgrind client requests (USLAB_VALGRIND builds only; docs/design.md §9): an object is
+ * marked allocated when it leaves uslab (HANDOUT) and freed when it comes back (TAKEBACK),
+ * so memcheck reports uses after free, double frees and leaks of uslab's objects; internal
+ * accesses to a freed object (free-list link, constructor, destructor, debug checks) are
+ * bracketed by the other three. Without USLAB_VALGRIND they compile to nothing. */
+#ifdef USLAB_VALGRIND
+#include <valgrind/memcheck.h>
+#define USI_VG_HANDOUT(c, p)   VALGRIND_MALLOCLIKE_BLOCK((p), (c)->size, 0, (c)->ctor != NULL)
+#define USI_VG_TAKEBACK(p)     VALGRIND_FREELIKE_BLOCK((p), 0)
+#define USI_VG_UNDEFINED(p, n) VALGRIND_MAKE_MEM_UNDEFINED((p), (n))
+#define USI_VG_DEFINED(p, n)   VALGRIND_MAKE_MEM_DEFINED((p), (n))
+#define USI_VG_NOACCESS(p, n)  VALGRIND_MAKE_MEM_NOACCESS((p), (n))
+#else
+#define USI_VG_HANDOUT(c, p)   ((void)0)
+#define USI_VG_TAKEBACK(p)     ((void)0)
+#define USI_VG_UNDEFINED(p, n) ((void)0)
+#define USI_VG_DEFINED(p, n)   ((void)0)
+#define USI_VG_NOACCESS(p, n)  ((void)0)
+#endif
+
 /* ------------------------------------------------------------------------------------ */
 /* stats.c: statistics (docs/design.md §10)                                            */
 /* ------------------------------------------------------------------------------------ */
@@ -407,7 +427,13 @@ static inline void *usi_pair_pop(struct usi_magpair *mp)
     if (USI_UNLIKELY(t == mp->base))
         return NULL;
     mp->top = --t;
+#ifdef USLAB_VALGRIND
+    void *p = *t;
+    *t = NULL; /* no stale pointer for memcheck's leak scan */
+    return p;
+#else
     return *t;
+#endif
 }
 
 static inline int usi_pair_push(struct usi_magpair *mp, void *p)

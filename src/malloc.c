@@ -89,6 +89,20 @@ static USI_COLD void check_other(const void *p, uintptr_t e, const char *fn)
                          p);
 }
 
+#ifdef USLAB_VALGRIND
+/* Marks a block allocated for memcheck if it is a slab block (glibc's are tracked by
+ * valgrind's own malloc). */
+static void vg_handout(void *p)
+{
+    uintptr_t e = usi_pagemap_lookup(p);
+    if (is_class_id(e & USI_ID_MASK))
+        USI_VG_HANDOUT(&usi_class_caches[e & USI_ID_MASK], p);
+}
+#define USI_VG_HANDOUT_BLOCK(p) vg_handout(p)
+#else
+#define USI_VG_HANDOUT_BLOCK(p) ((void)0)
+#endif
+
 /* ---- malloc ------------------------------------------------------------------------- */
 
 static USI_NOINLINE void *malloc_slow(size_t size)
@@ -102,6 +116,7 @@ static USI_NOINLINE void *malloc_slow(size_t size)
     void *p = usi_tcache_alloc(&usi_class_caches[id]);
     if (USI_UNLIKELY(!p)) /* slabs exhausted: fall back to glibc rather than fail */
         return sys_malloc(size);
+    USI_VG_HANDOUT(&usi_class_caches[id], p);
     return p;
 }
 
@@ -116,11 +131,19 @@ static void *usi_malloc(size_t size)
     if (USI_LIKELY(size <= USI_SMALL_MAX)) {
         struct usi_tcache *tc = usi_tls;
         struct usi_magpair *mp = pair_at(tc, tc->class_offset[(size + 7) >> 3]);
+#ifdef USLAB_VALGRIND
+        void *p = usi_pair_pop(mp);
+        if (p) {
+            USI_VG_HANDOUT_BLOCK(p);
+            return p;
+        }
+#else
         void **t = mp->top;
         if (USI_LIKELY(t != mp->base)) {
             mp->top = --t;
             return *t;
         }
+#endif
     }
     return malloc_slow(size);
 }
@@ -144,7 +167,12 @@ static USI_NOINLINE void free_slow(void *p)
  * for anything that is not a malloc block); push onto the loaded magazine. */
 static void usi_free(void *p)
 {
-    struct usi_magpair *mp = pair_at(usi_tls, usi_class_tag(p));
+    unsigned tag = usi_class_tag(p);
+#ifdef USLAB_VALGRIND
+    if (tag)
+        USI_VG_TAKEBACK(p);
+#endif
+    struct usi_magpair *mp = pair_at(usi_tls, tag);
     void **t = mp->top;
     if (USI_LIKELY(t != mp->limit)) {
         *t = p;
@@ -229,8 +257,10 @@ static void *aligned_impl(size_t align, size_t size)
         unsigned id = usi_sizeclass_aligned(size, align);
         if (id) {
             void *p = usi_tcache_alloc(&usi_class_caches[id]);
-            if (p)
+            if (p) {
+                USI_VG_HANDOUT(&usi_class_caches[id], p);
                 return p;
+            }
         }
     }
     return sys_memalign(align, size);

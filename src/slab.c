@@ -113,6 +113,8 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     struct usi_slab *s = usi_pages_alloc_span(c->slab_order);
     if (!s)
         return NULL;
+    USI_VG_DEFINED(
+        s, c->slab_size); /* reads as zero, even where objects of another cache were freed */
     /* The span reads as zero: freelist, inuse, bump and the bitmap start cleared. */
     s->cache = c;
     s->colour = c->colour_next;
@@ -152,7 +154,9 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
             uint32_t idx;
             if (s->freelist) {
                 slot = s->freelist;
+                USI_VG_DEFINED(slot + c->link_offset, sizeof(void *));
                 s->freelist = *(void **)(slot + c->link_offset);
+                USI_VG_UNDEFINED(slot + c->link_offset, sizeof(void *));
                 idx = slab_index(c, s, slot);
             } else {
                 idx = s->bump++;
@@ -201,7 +205,9 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         if (USI_UNLIKELY(c->debug))
             usi_debug_on_free(c, s, slot);
         s->alloc_map[idx >> 6] &= ~bit;
+        USI_VG_UNDEFINED(slot + c->link_offset, sizeof(void *));
         *(void **)(slot + c->link_offset) = s->freelist;
+        USI_VG_NOACCESS(slot + c->link_offset, sizeof(void *));
         s->freelist = slot;
         s->inuse--;
         c->slab_inuse--;
