@@ -48,6 +48,26 @@ int main(int argc, char **argv)
         uslab_cache_t *b = uslab_cache_create("cache-b", 40, 0, NULL, NULL, NULL, NULL, 0);
         void *o = uslab_cache_alloc(a);
         uslab_cache_free(b, o);
+    } else if (strcmp(c, "continue") == 0) { /* USLAB_DEBUG_CONTINUE=1: report, go on */
+        char *p = malloc(24);
+        touch(p, 32, 'x');
+        free(p); /* Redzone overwritten, reported, repaired */
+        free(p); /* Object already free, reported, skipped */
+        char *q = malloc(24);
+        q[0] = 1;
+        free(q);
+        printf("continued\n");
+        return 0;
+    } else if (strcmp(c, "trace") == 0) { /* T: one line per operation */
+        void *p = malloc(60);
+        free(p);
+        return 0;
+    } else if (strcmp(c, "glob_miss") == 0) { /* the glob selects malloc-32 only */
+        char *p = malloc(60);
+        touch(p, 64, 'x'); /* malloc-64 is not debugged: nothing reported */
+        free(p);
+        printf("not checked\n");
+        return 0;
     } else if (strcmp(c, "ok") == 0) { /* correct use: no report */
         for (int i = 0; i < 1000; i++) {
             char *p = malloc((size_t)i + 1);
