@@ -209,6 +209,7 @@ USLAB_API size_t uslab_malloc_usable_size(void *ptr);      /* exact, 0 for NULL 
  *  USLAB_PURGE_DELAY    ms an empty slab stays idle before it is given back to the OS by a
  *                       background thread (default 1000; 0: at once, no thread)
  *  USLAB_TCACHE_MAX     bound on the bytes all threads' magazines may cache (default 64M)
+ *  USLAB_MAGAZINE_GROWTH  1: magazines grow under depot contention (default 0)
  * Sizes take an optional K, M or G suffix.
  */
 

@@ -22,14 +22,13 @@ static struct uslab_cache cache_cache;
 
 #define USLAB_CACHE_KNOWN_FLAGS (USLAB_CACHE_NOMAGAZINE | USLAB_CACHE_NOCOLOUR)
 
-/* Objects per magazine: 64 for small objects, fewer for large ones so that a magazine
- * holds at most 32 KiB (but at least 4 objects). This bounds what one thread caches per
- * cache to two magazines, 64 KiB for most caches. */
+/* Objects per magazine at first: 64 for small objects, fewer for large ones so that a
+ * magazine holds at most 32 KiB (but at least 4 objects); contention may grow it later. */
 static uint32_t magazine_capacity(size_t stride)
 {
     size_t cap = ((size_t)32 << 10) / stride;
-    if (cap > USI_MAG_MAX)
-        cap = USI_MAG_MAX;
+    if (cap > 64)
+        cap = 64;
     return (uint32_t)(cap < 4 ? 4 : cap);
 }
 
@@ -61,13 +60,14 @@ int usi_cache_init(struct uslab_cache *c, const char *name, size_t size, size_t 
     /* Debug caches bypass magazines so that every operation is checked (libumem, SLUB). */
     c->mag_capacity =
         (flags & USLAB_CACHE_NOMAGAZINE) || c->debug ? 0 : magazine_capacity(c->stride);
-    c->mag_bytes = (size_t)c->mag_capacity * c->stride;
-    c->depot_max_full = 2;
-    if (c->mag_capacity) {
-        size_t per_mag = (size_t)c->mag_capacity * c->stride;
-        if (usi_options.depot_bytes / per_mag > c->depot_max_full)
-            c->depot_max_full = usi_options.depot_bytes / per_mag;
-    }
+    /* Under contention magazines may grow to 128 KiB of objects, at most 256 of them. */
+    size_t max = ((size_t)128 << 10) / c->stride;
+    max = max > USI_MAG_MAX ? USI_MAG_MAX : max;
+    c->mag_max = c->mag_capacity && usi_options.mag_growth
+                     ? (uint32_t)(max > c->mag_capacity ? max : c->mag_capacity)
+                     : c->mag_capacity;
+    c->mag_max_bytes = (size_t)c->mag_max * c->stride;
+    usi_depot_set_limit(c);
     c->empty_reserve = usi_options.empty_reserve;
     pthread_mutex_init(&c->lock, NULL);
 
@@ -334,7 +334,7 @@ size_t uslab_reap(void)
     pthread_mutex_lock(&caches_lock);
     for (unsigned id = 1; id < USI_MAX_IDS; id++) {
         struct uslab_cache *c = usi_caches[id];
-        if (c && c->mag_capacity)
+        if (c && __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED))
             bytes += uslab_cache_reap(c);
         else if (c) {
             struct usi_slab *release = NULL;
@@ -368,7 +368,7 @@ int usi_purge_pass(uint64_t now_ms)
         struct uslab_cache *c = usi_caches[id];
         if (!c)
             continue;
-        if (c->mag_capacity)
+        if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED))
             usi_depot_reap_unused(c);
         struct usi_slab *release = NULL;
         pthread_mutex_lock(&c->lock);

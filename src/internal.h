@@ -52,8 +52,14 @@
 /* malloc sizes up to this are looked up in one table (docs/design.md §8). */
 #define USI_SMALL_MAX 1024
 
-/* Magazines hold at most this many object pointers (docs/design.md §4). */
-#define USI_MAG_MAX 64
+/* Magazines hold at most this many object pointers (docs/design.md §4): a cache starts
+ * at 64 or fewer and grows under depot contention (Bonwick & Adams §3.7). */
+#define USI_MAG_MAX 256
+/* Magazines up to this capacity come from the small magazine cache (design §4). */
+#define USI_MAG_SMALL 64
+/* Depot lock acquisitions that had to wait before a cache's magazines grow (only with
+ * USLAB_MAGAZINE_GROWTH=1). */
+#define USI_DEPOT_CONTENTION 32
 
 /* ------------------------------------------------------------------------------------ */
 /* os_linux.c: the only code that calls mmap/mprotect/madvise/munmap or reads environ     */
@@ -200,11 +206,13 @@ struct usi_mag {
     struct usi_mag *next; /* depot stack link */
     uint32_t rounds;
     uint32_t capacity; /* 0 only for usi_mag_empty, the shared sentinel */
-    void *objs[USI_MAG_MAX];
+    void *objs[];      /* capacity slots: magazines of up to 64 and of up to USI_MAG_MAX */
 };
 extern struct usi_mag usi_mag_empty;
 
 struct usi_mag *usi_mag_new(struct uslab_cache *c); /* empty magazine or NULL */
+/* Sets how many full magazines the depot keeps, from USLAB_DEPOT_BYTES and the capacity. */
+void usi_depot_set_limit(struct uslab_cache *c);
 void usi_mag_delete(struct usi_mag *m);
 /* Destructs a magazine's objects and returns them to their slabs (takes cache->lock). */
 void usi_depot_flush_mag(struct uslab_cache *c, struct usi_mag *m);
@@ -323,10 +331,16 @@ struct uslab_cache {
     unsigned debug;        /* USI_DEBUG_* letters enabled for this cache (debug.c) */
     uint32_t obj_offset;   /* user pointer = slot + obj_offset (a left red zone); 0 without */
     uint32_t link_offset;  /* free-list link at slot + link_offset (after the object in debug) */
-    uint32_t mag_capacity; /* 0: no magazines, every operation takes the slab path */
-    size_t mag_bytes;      /* mag_capacity * stride: what one magazine may cache */
+    uint32_t mag_max;      /* largest magazine capacity this cache may grow to */
+    size_t mag_max_bytes;  /* mag_max * stride */
     size_t depot_max_full; /* full magazines the depot keeps before flushing to slabs */
     size_t empty_reserve;  /* empty slabs kept unpurged */
+
+    /* Capacity of new magazines: 0 means no magazines (never changes then). It only grows,
+     * under `lock` when the depot sees contention; read without the lock (relaxed) by the
+     * slow paths that create magazines. */
+    uint32_t mag_capacity;
+    uint32_t depot_contended; /* waits for `lock` in depot exchanges since the last growth */
 
     pthread_mutex_t lock;
     uint32_t colour_next;
@@ -413,9 +427,9 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p);
 void usi_tcache_flush_own(struct uslab_cache *c);
 /* Moves every thread's magazines of c to c's depot (cache destroy). */
 void usi_tcache_flush_all(struct uslab_cache *c);
-/* Bytes that magazines held by threads may cache (sum of mag_bytes over every magazine in a
- * thread's pair), kept under usi_options.tcache_max: a hard bound whatever the number of
- * threads. Updated on slow paths only. */
+/* Bytes that magazines held by threads may cache (capacity * stride, summed over every
+ * magazine in any thread's pair), kept under usi_options.tcache_max: a hard bound whatever
+ * the number of threads. Updated on slow paths only. */
 extern size_t usi_tcache_bytes;
 void usi_tcache_init(void);
 void usi_tcache_prefork(void);
@@ -496,6 +510,7 @@ struct usi_options {
     size_t depot_bytes;    /* USLAB_DEPOT_BYTES: bytes a depot caches before flushing */
     size_t purge_delay_ms; /* USLAB_PURGE_DELAY: idle time before empty slabs are purged */
     size_t tcache_max;     /* USLAB_TCACHE_MAX: bound on bytes cached by all threads */
+    size_t mag_growth;     /* USLAB_MAGAZINE_GROWTH: magazines grow under contention (0/1) */
 };
 extern struct usi_options usi_options;
 void usi_options_read(void);

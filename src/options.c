@@ -74,4 +74,5 @@ void usi_options_read(void)
     read_size("USLAB_DEPOT_BYTES", &usi_options.depot_bytes, 0, (size_t)1 << 40);
     read_size("USLAB_PURGE_DELAY", &usi_options.purge_delay_ms, 0, (size_t)1 << 30);
     read_size("USLAB_TCACHE_MAX", &usi_options.tcache_max, 0, (size_t)1 << 40);
+    read_size("USLAB_MAGAZINE_GROWTH", &usi_options.mag_growth, 0, 1);
 }

@@ -41,7 +41,7 @@ static void snap_cache(const struct uslab_cache *c, struct snap *s)
     s->created = c->slabs_created;
     s->released = c->slabs_released;
     pthread_mutex_unlock((pthread_mutex_t *)&c->lock);
-    s->mag_capacity = c->mag_capacity;
+    s->mag_capacity = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
     s->debug = c->debug;
     s->total = s->slabs * s->nobjs;
     size_t cached = s->depot_cached + s->thread_cached;

@@ -45,37 +45,42 @@ static pthread_key_t exit_key;
 
 size_t usi_tcache_bytes;
 
-/* Real magazines (not the empty sentinel) a pair holds: 0, 1 or 2. */
-static unsigned pair_count(const struct usi_magpair *mp)
+/* Bytes the magazines of a pair may cache (the sentinel has capacity 0). */
+static size_t pair_bytes(const struct uslab_cache *c, const struct usi_magpair *mp)
 {
-    return (mp->base != usi_mag_empty.objs) + (mp->prev != &usi_mag_empty);
+    return ((size_t)usi_pair_loaded(mp)->capacity + mp->prev->capacity) * c->stride;
 }
 
-/* Accounts for a pair that went from `before` to pair_count(mp) magazines. */
-static void pair_account(struct uslab_cache *c, const struct usi_magpair *mp, unsigned before)
+/* Accounts for a pair whose bytes were `before` (reservation included): gives back what
+ * the slow path did not use. */
+static void pair_account(struct uslab_cache *c, const struct usi_magpair *mp, size_t before)
 {
-    unsigned after = pair_count(mp);
-    if (after > before)
-        __atomic_fetch_add(&usi_tcache_bytes, (after - before) * c->mag_bytes, __ATOMIC_RELAXED);
-    else if (after < before)
-        __atomic_fetch_sub(&usi_tcache_bytes, (before - after) * c->mag_bytes, __ATOMIC_RELAXED);
+    size_t after = pair_bytes(c, mp);
+    if (after < before)
+        __atomic_fetch_sub(&usi_tcache_bytes, before - after, __ATOMIC_RELAXED);
+    else if (after > before) /* cannot happen: the reservation covers any exchange */
+        __atomic_fetch_add(&usi_tcache_bytes, after - before, __ATOMIC_RELAXED);
 }
 
-/* Before a slow path that may give a pair one more magazine, reserves that magazine's bytes;
- * returns the pair's count plus the reservation (what pair_account must start from), or -1
- * when the bound leaves no room: then the thread works straight on the slab layer for this
- * cache until other threads give some back. A pair already holding two never grows. */
-static int pair_reserve(struct uslab_cache *c, const struct usi_magpair *mp)
+/*
+ * Before a slow path that may trade the pair's previous magazine for another (of any
+ * capacity up to mag_max) or add one, reserves the bytes that could add; returns the
+ * pair's bytes plus the reservation (what pair_account starts from), or (size_t)-1 when
+ * the bound leaves no room: then the thread works straight on the slab layer for this
+ * cache until other threads give some back.
+ */
+static size_t pair_reserve(struct uslab_cache *c, const struct usi_magpair *mp)
 {
-    unsigned n = pair_count(mp);
-    if (n == 2)
-        return 2;
-    size_t old = __atomic_fetch_add(&usi_tcache_bytes, c->mag_bytes, __ATOMIC_RELAXED);
-    if (old + c->mag_bytes > usi_options.tcache_max) {
-        __atomic_fetch_sub(&usi_tcache_bytes, c->mag_bytes, __ATOMIC_RELAXED);
-        return -1;
+    size_t given = (size_t)mp->prev->capacity * c->stride;
+    size_t need = c->mag_max_bytes > given ? c->mag_max_bytes - given : 0;
+    if (need) {
+        size_t old = __atomic_fetch_add(&usi_tcache_bytes, need, __ATOMIC_RELAXED);
+        if (old + need > usi_options.tcache_max) {
+            __atomic_fetch_sub(&usi_tcache_bytes, need, __ATOMIC_RELAXED);
+            return (size_t)-1;
+        }
     }
-    return (int)n + 1;
+    return pair_bytes(c, mp) + need;
 }
 
 /* Makes m the loaded magazine of mp. */
@@ -187,14 +192,14 @@ static struct usi_tcache *tcache_get(uintptr_t id)
 
 void *usi_tcache_alloc_slow(struct uslab_cache *c)
 {
-    if (c->mag_capacity == 0)
+    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) == 0)
         return usi_cache_alloc_from_slab(c);
     struct usi_tcache *tc = tcache_get(c->id);
     if (!tc)
         return usi_cache_alloc_from_slab(c);
     struct usi_magpair *mp = &tc->pairs[c->id];
-    int reserved = pair_reserve(c, mp);
-    if (reserved < 0) {
+    size_t before = pair_reserve(c, mp);
+    if (before == (size_t)-1) {
         if (mp->prev->rounds == 0)
             return usi_cache_alloc_from_slab(c);
         struct usi_mag *full = mp->prev; /* a swap needs no new magazine */
@@ -202,7 +207,6 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
         pair_load(mp, full);
         return usi_pair_pop(mp);
     }
-    unsigned before = (unsigned)reserved;
     struct usi_mag *loaded = pair_unload(mp);
     if (loaded->rounds == 0) {
         struct usi_mag *prev = mp->prev;
@@ -243,7 +247,8 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
 
 void usi_tcache_free_slow(struct uslab_cache *c, void *p)
 {
-    struct usi_tcache *tc = c->mag_capacity ? tcache_get(c->id) : NULL;
+    struct usi_tcache *tc =
+        __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) ? tcache_get(c->id) : NULL;
     if (!tc) {
         usi_cache_unfill(c, 1, &p);
         return;
@@ -251,12 +256,11 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     struct usi_magpair *mp = &tc->pairs[c->id];
     if (usi_pair_push(mp, p))
         return;
-    int reserved = pair_reserve(c, mp);
-    if (reserved < 0) {
+    size_t before = pair_reserve(c, mp);
+    if (before == (size_t)-1) {
         usi_cache_unfill(c, 1, &p);
         return;
     }
-    unsigned before = (unsigned)reserved;
     struct usi_mag *loaded = pair_unload(mp);
     struct usi_mag *prev = mp->prev;
     if (prev->rounds == 0 && prev != &usi_mag_empty) { /* swap: the previous one is empty */
@@ -282,7 +286,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
 /* Moves one pair's magazines to the depot (caller holds tc->lock or owns tc). */
 static void pair_flush(struct uslab_cache *c, struct usi_magpair *mp)
 {
-    unsigned before = pair_count(mp);
+    size_t before = pair_bytes(c, mp);
     struct usi_mag *a = pair_unload(mp), *b = mp->prev;
     pair_clear(mp);
     pair_account(c, mp, before);

@@ -98,6 +98,8 @@ static const char help_text[] =
     "                        and no thread)\n"
     "  USLAB_TCACHE_MAX      bound on the bytes all threads' magazines together may cache\n"
     "                        (default 64M)\n"
+    "  USLAB_MAGAZINE_GROWTH 1: magazines grow when threads contend for a cache's depot\n"
+    "                        (default 0)\n"
     "  USLAB_DEBUG           LETTERS[,GLOB...] as for --debug (default: unset, no\n"
     "                        debugging; caches not selected pay nothing)\n"
     "  USLAB_DEBUG_CONTINUE  1: continue after a BUG report instead of aborting (default 0)\n"
