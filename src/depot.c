@@ -162,15 +162,10 @@ void usi_depot_put(struct uslab_cache *c, struct usi_mag *m)
     }
 }
 
-void usi_depot_drain(struct uslab_cache *c)
+/* Flushes (destructs into slabs) and frees two lists of magazines taken off the depot;
+ * called without the lock. */
+static void free_mag_lists(struct uslab_cache *c, struct usi_mag *full, struct usi_mag *empty)
 {
-    pthread_mutex_lock(&c->lock);
-    struct usi_mag *full = c->depot_full, *empty = c->depot_empty;
-    c->depot_full = c->depot_empty = NULL;
-    c->depot_nfull = c->depot_nempty = 0;
-    c->depot_min_full = c->depot_min_empty = 0;
-    c->depot_rounds = 0;
-    pthread_mutex_unlock(&c->lock);
     while (full) {
         struct usi_mag *next = full->next;
         usi_depot_flush_mag(c, full);
@@ -182,6 +177,18 @@ void usi_depot_drain(struct uslab_cache *c)
         usi_mag_delete(empty);
         empty = next;
     }
+}
+
+void usi_depot_drain(struct uslab_cache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    struct usi_mag *full = c->depot_full, *empty = c->depot_empty;
+    c->depot_full = c->depot_empty = NULL;
+    c->depot_nfull = c->depot_nempty = 0;
+    c->depot_min_full = c->depot_min_empty = 0;
+    c->depot_rounds = 0;
+    pthread_mutex_unlock(&c->lock);
+    free_mag_lists(c, full, empty);
 }
 
 size_t usi_depot_reap_unused(struct uslab_cache *c)
@@ -208,16 +215,6 @@ size_t usi_depot_reap_unused(struct uslab_cache *c)
     c->depot_min_full = c->depot_nfull;
     c->depot_min_empty = c->depot_nempty;
     pthread_mutex_unlock(&c->lock);
-    while (full) {
-        struct usi_mag *next = full->next;
-        usi_depot_flush_mag(c, full);
-        usi_mag_delete(full);
-        full = next;
-    }
-    while (empty) {
-        struct usi_mag *next = empty->next;
-        usi_mag_delete(empty);
-        empty = next;
-    }
+    free_mag_lists(c, full, empty);
     return n;
 }
