@@ -49,7 +49,7 @@ fuzz:
 bench:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target uslab-bench
-	python3 bench/run.py --quick --build $(BUILD)
+	python3 bench/run.py --quick --build $(BUILD) --out bench/results/quick
 
 bench-full:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) > /dev/null
