@@ -1,6 +1,7 @@
 # Thin wrapper over CMake: each target is a configure, a build and a ctest or runner line.
 #   make          build libuslab.so, libuslab.a, libuslab-preload.so (in ./build)
-#   make test     everything CI runs: the test suite, then under UBSan, TSan and memcheck
+#   make test     everything CI runs: a clang-format check, the test suite, then under UBSan,
+#                 TSan and memcheck
 #                 (a Valgrind client-request build), then 60 s of fuzzing
 #   make check    just the test suite of ./build (the quick inner loop)
 BUILD ?= build
@@ -19,7 +20,7 @@ configure:
 check: all
 	cd $(BUILD) && $(CTEST)
 
-test: check test-ubsan test-tsan test-valgrind fuzz
+test: format-check check test-ubsan test-tsan test-valgrind fuzz
 
 # The API library and its tests under UndefinedBehaviorSanitizer (preload tests excluded:
 # the preload library is never sanitized).
