@@ -97,9 +97,12 @@ USLAB_API void *uslab_cache_alloc(uslab_cache_t *cache);
 /**
  * uslab_cache_free - give @obj back to @cache, in its constructed state. NULL is ignored.
  * @obj must come from uslab_cache_alloc/uslab_cache_alloc_bulk of the same cache and not
- * be freed twice. Freeing to the wrong cache or a pointer uslab did not hand out prints a
- * message on stderr and aborts; a double free is caught and reported when the object
- * returns to its slab. Any thread may free an object allocated by any other thread.
+ * be freed twice. Freeing to the wrong cache, or a pointer outside every slab of uslab,
+ * prints a message on stderr and aborts at once. A double free, or a pointer into the
+ * middle of one of the cache's objects, is reported (and aborts) when the object returns
+ * to its slab (a magazine flush, reap, destroy); until then the cache may hand it out
+ * again. USLAB_DEBUG=F (or any letter) on the cache catches both at the bad call. Any
+ * thread may free an object allocated by any other thread.
  */
 USLAB_API void uslab_cache_free(uslab_cache_t *cache, void *obj);
 
