@@ -55,6 +55,7 @@ int usi_cache_init(struct uslab_cache *c, const char *name, size_t size, size_t 
     c->reclaim = reclaim;
     c->arg = arg;
     usi_slab_geometry(c);
+    c->stride_recip = (((uint64_t)1 << 32) + c->stride - 1) / c->stride;
     if (flags & USLAB_CACHE_NOCOLOUR)
         c->colour_max = 0;
     /* Debug caches bypass magazines so that every operation is checked (libumem, SLUB). */

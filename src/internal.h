@@ -314,9 +314,10 @@ struct uslab_cache {
     uintptr_t id;          /* index in usi_caches; low bits of page-map entries */
     uintptr_t pair_offset; /* id * sizeof(struct usi_magpair): the pair in a thread cache */
     unsigned flags;
-    size_t size;   /* what the user asked for */
-    size_t align;  /* power of two, <= page size */
-    size_t stride; /* object size in the slab: size rounded up to align, >= 8 */
+    size_t size;           /* what the user asked for */
+    size_t align;          /* power of two, <= page size */
+    size_t stride;         /* object size in the slab: size rounded up to align, >= 8 */
+    uint64_t stride_recip; /* ceil(2^32 / stride): object index by multiplication (slab.c) */
     uslab_ctor_fn ctor;
     uslab_dtor_fn dtor;
     uslab_reclaim_fn reclaim;

@@ -129,12 +129,16 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
 }
 
 /* Index of p in s, or UINT32_MAX when p is not the start of one of its objects. */
+/* Index of p in s, or UINT32_MAX when p is not the start of one of its objects. The
+ * division is a multiplication by stride_recip = ceil(2^32 / stride): for an offset
+ * q * stride inside a slab (below 2^23) the product is q * 2^32 plus less than 2^32, so the
+ * high half is exactly q; any other offset fails the check that follows. */
 static uint32_t slab_index(const struct uslab_cache *c, const struct usi_slab *s, const void *p)
 {
     uintptr_t off = (uintptr_t)p - (uintptr_t)s->objs;
     if (off >= (uintptr_t)c->nobjs * c->stride)
         return UINT32_MAX;
-    uint32_t idx = (uint32_t)(off / c->stride);
+    uint32_t idx = (uint32_t)((off * c->stride_recip) >> 32);
     return (uintptr_t)idx * c->stride == off ? idx : UINT32_MAX;
 }
 
@@ -176,12 +180,15 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
 
 void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release)
 {
+    struct usi_slab *s = NULL; /* the slab of the previous object: neighbours often share one */
     for (size_t i = 0; i < n; i++) {
         void *p = objs[i];
-        uintptr_t e = usi_pagemap_lookup(p);
-        if (USI_UNLIKELY(e == 0 || (e & USI_ID_MASK) != c->id))
-            usi_cache_bad_free(c, p, e);
-        struct usi_slab *s = (struct usi_slab *)(e & ~USI_ID_MASK);
+        if (!s || (uintptr_t)p - (uintptr_t)s >= c->slab_size || s->list == USI_SLAB_NLISTS) {
+            uintptr_t e = usi_pagemap_lookup(p);
+            if (USI_UNLIKELY(e == 0 || (e & USI_ID_MASK) != c->id))
+                usi_cache_bad_free(c, p, e);
+            s = (struct usi_slab *)(e & ~USI_ID_MASK);
+        }
         char *slot = (char *)p - c->obj_offset;
         uint32_t idx = slab_index(c, s, slot);
         if (USI_UNLIKELY(idx == UINT32_MAX)) {
@@ -221,6 +228,7 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
                     list_remove(c, s);
                     s->next = *release;
                     *release = s;
+                    s->list = USI_SLAB_NLISTS; /* released: not to be reused for the next one */
                     c->slabs_released++;
                 } else {
                     c->purge_pending = 1;
