@@ -16,19 +16,6 @@
 #include <stdint.h>
 #include <string.h>
 
-/* check.h's CHECK counts with a plain increment; threads need an atomic one. */
-#undef CHECK
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        __atomic_fetch_add(&check_count, 1, __ATOMIC_RELAXED);                                     \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 #define NCACHES   5
 #define MAXLIVE   2048 /* per thread and cache */
 #define QCAP      4096
