@@ -264,7 +264,7 @@ static void print_track(const char *what, const struct track *t)
 {
     if (t->depth == 0)
         return;
-    uint64_t now = usi_now_ms();
+    uint64_t now = usi_os_now_ms();
     out("INFO: %s age=%llu ms tid=%u\n", what, (unsigned long long)(now - t->when_ms), t->tid);
     print_stack(t->stack, t->depth);
 }
@@ -334,8 +334,8 @@ static void record(struct track *t)
 {
     t->depth = pending.depth;
     memcpy(t->stack, pending.stack, pending.depth * sizeof(void *));
-    t->when_ms = usi_now_ms();
-    t->tid = (uint32_t)gettid();
+    t->when_ms = usi_os_now_ms();
+    t->tid = usi_os_gettid();
 }
 
 /* First byte in p[0..n) that is not `v`, or NULL. */
@@ -475,14 +475,14 @@ static void leak_scan_cache(struct uslab_cache *c, void *arg)
     struct leak_table *lt = arg;
     if (!(c->debug & USI_DEBUG_U))
         return;
-    pthread_mutex_lock(&c->lock);
+    usi_lock(&c->lock);
     for (unsigned l = USI_SLAB_PARTIAL; l <= USI_SLAB_FULL; l++)
         for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
             for (uint32_t i = 0; i < s->bump; i++)
                 if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63)) && lt->n < lt->cap / 2)
                     leak_add(lt, c->name, &tail_of(c, s->objs + (size_t)i * c->stride)->alloc,
                              c->size);
-    pthread_mutex_unlock(&c->lock);
+    usi_unlock(&c->lock);
 }
 
 void usi_debug_leak_report(void);
@@ -493,7 +493,7 @@ void usi_debug_leak_report(void)
     lt.groups = usi_os_map(bytes);
     if (!lt.groups)
         return;
-    usi_caches_for_each(leak_scan_cache, &lt);
+    usi_registry_for_each(leak_scan_cache, &lt);
     /* Largest first: compact the table, then insertion sort (no allocation). */
     size_t n = 0;
     for (size_t i = 0; i < lt.cap; i++)
@@ -518,6 +518,6 @@ void usi_debug_leak_report(void)
 
 __attribute__((destructor)) static void leak_report_at_exit(void)
 {
-    if (usi_initialized && (dbg.leaks || (dbg.letters & USI_DEBUG_U)))
+    if (dbg.leaks || (dbg.letters & USI_DEBUG_U)) /* set only by initialisation */
         usi_debug_leak_report();
 }

@@ -6,9 +6,15 @@
  * A magazine is an array of pointers to constructed objects. The depot of a cache keeps a
  * stack of full magazines and a stack of empty ones under cache->lock; threads trade whole
  * magazines with it, so the lock is taken once per magazine of objects, not per object.
- * The depot keeps at most depot_max_full full magazines: beyond that a magazine is
- * flushed, its objects destructed and returned to their slabs, which lets empty slabs be
- * purged. Destructors always run without cache->lock held.
+ * The depot keeps at most depot_max_full full magazines: beyond that the oldest is taken
+ * out and handed back to the caller, which flushes it (usi_depot_dispose: destructs its
+ * objects into their slabs, which lets empty slabs be purged) once its own state is
+ * consistent and it holds no lock. No depot exchange runs a callback.
+ *
+ * Invariants (under cache->lock): depot_nfull/depot_nempty count the two stacks;
+ * depot_rounds is the sum of the full magazines' rounds; depot_nfull <= depot_max_full
+ * after every exchange; depot_flushing counts magazines taken out to be flushed whose
+ * objects are not back in their slabs yet (destroy waits for it to reach 0).
  */
 #include "internal.h"
 
@@ -17,24 +23,61 @@
 struct usi_mag usi_mag_empty; /* rounds = capacity = 0: every fast path misses on it */
 
 /* Magazines themselves are objects of two internal caches without magazines: up to 64
- * slots (every cache starts there), and up to USI_MAG_MAX (grown magazines). */
+ * slots (every cache starts there), and up to USI_MAG_MAX (grown magazines). Neither has
+ * a callback, so making or freeing a magazine is safe in any state. */
 static struct uslab_cache mag_small, mag_large;
 
-void usi_depot_init(void);
 void usi_depot_init(void)
 {
-    usi_cache_init(&mag_small, "uslab-magazine",
-                   sizeof(struct usi_mag) + USI_MAG_SMALL * sizeof(void *), 64, NULL, NULL, NULL,
-                   NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
-    usi_cache_init(&mag_large, "uslab-magazine-large",
-                   sizeof(struct usi_mag) + USI_MAG_MAX * sizeof(void *), 64, NULL, NULL, NULL,
-                   NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
+    usi_objects_init_cache(&mag_small, "uslab-magazine",
+                           sizeof(struct usi_mag) + USI_MAG_SMALL * sizeof(void *), 64, NULL, NULL,
+                           NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
+    usi_objects_init_cache(&mag_large, "uslab-magazine-large",
+                           sizeof(struct usi_mag) + USI_MAG_MAX * sizeof(void *), 64, NULL, NULL,
+                           NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
+    if (usi_registry_add(&mag_small, USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0 ||
+        usi_registry_add(&mag_large, USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0)
+        usi_report_fatal("no cache id for the magazine caches");
+}
+
+/* Objects per magazine at first: 64 for small objects, fewer for large ones so that a
+ * magazine holds at most 32 KiB (but at least 4 objects); contention may grow it later. */
+static uint32_t magazine_capacity(size_t stride)
+{
+    size_t cap = ((size_t)32 << 10) / stride;
+    if (cap > 64)
+        cap = 64;
+    return (uint32_t)(cap < 4 ? 4 : cap);
+}
+
+/* Sets how many full magazines the depot keeps, from USLAB_DEPOT_BYTES and the capacity. */
+static void set_limit(struct uslab_cache *c)
+{
+    size_t per_mag = (size_t)c->mag_capacity * c->stride;
+    c->depot_max_full = 2;
+    if (per_mag && usi_options.depot_bytes / per_mag > c->depot_max_full)
+        c->depot_max_full = usi_options.depot_bytes / per_mag;
+}
+
+void usi_depot_init_cache(struct uslab_cache *c)
+{
+    /* Debug caches bypass magazines so that every operation is checked (libumem, SLUB). */
+    c->mag_capacity =
+        (c->flags & USLAB_CACHE_NOMAGAZINE) || c->debug ? 0 : magazine_capacity(c->stride);
+    /* Under contention magazines may grow to 128 KiB of objects, at most 256 of them. */
+    size_t max = ((size_t)128 << 10) / c->stride;
+    max = max > USI_MAG_MAX ? USI_MAG_MAX : max;
+    c->mag_max = c->mag_capacity && usi_options.mag_growth
+                     ? (uint32_t)(max > c->mag_capacity ? max : c->mag_capacity)
+                     : c->mag_capacity;
+    c->mag_max_bytes = (size_t)c->mag_max * c->stride;
+    set_limit(c);
 }
 
 struct usi_mag *usi_mag_new(struct uslab_cache *c)
 {
     uint32_t cap = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
-    struct usi_mag *m = usi_cache_alloc_from_slab(cap <= USI_MAG_SMALL ? &mag_small : &mag_large);
+    struct usi_mag *m = usi_objects_alloc(cap <= USI_MAG_SMALL ? &mag_small : &mag_large);
     if (!m)
         return NULL;
     m->next = NULL;
@@ -46,28 +89,19 @@ struct usi_mag *usi_mag_new(struct uslab_cache *c)
 void usi_mag_delete(struct usi_mag *m)
 {
     if (m && m != &usi_mag_empty)
-        usi_cache_unfill(m->capacity <= USI_MAG_SMALL ? &mag_small : &mag_large, 1,
-                         (void *const *)&m);
+        usi_objects_unfill(m->capacity <= USI_MAG_SMALL ? &mag_small : &mag_large, 1,
+                           (void *const *)&m);
 }
 
-void usi_depot_flush_mag(struct uslab_cache *c, struct usi_mag *m)
+/* Destructs a magazine's objects into their slabs; no lock held. */
+static void flush_objects(struct uslab_cache *c, struct usi_mag *m)
 {
     if (m->rounds)
-        usi_cache_unfill(c, m->rounds, m->objs);
+        usi_objects_unfill(c, m->rounds, m->objs);
 #ifdef USLAB_VALGRIND
     memset(m->objs, 0, m->rounds * sizeof(void *)); /* no stale pointers for the leak scan */
 #endif
     m->rounds = 0;
-}
-
-/* Pushes m (cache->lock held); returns a full magazine to flush if the depot is over its
- * limit, else NULL. */
-void usi_depot_set_limit(struct uslab_cache *c)
-{
-    size_t per_mag = (size_t)c->mag_capacity * c->stride;
-    c->depot_max_full = 2;
-    if (per_mag && usi_options.depot_bytes / per_mag > c->depot_max_full)
-        c->depot_max_full = usi_options.depot_bytes / per_mag;
 }
 
 /* Takes the depot's lock, counting the times it had to wait: past USI_DEPOT_CONTENTION the
@@ -77,17 +111,19 @@ void usi_depot_set_limit(struct uslab_cache *c)
  * bigger magazines made contended alloc/free 3-4x slower (docs/design.md §4). */
 static void depot_lock(struct uslab_cache *c)
 {
-    if (pthread_mutex_trylock(&c->lock) == 0)
+    if (usi_trylock(&c->lock) == 0)
         return;
-    pthread_mutex_lock(&c->lock);
+    usi_lock(&c->lock);
     if (++c->depot_contended >= USI_DEPOT_CONTENTION && c->mag_capacity < c->mag_max) {
         uint32_t cap = c->mag_capacity * 2 < c->mag_max ? c->mag_capacity * 2 : c->mag_max;
         __atomic_store_n(&c->mag_capacity, cap, __ATOMIC_RELAXED);
-        usi_depot_set_limit(c);
+        set_limit(c);
         c->depot_contended = 0;
     }
 }
 
+/* Pushes m (cache->lock held); returns the full magazine taken out when the depot went
+ * over its limit (counted in depot_flushing), else NULL. */
 static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *m)
 {
     if (m->rounds == 0) {
@@ -102,10 +138,13 @@ static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *
     c->depot_rounds += m->rounds;
     if (c->depot_nfull <= c->depot_max_full)
         return NULL;
-    struct usi_mag *over = c->depot_full;
-    c->depot_full = over->next;
+    /* The newest stays (it is hot); the one below it goes. */
+    struct usi_mag *over = m->next;
+    m->next = over->next;
+    over->next = NULL;
     c->depot_nfull--;
     c->depot_rounds -= over->rounds;
+    c->depot_flushing++;
     return over;
 }
 
@@ -119,19 +158,22 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
         c->depot_rounds -= m->rounds;
         if (c->depot_nfull < c->depot_min_full)
             c->depot_min_full = c->depot_nfull;
-        if (give_empty && give_empty != &usi_mag_empty)
-            depot_push_locked(c, give_empty);
+        if (give_empty && give_empty != &usi_mag_empty) {
+            USI_ASSERT(give_empty->rounds == 0);
+            depot_push_locked(c, give_empty); /* an empty one never overflows */
+        }
     }
-    pthread_mutex_unlock(&c->lock);
+    usi_unlock(&c->lock);
     return m;
 }
 
-struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full)
+struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full,
+                                    struct usi_mag **over)
 {
     depot_lock(c);
-    struct usi_mag *over = NULL;
+    *over = NULL;
     if (give_full && give_full != &usi_mag_empty)
-        over = depot_push_locked(c, give_full);
+        *over = depot_push_locked(c, give_full);
     struct usi_mag *m = c->depot_empty;
     if (m) {
         c->depot_empty = m->next;
@@ -139,36 +181,45 @@ struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_
         if (c->depot_nempty < c->depot_min_empty)
             c->depot_min_empty = c->depot_nempty;
     }
-    pthread_mutex_unlock(&c->lock);
-    if (over) {
-        usi_depot_flush_mag(c, over);
-        if (!m)
-            return over;
-        usi_depot_put(c, over);
-    }
+    usi_unlock(&c->lock);
     return m ? m : usi_mag_new(c);
 }
 
-void usi_depot_put(struct uslab_cache *c, struct usi_mag *m)
+void usi_depot_put(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over)
 {
+    *over = NULL;
     if (!m || m == &usi_mag_empty)
         return;
     depot_lock(c);
-    struct usi_mag *over = depot_push_locked(c, m);
-    pthread_mutex_unlock(&c->lock);
-    if (over) {
-        usi_depot_flush_mag(c, over);
-        usi_depot_put(c, over);
+    *over = depot_push_locked(c, m);
+    usi_unlock(&c->lock);
+}
+
+void usi_depot_dispose(struct uslab_cache *c, struct usi_mag *m)
+{
+    USI_ASSERT_NO_LOCK();
+    while (m) {
+        struct usi_mag *next = m->next;
+        flush_objects(c, m);
+        usi_lock(&c->lock);
+        USI_ASSERT(c->depot_flushing > 0);
+        c->depot_flushing--;
+        depot_push_locked(c, m); /* empty now: kept for the next exchange */
+        usi_unlock(&c->lock);
+        m = next;
     }
 }
 
-/* Flushes (destructs into slabs) and frees two lists of magazines taken off the depot;
- * called without the lock. */
+/* Flushes (destructs into slabs) and frees two lists of magazines taken off the depot,
+ * the full ones counted in depot_flushing; called without the lock. */
 static void free_mag_lists(struct uslab_cache *c, struct usi_mag *full, struct usi_mag *empty)
 {
     while (full) {
         struct usi_mag *next = full->next;
-        usi_depot_flush_mag(c, full);
+        flush_objects(c, full);
+        usi_lock(&c->lock);
+        c->depot_flushing--;
+        usi_unlock(&c->lock);
         usi_mag_delete(full);
         full = next;
     }
@@ -179,29 +230,40 @@ static void free_mag_lists(struct uslab_cache *c, struct usi_mag *full, struct u
     }
 }
 
-void usi_depot_drain(struct uslab_cache *c)
+void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes)
 {
-    pthread_mutex_lock(&c->lock);
-    struct usi_mag *full = c->depot_full, *empty = c->depot_empty;
-    c->depot_full = c->depot_empty = NULL;
-    c->depot_nfull = c->depot_nempty = 0;
-    c->depot_min_full = c->depot_min_empty = 0;
-    c->depot_rounds = 0;
-    pthread_mutex_unlock(&c->lock);
-    free_mag_lists(c, full, empty);
+    for (;;) {
+        usi_lock(&c->lock);
+        struct usi_mag *full = c->depot_full, *empty = c->depot_empty;
+        size_t taken = c->depot_nfull;
+        c->depot_full = c->depot_empty = NULL;
+        c->depot_nfull = c->depot_nempty = 0;
+        c->depot_min_full = c->depot_min_empty = 0;
+        c->depot_rounds = 0;
+        c->depot_flushing += taken;
+        /* Flushes by other threads (a handed-back magazine, a purger pass) still running? */
+        int others = c->depot_flushing > taken;
+        usi_unlock(&c->lock);
+        free_mag_lists(c, full, empty);
+        if (!others || !wait_for_flushes)
+            return;
+        /* Their destructors are running: wait, then take the magazines they give back. */
+        usi_os_sleep_ms(1);
+    }
 }
 
 size_t usi_depot_reap_unused(struct uslab_cache *c)
 {
     struct usi_mag *full = NULL, *empty = NULL;
     size_t n = 0;
-    pthread_mutex_lock(&c->lock);
+    usi_lock(&c->lock);
     /* depot_min_* magazines sat in the depot through the whole interval: not needed. */
     for (size_t i = 0; i < c->depot_min_full && c->depot_full; i++, n++) {
         struct usi_mag *m = c->depot_full;
         c->depot_full = m->next;
         c->depot_nfull--;
         c->depot_rounds -= m->rounds;
+        c->depot_flushing++;
         m->next = full;
         full = m;
     }
@@ -214,7 +276,7 @@ size_t usi_depot_reap_unused(struct uslab_cache *c)
     }
     c->depot_min_full = c->depot_nfull;
     c->depot_min_empty = c->depot_nempty;
-    pthread_mutex_unlock(&c->lock);
+    usi_unlock(&c->lock);
     free_mag_lists(c, full, empty);
     return n;
 }

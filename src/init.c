@@ -7,6 +7,10 @@
  * it never allocates and never calls a function a preloaded library could interpose on
  * the way to malloc. pthread_atfork is registered once, after uslab is usable, because
  * glibc may allocate while registering.
+ *
+ * This file sits above the thread cache and below the public APIs (cache.c, malloc.c):
+ * it assembles the layers below, sets up every cache descriptor (usi_init_cache) and holds
+ * the fork handlers, which take every lock in the order of design §6.
  */
 #include "internal.h"
 
@@ -16,31 +20,59 @@ int usi_initialized;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_failed;
 
-void usi_depot_init(void);
-void usi_cache_internal_init(void);
-void usi_tcache_adopt_orphans(void);
+struct uslab_cache usi_descriptor_cache;
 
-/* Lock order (design §6): cache table, tcache registry, each tcache, each cache by id,
+int usi_init_cache(struct uslab_cache *c, const char *name, size_t size, size_t align,
+                   uslab_ctor_fn ctor, uslab_dtor_fn dtor, uslab_reclaim_fn reclaim, void *arg,
+                   unsigned flags, unsigned lo, unsigned hi)
+{
+    usi_objects_init_cache(c, name, size, align, ctor, dtor, reclaim, arg, flags);
+    usi_depot_init_cache(c);
+    if (usi_registry_add(c, lo, hi) != 0)
+        return -1;
+    usi_tcache_init_cache(c);
+    return 0;
+}
+
+/* The malloc classes take ids 1..n; each class's slabs carry its pair offset as their
+ * unit tag, which is how free() finds the pair without a lookup (design §8). */
+static void init_classes(void)
+{
+    unsigned n = usi_sizeclass_init();
+    for (unsigned id = 1; id <= n; id++) {
+        size_t s = usi_sizeclass_size(id);
+        size_t align = (s & (s - 1)) == 0 ? (s < USI_PAGE_SIZE ? s : USI_PAGE_SIZE) : 16;
+        char name[32];
+        usi_sizeclass_name(id, name);
+        struct uslab_cache *c = &usi_class_caches[id];
+        if (usi_init_cache(c, name, s, align, NULL, NULL, NULL, NULL, 0, id, id) != 0)
+            usi_report_fatal("size class %u: its cache id is taken", id);
+        c->unit_tag = (uint16_t)c->pair_offset;
+    }
+}
+
+/* Lock order (design §6): cache registry, tcache registry, each tcache, each cache by id,
  * pages. Taking them all in that order before fork leaves no lock held mid-update. */
 static void prefork(void)
 {
-    usi_caches_prefork_table();
+    usi_registry_prefork();
     usi_tcache_prefork();
-    usi_caches_prefork();
+    usi_registry_prefork_caches();
     usi_pages_prefork();
 }
 
 static void postfork_parent(void)
 {
-    usi_pages_postfork_parent();
-    usi_caches_postfork(0);
+    usi_pages_postfork(0);
+    usi_registry_postfork(0);
     usi_tcache_postfork(0);
 }
 
 static void postfork_child(void)
 {
-    usi_pages_postfork_child();
-    usi_caches_postfork(1);
+    usi_os_postfork_child();
+    usi_pages_postfork(1);
+    usi_registry_postfork(1);
     usi_tcache_postfork(1);
     usi_purge_postfork_child();
     usi_tcache_adopt_orphans();
@@ -48,9 +80,9 @@ static void postfork_child(void)
 
 int usi_init_slow(void)
 {
-    pthread_mutex_lock(&init_lock);
+    usi_lock(&init_lock);
     if (usi_initialized || init_failed) {
-        pthread_mutex_unlock(&init_lock);
+        usi_unlock(&init_lock);
         if (init_failed) {
             errno = ENOMEM;
             return -1;
@@ -61,23 +93,27 @@ int usi_init_slow(void)
     usi_debug_read_options();
     if (usi_pages_init() != 0) {
         init_failed = 1;
-        pthread_mutex_unlock(&init_lock);
+        usi_unlock(&init_lock);
         usi_report_warn("cannot reserve address space; slabs disabled");
         errno = ENOMEM;
         return -1;
     }
-    usi_sizeclass_init(); /* malloc classes take the first ids */
-    usi_cache_internal_init();
+    init_classes(); /* the malloc classes take the first ids */
+    if (usi_init_cache(&usi_descriptor_cache, "uslab-cache", sizeof(struct uslab_cache), 64, NULL,
+                       NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL,
+                       USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0)
+        usi_report_fatal("no cache id for the descriptor cache");
     usi_depot_init();
     usi_tcache_init();
+    usi_purge_set_pass(usi_reclaim_pass);
     __atomic_store_n(&usi_initialized, 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&init_lock);
+    usi_unlock(&init_lock);
     pthread_atfork(prefork, postfork_parent, postfork_child);
     usi_debug_after_init();
     return 0;
 }
 
-/* Initialise when the library is loaded, so that the class tags exist before a pointer from
+/* Initialise when the library is loaded, so that the unit tags exist before a pointer from
  * another allocator can reach free (the tags stay valid, all 0, if this fails). */
 __attribute__((constructor)) static void usi_init_at_load(void)
 {

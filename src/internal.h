@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * internal.h - cross-file declarations of uslab, grouped by layer (docs/design.md §1).
- *
- * Layers from the bottom: os (os_linux.c) -> pages (pages.c) -> slab (slab.c) ->
- * depot (depot.c) -> thread cache (tcache.c) -> object cache (cache.c) -> malloc
- * (sizeclass.c, malloc.c, override.c). A layer only calls the layers below it, except for
- * the error reporter (report.c), which any layer may call.
+ * internal.h - cross-file declarations of uslab, one section per file, in layer order
+ * (docs/design.md §1): a file calls functions and uses data of the sections above its own
+ * only. The order is checked on the object files by tools/check_layers.py (part of
+ * `make test`). The cache descriptor near the top is shared data: each field names the
+ * layer that owns it.
  *
  * Naming: public symbols are uslab_*, cross-file internal symbols usi_<module>_<verb>,
  * file-local helpers are static.
@@ -45,6 +44,10 @@
 #define USI_ID_BITS 16
 #define USI_ID_MASK ((uintptr_t)0xffff)
 #define USI_MAX_IDS 65536 /* id 0 is never used, so a non-zero entry always has an id */
+/* Ids 1..USI_RESERVED_IDS belong to the malloc front end's size classes; other caches get
+ * ids above. Every thread cache, the static sentinel included, has pairs for all of them,
+ * so a unit tag (a pair offset, §8) never indexes past a thread cache. */
+#define USI_RESERVED_IDS 96
 
 /* Largest object a user cache may hold; its slab holds at least one object. */
 #define USI_CACHE_MAX_OBJECT ((size_t)1 << 20)
@@ -62,7 +65,121 @@
 #define USI_DEPOT_CONTENTION 32
 
 /* ------------------------------------------------------------------------------------ */
-/* os_linux.c: the only code that calls mmap/mprotect/madvise/munmap or reads environ     */
+/* Assertions and locks (docs/design.md §6)                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* USI_ASSERT checks an invariant in builds with USLAB_ASSERTS (the default except in
+ * Release builds; see CMakeLists.txt); it is never used on a fast path. */
+#ifdef USLAB_ASSERTS
+#define USI_ASSERT(x) ((x) ? (void)0 : usi_report_assert(#x, __FILE__, __LINE__))
+#else
+#define USI_ASSERT(x) ((void)0)
+#endif
+
+/* Every uslab lock is taken with usi_lock and released with usi_unlock. With assertions,
+ * they count the locks the thread holds (usi_lock_depth, in os_linux.c), so that every
+ * user callback can assert it runs with none held (design §6). */
+#ifdef USLAB_ASSERTS
+extern __thread unsigned usi_lock_depth __attribute__((tls_model("initial-exec")));
+#define USI_LOCK_DEPTH_ADD(n) (usi_lock_depth += (unsigned)(n))
+#define USI_ASSERT_NO_LOCK()  USI_ASSERT(usi_lock_depth == 0)
+#else
+#define USI_LOCK_DEPTH_ADD(n) ((void)0)
+#define USI_ASSERT_NO_LOCK()  ((void)0)
+#endif
+
+static inline void usi_lock(pthread_mutex_t *m)
+{
+    pthread_mutex_lock(m);
+    USI_LOCK_DEPTH_ADD(1);
+}
+
+static inline int usi_trylock(pthread_mutex_t *m)
+{
+    if (pthread_mutex_trylock(m) != 0)
+        return -1;
+    USI_LOCK_DEPTH_ADD(1);
+    return 0;
+}
+
+static inline void usi_unlock(pthread_mutex_t *m)
+{
+    USI_LOCK_DEPTH_ADD(-1);
+    pthread_mutex_unlock(m);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The cache descriptor, shared by the layers from the registry up; each field says which */
+/* layer owns it                                                                          */
+/* ------------------------------------------------------------------------------------ */
+
+enum usi_slab_list { USI_SLAB_PARTIAL, USI_SLAB_FULL, USI_SLAB_EMPTY, USI_SLAB_NLISTS };
+
+struct usi_slab;
+struct usi_mag;
+
+struct usi_slab_list_head {
+    struct usi_slab *first;
+    size_t count;
+};
+
+/*
+ * An object cache. Fields above `lock` are constant after creation and read without a
+ * lock (mag_capacity: see there). Fields below are protected by `lock`, under which only
+ * the pages lock may be taken (docs/design.md §6).
+ */
+struct uslab_cache {
+    char name[32];
+    uintptr_t id;          /* index in usi_caches; low bits of page-map entries */
+    uintptr_t pair_offset; /* id * sizeof(struct usi_magpair), or 0: no pair (tcache.c) */
+    unsigned flags;
+    uint16_t unit_tag;     /* tag of its slabs' units (pages.c): 0, or a malloc class's */
+    size_t size;           /* what the user asked for */
+    size_t align;          /* power of two, <= page size */
+    size_t stride;         /* object size in the slab: size rounded up to align, >= 8 */
+    uint64_t stride_recip; /* ceil(2^32 / stride): object index by multiplication (slab.c) */
+    uslab_ctor_fn ctor;
+    uslab_dtor_fn dtor;
+    uslab_reclaim_fn reclaim;
+    void *arg;
+    /* slab geometry (usi_slab_geometry) */
+    size_t slab_size;
+    unsigned slab_order;
+    uint32_t nobjs;        /* objects per slab */
+    uint32_t first_offset; /* header + bitmap, rounded up to align */
+    uint32_t colour_max;   /* largest colour offset */
+    uint32_t colour_step;
+    unsigned debug;        /* USI_DEBUG_* letters enabled for this cache (debug.c) */
+    uint32_t obj_offset;   /* user pointer = slot + obj_offset (a left red zone); 0 without */
+    uint32_t link_offset;  /* free-list link at slot + link_offset (after the object in debug) */
+    uint32_t mag_max;      /* largest magazine capacity this cache may grow to */
+    size_t mag_max_bytes;  /* mag_max * stride */
+    size_t depot_max_full; /* full magazines the depot keeps before flushing to slabs */
+    size_t empty_reserve;  /* empty slabs kept unpurged */
+
+    /* Capacity of new magazines: 0 means no magazines (never changes then). It only grows,
+     * under `lock` when the depot sees contention; read without the lock (relaxed) by the
+     * slow paths that create magazines. */
+    uint32_t mag_capacity;
+    uint32_t depot_contended; /* waits for `lock` in depot exchanges since the last growth */
+    uint32_t pins;            /* registry iterators working on the cache (registry lock) */
+
+    pthread_mutex_t lock;
+    uint32_t colour_next;
+    struct usi_slab_list_head lists[USI_SLAB_NLISTS];
+    struct usi_mag *depot_full, *depot_empty;
+    size_t depot_nfull, depot_nempty;
+    size_t depot_min_full, depot_min_empty; /* lowest counts since the last purger tick */
+    size_t depot_flushing;                  /* magazines taken out to flush, not yet back */
+    size_t slab_inuse;                      /* objects outside slabs: live + cached in magazines */
+    int purge_pending;                      /* empty slabs beyond the reserve await the purger */
+    size_t depot_rounds;
+    uint64_t slabs_created, slabs_released;
+};
+
+/* ------------------------------------------------------------------------------------ */
+/* os_linux.c (rank 1): the only code that calls the kernel, reads environ, or calls the  */
+/* system allocator                                                                      */
 /* ------------------------------------------------------------------------------------ */
 
 void *usi_os_reserve(size_t *size, size_t align); /* PROT_NONE; *size may shrink */
@@ -73,161 +190,96 @@ void *usi_os_map_zero_ro(size_t size);            /* read-only zeros, no commit 
 void usi_os_unmap(void *addr, size_t size);
 const char *usi_os_getenv(const char *name); /* no allocation, no interposable call */
 void usi_os_write_err(const char *buf, size_t len);
+uint64_t usi_os_now_ms(void); /* monotonic, coarse; may be small on a freshly booted machine */
+void usi_os_sleep_ms(size_t ms);
+uint32_t usi_os_gettid(void);
+/* After fork, in the child: the thread holds no uslab lock any more. */
+void usi_os_postfork_child(void);
+
+/* The system allocator, for sizes uslab does not serve: glibc's __libc_* entry points in
+ * the preload library (which exports malloc itself), the process's malloc otherwise. */
+void *usi_sys_malloc(size_t size);
+void *usi_sys_calloc(size_t n, size_t size);
+void *usi_sys_realloc(void *p, size_t size);
+void *usi_sys_memalign(size_t align, size_t size);
+void usi_sys_free(void *p);
+size_t usi_sys_usable_size(const void *p);
 
 /* ------------------------------------------------------------------------------------ */
-/* report.c: error messages that never allocate                                         */
+/* report.c (rank 3): error messages that never allocate                                 */
 /* ------------------------------------------------------------------------------------ */
 
 /* Prints "uslab: <message>\n" to stderr and aborts. */
 USI_NORETURN void usi_report_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "uslab: <message>\n" to stderr. */
 void usi_report_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A failed USI_ASSERT: "uslab: assertion failed: <expr> (file:line)", then abort. */
+USI_NORETURN USI_COLD void usi_report_assert(const char *expr, const char *file, int line);
 
 /* ------------------------------------------------------------------------------------ */
-/* pages.c: address-space reservation, spans, page map                                  */
+/* options.c (rank 4): USLAB_* settings, read once at initialisation (design §11)         */
 /* ------------------------------------------------------------------------------------ */
 
-/*
- * The page map: one word per 64 KiB unit of the reserved range [base, base + nunits*64K).
- * Written under the pages lock when a slab is created or released, read without a lock
- * (relaxed atomics): a pointer is ours iff it falls in the range and its entry is
- * non-zero. No value is ever read from the pages themselves.
- *
- * The class tags, for free(): one uint16_t per 64 KiB unit of the whole 47-bit user
- * address space (4 GiB of address space, mapped read-only except over the reservation, so
- * it costs no commit charge and no memory where never written). A unit's tag is the byte
- * offset, in a thread cache's pairs[], of the pair of the malloc size class whose slab is
- * there, or 0 (pair 0, always empty) for anything else. The index is masked with
- * usi_class_tag_mask (0 until the table exists: then it reads a one-entry table), so any
- * pointer, even a garbage one, reads a valid tag without a range check.
- */
-struct usi_pagemap {
-    uintptr_t base; /* start of the reserved range, 8 MiB aligned */
-    size_t nunits;  /* units in the range; 0 before initialisation */
-    uintptr_t *map; /* nunits entries: (slab | cache id) or 0 */
-    uint32_t *link; /* nunits entries: free-span list links (unit index + 1, 0 = end) */
+struct usi_options {
+    size_t reserve_bytes;  /* USLAB_RESERVE: address space reserved for slabs */
+    size_t max_slab_size;  /* USLAB_MAX_SLAB_SIZE: largest malloc size served by slabs */
+    size_t empty_reserve;  /* USLAB_EMPTY_SLABS: empty slabs a cache keeps unpurged */
+    size_t depot_bytes;    /* USLAB_DEPOT_BYTES: bytes a depot caches before flushing */
+    size_t purge_delay_ms; /* USLAB_PURGE_DELAY: idle time before empty slabs are purged */
+    size_t tcache_max;     /* USLAB_TCACHE_MAX: bound on bytes cached by all threads */
+    size_t mag_growth;     /* USLAB_MAGAZINE_GROWTH: magazines grow under contention (0/1) */
 };
-extern struct usi_pagemap usi_pagemap;
-
-#define USI_ADDRESS_BITS 47
-extern const uint16_t *usi_class_tags; /* 2^(47-16) entries; see above */
-extern uintptr_t usi_class_tag_mask;
-
-static inline unsigned usi_class_tag(const void *p)
-{
-    /* Plain loads: both words are written once, at initialisation, before any block that
-     * could reach free exists (the mask after the table). */
-    return usi_class_tags[((uintptr_t)p >> USI_UNIT_SHIFT) & usi_class_tag_mask];
-}
-
-int usi_pages_init(void);
-/* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero where
- * never written or purged. NULL when the reservation is exhausted. */
-void *usi_pages_alloc_span(unsigned order);
-/* Purges the span and makes it available again; its page-map entries must be clear. */
-void usi_pages_free_span(void *span, unsigned order);
-/* Sets the page-map entries (and class tags) of every unit of the span. */
-void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t class_tag);
-void usi_pages_prefork(void);
-void usi_pages_postfork_parent(void);
-void usi_pages_postfork_child(void);
-size_t usi_pages_reserved_bytes(void);
-
-/* The page-map entry for p: (slab | id), or 0 for any pointer uslab did not hand out. */
-static inline uintptr_t usi_pagemap_lookup(const void *p)
-{
-    uintptr_t idx = ((uintptr_t)p - usi_pagemap.base) >> USI_UNIT_SHIFT;
-    if (USI_UNLIKELY(idx >= __atomic_load_n(&usi_pagemap.nunits, __ATOMIC_RELAXED)))
-        return 0;
-    return __atomic_load_n(&usi_pagemap.map[idx], __ATOMIC_RELAXED);
-}
+extern struct usi_options usi_options;
+void usi_options_read(void);
 
 /* ------------------------------------------------------------------------------------ */
-/* slab.c: slabs of one object size                                                     */
+/* sizeclass.c (rank 5): the malloc size-class tables (design §8)                        */
 /* ------------------------------------------------------------------------------------ */
 
-enum usi_slab_list { USI_SLAB_PARTIAL, USI_SLAB_FULL, USI_SLAB_EMPTY, USI_SLAB_NLISTS };
+#define USI_NCLASSES USI_RESERVED_IDS /* ids 1..USI_NCLASSES are the malloc classes */
 
-/*
- * A slab: a span whose first bytes hold this header, then a colour offset, then nobjs
- * objects of cache->stride bytes. Invariants (all under cache->lock):
- *  - inuse = number of objects outside the slab (in magazines or with the user);
- *  - objects with index >= bump have never been handed out (their pages may be untouched);
- *  - freelist links the other free objects through their first word: they are
- *    unconstructed, so the link overwrites nothing the user can see;
- *  - bit i of alloc_map is set iff object i is outside the slab (exact double-free check);
- *  - list says which of the cache's lists holds the slab: EMPTY iff inuse == 0,
- *    FULL iff inuse == nobjs, PARTIAL otherwise. A slab moves only when that changes.
- */
-struct usi_slab {
-    struct uslab_cache *cache;
-    struct usi_slab *next, *prev;
-    void *freelist;
-    char *objs; /* first object: span + cache->first_offset + colour */
-    uint32_t inuse;
-    uint32_t bump;
-    uint32_t colour;
-    uint8_t list;
-    uint64_t empty_since_ms; /* when inuse last became 0 (usi_now_ms) */
-    uint64_t alloc_map[];
-};
-
-struct usi_slab_list_head {
-    struct usi_slab *first;
-    size_t count;
-};
-
-/* Slab geometry of a cache, fixed at creation. */
-void usi_slab_geometry(struct uslab_cache *c);
-/* Takes up to n raw (unconstructed) objects from the cache's slabs, growing if needed.
- * Returns how many it took; fewer than n only when no span could be had. Caller holds
- * cache->lock. */
-size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs);
-/* Returns raw objects to their slabs; checks each is a valid, allocated object of c and
- * reports misuse. Empty slabs beyond the reserve are unlinked onto *release, to be handed
- * to usi_slab_release after the lock is dropped. Caller holds cache->lock. */
-void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release);
-/* Unlinks every empty slab (keep = how many to keep) onto *release. Caller holds lock. */
-size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release);
-/* Unlinks empty slabs idle since before `before_ms`, keeping the `keep` most recent empty
- * slabs, onto *release; returns how many empty slabs remain beyond `keep`. Caller holds
- * the lock. */
-size_t usi_slab_detach_idle(struct uslab_cache *c, size_t keep, uint64_t before_ms,
-                            struct usi_slab **release);
-/* Returns detached slabs to the pages layer; returns the bytes released. No lock needed. */
-size_t usi_slab_release(struct usi_slab *list, size_t slab_size);
+/* (size + 7) >> 3 -> class id, for sizes up to USI_SMALL_MAX. */
+extern uint8_t usi_class_small[USI_SMALL_MAX / 8 + 1];
+_Static_assert(USI_NCLASSES <= UINT8_MAX, "usi_class_small holds class ids in 8 bits");
+extern unsigned usi_nclasses;
+/* Computes the classes from usi_options.max_slab_size (which it rounds down to the largest
+ * class); returns their number. */
+unsigned usi_sizeclass_init(void);
+/* Class id for a size above USI_SMALL_MAX and <= max slab size. */
+unsigned usi_sizeclass_of_large(size_t size);
+size_t usi_sizeclass_size(unsigned id);
+/* Class id whose objects are aligned to `align` and hold `size`, or 0 if none. */
+unsigned usi_sizeclass_aligned(size_t size, size_t align);
+/* Writes "malloc-<size>" for class id into name[32]. */
+void usi_sizeclass_name(unsigned id, char name[32]);
+/* The caches of the classes (set up by init.c, used by malloc.c): index = class id. */
+extern struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
 
 /* ------------------------------------------------------------------------------------ */
-/* depot.c: magazines and the per-cache depot                                           */
+/* registry.c (rank 6): the cache table (id -> cache), pins, fork of cache locks          */
 /* ------------------------------------------------------------------------------------ */
 
-/* A magazine: a stack of constructed objects; objs[0 .. rounds) are valid. */
-struct usi_mag {
-    struct usi_mag *next; /* depot stack link */
-    uint32_t rounds;
-    uint32_t capacity; /* 0 only for usi_mag_empty, the shared sentinel */
-    void *objs[];      /* capacity slots: magazines of up to 64 and of up to USI_MAG_MAX */
-};
-extern struct usi_mag usi_mag_empty;
-
-struct usi_mag *usi_mag_new(struct uslab_cache *c); /* empty magazine or NULL */
-/* Sets how many full magazines the depot keeps, from USLAB_DEPOT_BYTES and the capacity. */
-void usi_depot_set_limit(struct uslab_cache *c);
-void usi_mag_delete(struct usi_mag *m);
-/* Destructs a magazine's objects and returns them to their slabs (takes cache->lock). */
-void usi_depot_flush_mag(struct uslab_cache *c, struct usi_mag *m);
-/* Depot exchanges, under cache->lock taken inside. */
-struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty);
-struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full);
-void usi_depot_put(struct uslab_cache *c, struct usi_mag *m);
-/* Empties the depot: full magazines flushed to slabs, empty ones freed. */
-void usi_depot_drain(struct uslab_cache *c);
-/* Working-set reaping (Bonwick & Adams §3.6): the magazines the depot did not need since
- * the last call (its minimum counts) are flushed and freed. Returns magazines reaped. */
-size_t usi_depot_reap_unused(struct uslab_cache *c);
+/* The table; read without the lock only by paths that hold a pin or a page-map entry of
+ * the cache (a live slab keeps its cache registered). */
+extern struct uslab_cache *usi_caches[USI_MAX_IDS];
+/* Gives c the lowest free id in [lo, hi] and publishes it; -1 (ENOMEM) if none is free. */
+int usi_registry_add(struct uslab_cache *c, unsigned lo, unsigned hi);
+/* Unpublishes c, then waits until no iterator holds a pin on it. The caller then owns c. */
+void usi_registry_remove(struct uslab_cache *c);
+/* Calls fn for every registered cache, in id order, with NO lock held during the call: the
+ * cache is pinned (usi_registry_remove waits for it), so fn may run callbacks, take
+ * application locks and call any uslab function but destroying that very cache. */
+void usi_registry_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg);
+/* The cache with this id, pinned, or NULL; release it with usi_registry_unpin. */
+struct uslab_cache *usi_registry_pin(unsigned id);
+void usi_registry_unpin(struct uslab_cache *c);
+/* The registry lock then every cache lock in id order (fork), and back. */
+void usi_registry_prefork(void);
+void usi_registry_prefork_caches(void);
+void usi_registry_postfork(int child);
 
 /* ------------------------------------------------------------------------------------ */
-/* debug.c: USLAB_DEBUG checks, reports, leak report (docs/design.md §9)                 */
+/* debug.c (rank 7): USLAB_DEBUG checks, reports, leak report (docs/design.md §9)        */
 /* ------------------------------------------------------------------------------------ */
 
 #define USI_DEBUG_F        0x01u   /* sanity checks */
@@ -237,7 +289,7 @@ size_t usi_depot_reap_unused(struct uslab_cache *c);
 #define USI_DEBUG_T        0x10u   /* trace every operation */
 #define USI_CACHE_INTERNAL 0x8000u /* flag of uslab's own caches: never debugged */
 
-/* Reads USLAB_DEBUG, USLAB_DEBUG_CONTINUE, USLAB_LEAKS, USLAB_STATS (at initialisation). */
+/* Reads USLAB_DEBUG, USLAB_DEBUG_CONTINUE, USLAB_LEAKS (at initialisation). */
 void usi_debug_read_options(void);
 /* After initialisation, outside every lock: primes the unwinder, which may allocate. */
 void usi_debug_after_init(void);
@@ -279,111 +331,204 @@ USI_NORETURN void usi_debug_bug(const char *cache, const char *what);
 #endif
 
 /* ------------------------------------------------------------------------------------ */
-/* stats.c: statistics (docs/design.md §10)                                            */
+/* pages.c (rank 8): address-space reservation, spans, page map, unit tags               */
 /* ------------------------------------------------------------------------------------ */
 
-/* Visits every cache with the cache table locked (no other lock held). */
-void usi_caches_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg);
-/* Objects cached in every thread's magazines for cache c (racy, for statistics). */
-size_t usi_tcache_cached_objects(const struct uslab_cache *c);
+/*
+ * The page map: one word per 64 KiB unit of the reserved range [base, base + nunits*64K).
+ * Written under the pages lock when a slab is created or released, read without a lock
+ * (relaxed atomics): a pointer is ours iff it falls in the range and its entry is
+ * non-zero. No value is ever read from the pages themselves.
+ *
+ * The unit tags: one uint16_t per 64 KiB unit of the whole 47-bit user address space (4 GiB
+ * of address space, mapped read-only except over the reservation, so it costs no commit
+ * charge and no memory where never written). The owner of a span chooses its tag (the
+ * slab layer writes the cache's unit_tag; the malloc front end gives its classes their
+ * pair offset, §8); 0 everywhere else. The index is masked with usi_unit_tag_mask (0 until
+ * the table exists: then it reads a one-entry table), so any pointer, even a garbage one,
+ * reads a valid tag without a range check.
+ */
+struct usi_pagemap {
+    uintptr_t base; /* start of the reserved range, 8 MiB aligned */
+    size_t nunits;  /* units in the range; 0 before initialisation */
+    uintptr_t *map; /* nunits entries: (slab | cache id) or 0 */
+    uint32_t *link; /* nunits entries: free-span list links (unit index + 1, 0 = end) */
+};
+extern struct usi_pagemap usi_pagemap;
+
+#define USI_ADDRESS_BITS 47
+extern const uint16_t *usi_unit_tags; /* 2^(47-16) entries; see above */
+extern uintptr_t usi_unit_tag_mask;
+
+static inline unsigned usi_unit_tag(const void *p)
+{
+    /* Plain loads: both words are written once, at initialisation, before any block that
+     * could reach free exists (the mask after the table). */
+    return usi_unit_tags[((uintptr_t)p >> USI_UNIT_SHIFT) & usi_unit_tag_mask];
+}
+
+int usi_pages_init(void);
+/* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero where
+ * never written or purged. NULL when the reservation is exhausted. */
+void *usi_pages_alloc_span(unsigned order);
+/* Purges the span and makes it available again; its page-map entries must be clear. */
+void usi_pages_free_span(void *span, unsigned order);
+/* Sets the page-map entries and unit tags of every unit of the span. */
+void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t unit_tag);
+void usi_pages_prefork(void);
+void usi_pages_postfork(int child);
+size_t usi_pages_reserved_bytes(void);
+
+/* The page-map entry for p: (slab | id), or 0 for any pointer uslab did not hand out. */
+static inline uintptr_t usi_pagemap_lookup(const void *p)
+{
+    uintptr_t idx = ((uintptr_t)p - usi_pagemap.base) >> USI_UNIT_SHIFT;
+    if (USI_UNLIKELY(idx >= __atomic_load_n(&usi_pagemap.nunits, __ATOMIC_RELAXED)))
+        return 0;
+    return __atomic_load_n(&usi_pagemap.map[idx], __ATOMIC_RELAXED);
+}
 
 /* ------------------------------------------------------------------------------------ */
-/* purge.c: the purger, a background thread that gives idle memory back (design §3, §4)  */
+/* slab.c (rank 9): slabs of one object size                                            */
 /* ------------------------------------------------------------------------------------ */
 
-uint64_t usi_now_ms(void); /* monotonic, coarse */
+/*
+ * A slab: a span whose first bytes hold this header, then a colour offset, then nobjs
+ * objects of cache->stride bytes. Invariants (all under cache->lock; usi_slab_check tests
+ * them, USI_ASSERT samples them):
+ *  - inuse = number of objects outside the slab (in magazines or with the user);
+ *  - objects with index >= bump have never been handed out (their pages may be untouched);
+ *  - freelist links the other free objects through the word at link_offset: they are
+ *    unconstructed, so the link overwrites nothing the user can see;
+ *  - bit i of alloc_map is set iff object i is outside the slab (exact double-free check),
+ *    so the bitmap's population count is inuse;
+ *  - list says which of the cache's lists holds the slab: EMPTY iff inuse == 0,
+ *    FULL iff inuse == nobjs, PARTIAL otherwise. A slab moves only when that changes.
+ *    USI_SLAB_NLISTS: detached, on its way back to the pages layer.
+ */
+struct usi_slab {
+    struct uslab_cache *cache;
+    struct usi_slab *next, *prev;
+    void *freelist;
+    char *objs; /* first object: span + cache->first_offset + colour */
+    uint32_t inuse;
+    uint32_t bump;
+    uint32_t colour;
+    uint8_t list;
+    uint64_t empty_since_ms; /* when inuse last became 0 (usi_os_now_ms) */
+    uint64_t alloc_map[];
+};
+
+/* Slab geometry of a cache, fixed at creation. */
+void usi_slab_geometry(struct uslab_cache *c);
+/* Takes up to n raw (unconstructed) objects from the cache's slabs, growing if needed.
+ * Returns how many it took; fewer than n only when no span could be had. Caller holds
+ * cache->lock. */
+size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs);
+/* Returns raw objects to their slabs; checks each is a valid, allocated object of c and
+ * reports misuse. Empty slabs beyond the reserve are unlinked onto *release, to be handed
+ * to usi_slab_release after the lock is dropped. Caller holds cache->lock. */
+void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release);
+/* Unlinks every empty slab (keep = how many to keep) onto *release. Caller holds lock. */
+size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release);
+/* Unlinks empty slabs idle since before `before_ms`, keeping the `keep` most recent empty
+ * slabs, onto *release; returns how many empty slabs remain beyond `keep`. Caller holds
+ * the lock. */
+size_t usi_slab_detach_idle(struct uslab_cache *c, size_t keep, uint64_t before_ms,
+                            struct usi_slab **release);
+/* Returns detached slabs to the pages layer; returns the bytes released. No lock needed. */
+size_t usi_slab_release(struct usi_slab *list, size_t slab_size);
+/* Checks every invariant of slab s of c (above); returns NULL, or what is broken. Caller
+ * holds cache->lock. O(objects). Used by tests and by USLAB_DEBUG=F. */
+const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s);
+/* A free of p to cache c that the page map refuses (entry = its page-map entry): reports
+ * "not allocated by uslab" or "belongs to cache X" and aborts. */
+USI_COLD USI_NORETURN void usi_slab_bad_pointer(const struct uslab_cache *c, const void *p,
+                                                uintptr_t entry);
+
+/* ------------------------------------------------------------------------------------ */
+/* purge.c (rank 10): the purger thread that gives idle memory back (design §3, §4)      */
+/* ------------------------------------------------------------------------------------ */
+
+/* The pass the purger runs each tick: returns whether anything remains to be given back
+ * later. Set once at initialisation (init.c sets reclaim.c's usi_reclaim_pass). */
+void usi_purge_set_pass(int (*pass)(uint64_t now_ms));
 /* Called without locks when a cache has empty slabs beyond its reserve or a non-empty
  * depot: starts the purger (once) or wakes it. Cheap when it is already awake. */
 void usi_purge_kick(void);
 void usi_purge_postfork_child(void);
-/* One pass over every cache (what the purger thread does each tick); returns whether
- * anything remains to be given back later. */
-int usi_purge_pass(uint64_t now_ms);
 
 /* ------------------------------------------------------------------------------------ */
-/* cache.c: object caches                                                               */
+/* objects.c (rank 11): objects between the slabs and the magazines: locking, the        */
+/* reclaim retry, constructors and destructors (Bonwick 1994 §3)                          */
 /* ------------------------------------------------------------------------------------ */
 
-/*
- * An object cache. Fields above `lock` are constant after creation and read without a
- * lock. Fields below are protected by `lock`, which is a leaf lock except that the
- * pages lock may be taken inside it (docs/design.md §6).
- */
-struct uslab_cache {
-    char name[32];
-    uintptr_t id;          /* index in usi_caches; low bits of page-map entries */
-    uintptr_t pair_offset; /* id * sizeof(struct usi_magpair): the pair in a thread cache */
-    unsigned flags;
-    size_t size;           /* what the user asked for */
-    size_t align;          /* power of two, <= page size */
-    size_t stride;         /* object size in the slab: size rounded up to align, >= 8 */
-    uint64_t stride_recip; /* ceil(2^32 / stride): object index by multiplication (slab.c) */
-    uslab_ctor_fn ctor;
-    uslab_dtor_fn dtor;
-    uslab_reclaim_fn reclaim;
-    void *arg;
-    /* slab geometry (usi_slab_geometry) */
-    size_t slab_size;
-    unsigned slab_order;
-    uint32_t nobjs;        /* objects per slab */
-    uint32_t first_offset; /* header + bitmap, rounded up to align */
-    uint32_t colour_max;   /* largest colour offset */
-    uint32_t colour_step;
-    unsigned debug;        /* USI_DEBUG_* letters enabled for this cache (debug.c) */
-    uint32_t obj_offset;   /* user pointer = slot + obj_offset (a left red zone); 0 without */
-    uint32_t link_offset;  /* free-list link at slot + link_offset (after the object in debug) */
-    uint32_t mag_max;      /* largest magazine capacity this cache may grow to */
-    size_t mag_max_bytes;  /* mag_max * stride */
-    size_t depot_max_full; /* full magazines the depot keeps before flushing to slabs */
-    size_t empty_reserve;  /* empty slabs kept unpurged */
+/* Sets up the slab side of a cache descriptor (name, sizes, debug layout, callbacks, slab
+ * geometry, lock); no id and no magazines yet. */
+void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size, size_t align,
+                            uslab_ctor_fn ctor, uslab_dtor_fn dtor, uslab_reclaim_fn reclaim,
+                            void *arg, unsigned flags);
+/* One object from the slab layer, constructed; NULL + errno on failure. May run the
+ * reclaim callback and the constructor: call it with no lock held and nothing half done. */
+void *usi_objects_alloc(struct uslab_cache *c);
+/* n objects, constructed; all or nothing; returns n or 0 (errno set). `reclaim`: whether
+ * the reclaim callback may run when slabs run out. Runs the constructor (if any). */
+size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim);
+/* Destructs n objects and returns them to their slabs. Runs the destructor (if any). */
+void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs);
 
-    /* Capacity of new magazines: 0 means no magazines (never changes then). It only grows,
-     * under `lock` when the depot sees contention; read without the lock (relaxed) by the
-     * slow paths that create magazines. */
-    uint32_t mag_capacity;
-    uint32_t depot_contended; /* waits for `lock` in depot exchanges since the last growth */
+/* ------------------------------------------------------------------------------------ */
+/* depot.c (rank 12): magazines and the per-cache depot                                 */
+/* ------------------------------------------------------------------------------------ */
 
-    pthread_mutex_t lock;
-    uint32_t colour_next;
-    struct usi_slab_list_head lists[USI_SLAB_NLISTS];
-    struct usi_mag *depot_full, *depot_empty;
-    size_t depot_nfull, depot_nempty;
-    size_t depot_min_full, depot_min_empty; /* lowest counts since the last purger tick */
-    size_t slab_inuse;                      /* objects outside slabs: live + cached in magazines */
-    int purge_pending;                      /* empty slabs beyond the reserve await the purger */
-    size_t depot_rounds;
-    uint64_t slabs_created, slabs_released;
+/* A magazine: a stack of constructed objects; objs[0 .. rounds) are valid. */
+struct usi_mag {
+    struct usi_mag *next; /* depot stack link */
+    uint32_t rounds;
+    uint32_t capacity; /* 0 only for usi_mag_empty, the shared sentinel */
+    void *objs[];      /* capacity slots: magazines of up to 64 and of up to USI_MAG_MAX */
 };
+extern struct usi_mag usi_mag_empty;
 
-extern struct uslab_cache *usi_caches[USI_MAX_IDS];
-
-/* Registers a cache in static storage (malloc classes, internal caches). */
-int usi_cache_init(struct uslab_cache *c, const char *name, size_t size, size_t align,
-                   uslab_ctor_fn ctor, uslab_dtor_fn dtor, uslab_reclaim_fn reclaim, void *arg,
-                   unsigned flags);
-/* Allocates from the slab layer and constructs; NULL + errno on failure. */
-void *usi_cache_alloc_from_slab(struct uslab_cache *c);
-/* Takes n raw objects and constructs them; all-or-nothing; returns n or 0 (errno set). */
-size_t usi_cache_fill(struct uslab_cache *c, size_t n, void **objs);
-/* Destructs and returns objects to the slab layer. */
-void usi_cache_unfill(struct uslab_cache *c, size_t n, void *const *objs);
-USI_COLD USI_NORETURN void usi_cache_bad_free(struct uslab_cache *c, const void *p,
-                                              uintptr_t entry);
-void usi_caches_prefork_table(void); /* the id table lock: first of all locks */
-void usi_caches_prefork(void);       /* every cache lock, in id order */
-void usi_caches_postfork(int child);
+void usi_depot_init(void); /* the internal caches magazines are made of */
+/* Sets up the magazine side of a cache descriptor: capacity, growth limit, depot limit. */
+void usi_depot_init_cache(struct uslab_cache *c);
+struct usi_mag *usi_mag_new(struct uslab_cache *c); /* empty magazine or NULL */
+void usi_mag_delete(struct usi_mag *m);
+/*
+ * Depot exchanges, under cache->lock taken inside. None of them runs a callback. When a
+ * full magazine pushes the depot over its limit, the oldest full one is taken out and
+ * handed back through *over (else *over is NULL): the caller passes it to
+ * usi_depot_dispose once its own state is consistent and it holds no lock.
+ */
+struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty);
+struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full,
+                                    struct usi_mag **over);
+void usi_depot_put(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over);
+/* Destructs a handed-back magazine's objects into their slabs (runs destructors: no lock
+ * held) and keeps the empty magazine. Follows m->next: disposes a whole list. */
+void usi_depot_dispose(struct uslab_cache *c, struct usi_mag *m);
+/* Empties the depot: full magazines flushed to slabs, empty ones freed (runs destructors).
+ * With wait_for_flushes, then waits until no flush of this cache's magazines is in flight
+ * anywhere (cache destroy: their objects are not live, they are on their way back). */
+void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes);
+/* Working-set reaping (Bonwick & Adams §3.6): the magazines the depot did not need since
+ * the last call (its minimum counts) are flushed and freed (runs destructors). Returns
+ * magazines reaped. */
+size_t usi_depot_reap_unused(struct uslab_cache *c);
 
 /* ------------------------------------------------------------------------------------ */
-/* tcache.c: per-thread magazine pairs                                                  */
+/* tcache.c (rank 13): per-thread magazine pairs                                        */
 /* ------------------------------------------------------------------------------------ */
 
 /*
  * A thread's pair of magazines for one cache (Bonwick & Adams §3.2). The loaded magazine is
  * cached as three pointers into its objs[] array, so the fast paths need one load and one
  * compare: objs[0 .. top) hold objects, base = objs, limit = objs + capacity. The loaded
- * magazine's `rounds` field is stale while it is loaded; usi_pair_unload writes it back.
+ * magazine's `rounds` field is stale while it is loaded; pair_unload writes it back.
  * A pair with no magazine points at usi_mag_empty (base == top == limit): both fast paths
- * miss on it.
+ * miss on it. Invariant: top - base <= limit - base = capacity of the loaded magazine;
+ * only the owning thread changes a pair, except under the thread cache's lock (below).
  */
 struct usi_magpair {
     void **top;
@@ -398,43 +543,59 @@ static inline struct usi_mag *usi_pair_loaded(const struct usi_magpair *mp)
 }
 
 /*
- * A thread's cache: pairs[id] belongs to the cache with that id (pair 0 never holds a
- * magazine, so a free whose class tag is 0 falls to the slow path). The owning thread reads
- * and writes its pairs without a lock (the fast path). `lock` is taken by the owner when it
- * changes the layout (grows) and by other threads that must reach into it (cache destroy,
- * fork): those only touch pairs of a cache that the owner, by contract, is not using.
+ * A thread's cache: pairs[id] belongs to the cache with that id. Pair 0 never holds a
+ * magazine: a cache whose pair_offset is 0 (no magazines) and a free whose unit tag is 0
+ * both fall to the slow path. The owning thread reads and writes its pairs without a lock
+ * (the fast path). `lock` is taken by the owner when it changes its layout (grows) or
+ * moves magazines out of a pair, and by other threads that must reach into it (cache
+ * destroy, fork): those only touch pairs of a cache that the owner, by contract, is not
+ * using. Invariant: npairs > USI_RESERVED_IDS, pairs_bytes = npairs * sizeof(pair).
  */
 struct usi_tcache {
     pthread_mutex_t lock;
-    struct usi_tcache *reg_next, *reg_prev; /* registry, under usi_tcache_registry_lock */
+    struct usi_tcache *reg_next, *reg_prev; /* registry, under the tcache registry lock */
     size_t map_bytes;                       /* 0 for the static sentinel */
     size_t pairs_bytes;                     /* npairs * sizeof(struct usi_magpair) */
     uint32_t npairs;
     uint32_t pad;
     /* (size + 7) >> 3 -> offset of the malloc class's pair from pairs[0]: a copy of
-     * usi_class_pair_offset, kept here so malloc's lookup needs no other base address.
+     * usi_tcache_size_offsets, kept here so malloc's lookup needs no other base address.
      * All 0 in the sentinel (pair 0, empty). */
     uint16_t class_offset[USI_SMALL_MAX / 8 + 1];
     struct usi_magpair pairs[];
 };
+_Static_assert((USI_RESERVED_IDS + 1) * sizeof(struct usi_magpair) <= UINT16_MAX,
+               "unit tags and class_offset[] hold pair offsets in 16 bits");
 
 /* The calling thread's cache; a static sentinel whose magazines are all empty (capacity 0)
  * until the thread's first slow path. Every fast path therefore needs no NULL check. */
 extern __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec")));
 
+/* The template of class_offset[] for new thread caches (filled by usi_tcache_init). */
+extern uint16_t usi_tcache_size_offsets[USI_SMALL_MAX / 8 + 1];
+/* Creates the thread-exit key and the class_offset template from usi_class_small. */
+void usi_tcache_init(void);
+/* Gives a registered cache its pair (pair_offset) if it has magazines. */
+void usi_tcache_init_cache(struct uslab_cache *c);
+/* The slow paths of the fast paths below. They run callbacks (constructor, destructor,
+ * reclaim) only as their last step, once the pair is consistent. */
 void *usi_tcache_alloc_slow(struct uslab_cache *c);
 void usi_tcache_free_slow(struct uslab_cache *c, void *p);
 /* Moves the calling thread's magazines of c to the depot. */
 void usi_tcache_flush_own(struct uslab_cache *c);
 /* Moves every thread's magazines of c to c's depot (cache destroy). */
 void usi_tcache_flush_all(struct uslab_cache *c);
+/* Objects cached in every thread's magazines for cache c (racy, for statistics). */
+size_t usi_tcache_cached_objects(const struct uslab_cache *c);
 /* Bytes that magazines held by threads may cache (capacity * stride, summed over every
  * magazine in any thread's pair), kept under usi_options.tcache_max: a hard bound whatever
  * the number of threads. Updated on slow paths only. */
 extern size_t usi_tcache_bytes;
-void usi_tcache_init(void);
 void usi_tcache_prefork(void);
 void usi_tcache_postfork(int child);
+/* In the child after fork, once every lock is usable: the magazines of threads that did
+ * not survive go back to their depots. */
+void usi_tcache_adopt_orphans(void);
 
 static inline void *usi_pair_pop(struct usi_magpair *mp)
 {
@@ -487,7 +648,20 @@ static inline void usi_tcache_free(struct uslab_cache *c, void *p)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* init.c: one-time initialisation, fork handlers                                       */
+/* reclaim.c (rank 14): giving memory back: the purge pass, reaping                      */
+/* ------------------------------------------------------------------------------------ */
+
+/* One purger pass over every cache: reap unused depot magazines, purge idle empty slabs.
+ * Returns whether anything remains to be given back later. */
+int usi_reclaim_pass(uint64_t now_ms);
+/* uslab_cache_reap: the calling thread's magazines and the depot back to the slabs, every
+ * empty slab to the system; returns the bytes released. */
+size_t usi_reclaim_cache(struct uslab_cache *c);
+/* uslab_reap: usi_reclaim_cache of every cache. */
+size_t usi_reclaim_all(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* init.c (rank 15): one-time initialisation, cache set-up, fork handlers                */
 /* ------------------------------------------------------------------------------------ */
 
 extern int usi_initialized;
@@ -499,41 +673,13 @@ static inline int usi_ensure_init(void)
         return 0;
     return usi_init_slow();
 }
-
-/* ------------------------------------------------------------------------------------ */
-/* options.c: USLAB_* settings, read once at initialisation                             */
-/* ------------------------------------------------------------------------------------ */
-
-struct usi_options {
-    size_t reserve_bytes;  /* USLAB_RESERVE: address space reserved for slabs */
-    size_t max_slab_size;  /* USLAB_MAX_SLAB_SIZE: largest malloc size served by slabs */
-    size_t empty_reserve;  /* USLAB_EMPTY_SLABS: empty slabs a cache keeps unpurged */
-    size_t depot_bytes;    /* USLAB_DEPOT_BYTES: bytes a depot caches before flushing */
-    size_t purge_delay_ms; /* USLAB_PURGE_DELAY: idle time before empty slabs are purged */
-    size_t tcache_max;     /* USLAB_TCACHE_MAX: bound on bytes cached by all threads */
-    size_t mag_growth;     /* USLAB_MAGAZINE_GROWTH: magazines grow under contention (0/1) */
-};
-extern struct usi_options usi_options;
-void usi_options_read(void);
-
-/* ------------------------------------------------------------------------------------ */
-/* sizeclass.c / malloc.c                                                               */
-/* ------------------------------------------------------------------------------------ */
-
-#define USI_NCLASSES 96 /* ids 1..USI_NCLASSES are reserved for malloc classes */
-
-extern uint8_t usi_class_small[USI_SMALL_MAX / 8 + 1]; /* (size + 7) >> 3 -> class id */
-/* (size + 7) >> 3 -> byte offset of the class's pair from pairs[0] (id * sizeof(pair));
- * all 0 before initialisation, which selects pair 0, always empty. */
-extern uint16_t usi_class_pair_offset[USI_SMALL_MAX / 8 + 1];
-extern struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
-extern unsigned usi_nclasses;
-int usi_sizeclass_init(void);
-/* Class id for a size above USI_SMALL_MAX and <= max slab size. */
-unsigned usi_sizeclass_of_large(size_t size);
-size_t usi_sizeclass_size(unsigned id);
-/* Class id whose objects are aligned to `align` and hold `size`, or 0 if none. */
-unsigned usi_sizeclass_aligned(size_t size, size_t align);
+/* Sets up and registers a cache descriptor: slab side, magazines, an id in [lo, hi], its
+ * pair. Returns 0, or -1 with errno. */
+int usi_init_cache(struct uslab_cache *c, const char *name, size_t size, size_t align,
+                   uslab_ctor_fn ctor, uslab_dtor_fn dtor, uslab_reclaim_fn reclaim, void *arg,
+                   unsigned flags, unsigned lo, unsigned hi);
+/* The internal cache user caches' descriptors come from. */
+extern struct uslab_cache usi_descriptor_cache;
 
 #pragma GCC visibility pop
 

@@ -3,9 +3,9 @@
  * malloc.c - the malloc family on size-class caches (docs/design.md §8).
  *
  * Sizes up to the largest slab class are objects of the class caches; larger ones, and
- * alignments above a page, go to the system allocator (the thesis' hybrid design; in the
- * preload library glibc's own __libc_* entry points, no dlsym). free, realloc and
- * malloc_usable_size tell the two apart with the page map. Semantics follow glibc where
+ * alignments above a page, go to the system allocator (the thesis' hybrid design; the os
+ * layer's usi_sys_*: in the preload library glibc's own __libc_* entry points, no dlsym). free,
+ * realloc and malloc_usable_size tell the two apart with the page map. Semantics follow glibc where
  * the C standard leaves room: malloc(0) returns a unique pointer, realloc(p, 0) frees p and
  * returns NULL, errno is set on every failure.
  *
@@ -18,43 +18,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-
-/*
- * The system allocator for large sizes. The preload library exports malloc itself, so it
- * reaches glibc's through the __libc_* entry points and reads glibc's chunk header for the
- * usable size. libuslab.so exports only uslab_* names: its system allocator is simply the
- * process's malloc (glibc's, or a sanitizer's, whose interceptors then see every block).
- */
-#ifdef USLAB_PRELOAD
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void __libc_free(void *);
-#define sys_malloc   __libc_malloc
-#define sys_calloc   __libc_calloc
-#define sys_realloc  __libc_realloc
-#define sys_memalign __libc_memalign
-#define sys_free     __libc_free
-
-/* Usable size of a block from glibc's malloc: its chunk header precedes it (size field
- * with flag bits; mmapped chunks carry two words of overhead, others one). */
-static size_t sys_usable_size(const void *p)
-{
-    size_t head = ((const size_t *)p)[-1];
-    size_t chunk = head & ~(size_t)7;
-    return (head & 2) ? chunk - 2 * sizeof(size_t) : chunk - sizeof(size_t);
-}
-#else
-#include <malloc.h>
-#include <stdlib.h>
-#define sys_malloc         malloc
-#define sys_calloc         calloc
-#define sys_realloc        realloc
-#define sys_memalign       memalign
-#define sys_free           free
-#define sys_usable_size(p) malloc_usable_size((void *)(p))
-#endif
 
 static inline int is_class_id(uintptr_t id)
 {
@@ -108,14 +71,14 @@ static void vg_handout(void *p)
 static USI_NOINLINE void *malloc_slow(size_t size)
 {
     if (usi_ensure_init() != 0)
-        return sys_malloc(size);
+        return usi_sys_malloc(size);
     if (size > usi_options.max_slab_size)
-        return sys_malloc(size);
+        return usi_sys_malloc(size);
     unsigned id =
         size <= USI_SMALL_MAX ? usi_class_small[(size + 7) >> 3] : usi_sizeclass_of_large(size);
     void *p = usi_tcache_alloc(&usi_class_caches[id]);
     if (USI_UNLIKELY(!p)) /* slabs exhausted: fall back to glibc rather than fail */
-        return sys_malloc(size);
+        return usi_sys_malloc(size);
     USI_VG_HANDOUT(&usi_class_caches[id], p);
     return p;
 }
@@ -160,14 +123,14 @@ static USI_NOINLINE void free_slow(void *p)
     if (!p)
         return;
     check_other(p, e, "free");
-    sys_free(p);
+    usi_sys_free(p);
 }
 
-/* The fast path: the class tag of p's 64 KiB unit names its pair (pair 0, always full,
- * for anything that is not a malloc block); push onto the loaded magazine. */
+/* The fast path: the unit tag of p's 64 KiB unit names its pair (pair 0, which never holds
+ * a magazine, for anything that is not a malloc block); push onto the loaded magazine. */
 static void usi_free(void *p)
 {
-    unsigned tag = usi_class_tag(p);
+    unsigned tag = usi_unit_tag(p);
 #ifdef USLAB_VALGRIND
     if (tag)
         USI_VG_TAKEBACK(p);
@@ -192,7 +155,7 @@ static size_t usi_malloc_usable_size(void *p)
     if (is_class_id(e & USI_ID_MASK))
         return usi_class_caches[e & USI_ID_MASK].size;
     check_other(p, e, "malloc_usable_size");
-    return sys_usable_size(p);
+    return usi_sys_usable_size(p);
 }
 
 static void *usi_calloc(size_t n, size_t size)
@@ -203,7 +166,7 @@ static void *usi_calloc(size_t n, size_t size)
         return NULL;
     }
     if (total > usi_options.max_slab_size)
-        return sys_calloc(n, size);
+        return usi_sys_calloc(n, size);
     void *p = usi_malloc(total);
     if (p)
         memset(p, 0, total);
@@ -222,7 +185,7 @@ static void *usi_realloc(void *p, size_t size)
     uintptr_t id = e & USI_ID_MASK;
     if (!is_class_id(id)) {
         check_other(p, e, "realloc");
-        return sys_realloc(p, size); /* a glibc block stays with glibc */
+        return usi_sys_realloc(p, size); /* a glibc block stays with glibc */
     }
     size_t have = usi_class_caches[id].size;
     if (size <= have) {
@@ -263,7 +226,7 @@ static void *aligned_impl(size_t align, size_t size)
             }
         }
     }
-    return sys_memalign(align, size);
+    return usi_sys_memalign(align, size);
 }
 
 static int usi_posix_memalign(void **out, size_t align, size_t size)

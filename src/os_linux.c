@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * os_linux.c - the os layer (docs/design.md §1): the only file that calls mmap, mprotect,
- * madvise or munmap, or reads the environment. Nothing here allocates or calls a function
- * that a preloaded library could interpose on the way to malloc.
+ * madvise or munmap, reads the environment or the clock, or calls the system allocator
+ * (and knows glibc's chunk header). Nothing here allocates (but the system allocator) or
+ * calls a function that a preloaded library could interpose on the way to malloc.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -10,6 +11,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -100,3 +102,104 @@ void usi_os_write_err(const char *buf, size_t len)
         len -= (size_t)w;
     }
 }
+
+uint64_t usi_os_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void usi_os_sleep_ms(size_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+uint32_t usi_os_gettid(void)
+{
+    return (uint32_t)gettid();
+}
+
+#ifdef USLAB_ASSERTS
+__thread unsigned usi_lock_depth __attribute__((tls_model("initial-exec")));
+#endif
+
+void usi_os_postfork_child(void)
+{
+#ifdef USLAB_ASSERTS
+    usi_lock_depth = 0; /* the locks held across fork were re-initialised, not released */
+#endif
+}
+
+/* ---- the system allocator ------------------------------------------------------------ */
+
+#ifdef USLAB_PRELOAD
+/* The preload library exports malloc itself: glibc's own entry points, no dlsym. */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+
+void *usi_sys_malloc(size_t size)
+{
+    return __libc_malloc(size);
+}
+void *usi_sys_calloc(size_t n, size_t size)
+{
+    return __libc_calloc(n, size);
+}
+void *usi_sys_realloc(void *p, size_t size)
+{
+    return __libc_realloc(p, size);
+}
+void *usi_sys_memalign(size_t align, size_t size)
+{
+    return __libc_memalign(align, size);
+}
+void usi_sys_free(void *p)
+{
+    __libc_free(p);
+}
+
+/* Usable size of a block from glibc's malloc: its chunk header precedes it (size field
+ * with flag bits; mmapped chunks carry two words of overhead, others one). */
+size_t usi_sys_usable_size(const void *p)
+{
+    size_t head = ((const size_t *)p)[-1];
+    size_t chunk = head & ~(size_t)7;
+    return (head & 2) ? chunk - 2 * sizeof(size_t) : chunk - sizeof(size_t);
+}
+#else
+/* libuslab exports only uslab_* names: its system allocator is the process's malloc
+ * (glibc's, or a sanitizer's, whose interceptors then see every block). */
+#include <malloc.h>
+#include <stdlib.h>
+
+void *usi_sys_malloc(size_t size)
+{
+    return malloc(size);
+}
+void *usi_sys_calloc(size_t n, size_t size)
+{
+    return calloc(n, size);
+}
+void *usi_sys_realloc(void *p, size_t size)
+{
+    return realloc(p, size);
+}
+void *usi_sys_memalign(size_t align, size_t size)
+{
+    return memalign(align, size);
+}
+void usi_sys_free(void *p)
+{
+    free(p);
+}
+size_t usi_sys_usable_size(const void *p)
+{
+    return malloc_usable_size((void *)p);
+}
+#endif

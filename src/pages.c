@@ -20,9 +20,9 @@
 static const uint16_t zero_tags[1];
 
 struct usi_pagemap usi_pagemap;
-const uint16_t *usi_class_tags = zero_tags;
-uintptr_t usi_class_tag_mask;
-static uint16_t *class_tags; /* writable view of usi_class_tags */
+const uint16_t *usi_unit_tags = zero_tags;
+uintptr_t usi_unit_tag_mask;
+static uint16_t *unit_tags; /* writable view of usi_unit_tags */
 
 /* Everything below is protected by pages.lock; it is the innermost lock (design §6). */
 static struct {
@@ -68,9 +68,9 @@ int usi_pages_init(void)
         errno = ENOMEM;
         return -1;
     }
-    class_tags = tags;
-    __atomic_store_n(&usi_class_tags, tags, __ATOMIC_RELEASE);
-    __atomic_store_n(&usi_class_tag_mask, NTAGS - 1, __ATOMIC_RELEASE); /* after the table */
+    unit_tags = tags;
+    __atomic_store_n(&usi_unit_tags, tags, __ATOMIC_RELEASE);
+    __atomic_store_n(&usi_unit_tag_mask, NTAGS - 1, __ATOMIC_RELEASE); /* after the table */
     pages.bump = pages.committed = (uintptr_t)base;
     pages.end = (uintptr_t)base + size;
     pages.reserved = size;
@@ -132,7 +132,7 @@ static uintptr_t bump_take(unsigned order)
 
 void *usi_pages_alloc_span(unsigned order)
 {
-    pthread_mutex_lock(&pages.lock);
+    usi_lock(&pages.lock);
     uintptr_t s = free_pop(order);
     if (!s)
         s = bump_take(order);
@@ -145,7 +145,7 @@ void *usi_pages_alloc_span(unsigned order)
             free_push(big + span_bytes(k - 1), k - 1);
         s = big;
     }
-    pthread_mutex_unlock(&pages.lock);
+    usi_unlock(&pages.lock);
     if (!s)
         errno = ENOMEM;
     return (void *)s;
@@ -154,32 +154,30 @@ void *usi_pages_alloc_span(unsigned order)
 void usi_pages_free_span(void *span, unsigned order)
 {
     usi_os_purge(span, span_bytes(order)); /* outside the lock: madvise can be slow */
-    pthread_mutex_lock(&pages.lock);
+    usi_lock(&pages.lock);
     free_push((uintptr_t)span, order);
-    pthread_mutex_unlock(&pages.lock);
+    usi_unlock(&pages.lock);
 }
 
-void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t class_tag)
+void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t unit_tag)
 {
     uint32_t u = unit_of((uintptr_t)span);
     uintptr_t t = (uintptr_t)span >> USI_UNIT_SHIFT;
     for (size_t i = 0; i < ((size_t)1 << order); i++) {
         __atomic_store_n(&usi_pagemap.map[u + i], entry, __ATOMIC_RELEASE);
-        __atomic_store_n(&class_tags[t + i], class_tag, __ATOMIC_RELEASE);
+        __atomic_store_n(&unit_tags[t + i], unit_tag, __ATOMIC_RELEASE);
     }
 }
 
 void usi_pages_prefork(void)
 {
-    pthread_mutex_lock(&pages.lock);
+    usi_lock(&pages.lock);
 }
 
-void usi_pages_postfork_parent(void)
+void usi_pages_postfork(int child)
 {
-    pthread_mutex_unlock(&pages.lock);
-}
-
-void usi_pages_postfork_child(void)
-{
-    pthread_mutex_init(&pages.lock, NULL);
+    if (child)
+        pthread_mutex_init(&pages.lock, NULL);
+    else
+        usi_unlock(&pages.lock);
 }

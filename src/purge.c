@@ -13,12 +13,13 @@
  * The work is done by one background thread, started on first need (never in a process
  * that frees nothing), which sleeps on a condition variable while nothing is pending and
  * runs a pass every half delay otherwise. USLAB_PURGE_DELAY=0 purges at once and never
- * starts the thread. The purger's lock is a leaf: it is never held while taking another.
+ * starts the thread. The purger's lock is a leaf: it is never held while taking another,
+ * and never during the pass. The pass itself (reclaim.c, above the depot) is handed in at
+ * initialisation, so this file calls nothing above it.
  */
 #include "internal.h"
 
 #include <signal.h>
-#include <time.h>
 
 static struct {
     pthread_mutex_t lock;
@@ -27,18 +28,12 @@ static struct {
     int starting; /* the thread was asked for, in this process (atomic; reset in a child) */
 } purger = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
 
-uint64_t usi_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+/* The pass, set once at initialisation before anything can kick the purger. */
+static int (*purge_pass)(uint64_t now_ms);
 
-static void sleep_ms(size_t ms)
+void usi_purge_set_pass(int (*pass)(uint64_t now_ms))
 {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
+    purge_pass = pass;
 }
 
 static void *purger_main(void *arg)
@@ -46,16 +41,17 @@ static void *purger_main(void *arg)
     (void)arg;
     size_t tick = usi_options.purge_delay_ms / 2 ? usi_options.purge_delay_ms / 2 : 1;
     for (;;) {
-        pthread_mutex_lock(&purger.lock);
+        usi_lock(&purger.lock);
         while (!purger.pending)
             pthread_cond_wait(&purger.wake, &purger.lock);
         purger.pending = 0;
-        pthread_mutex_unlock(&purger.lock);
-        sleep_ms(tick);
-        if (usi_purge_pass(usi_now_ms())) {
-            pthread_mutex_lock(&purger.lock);
+        usi_unlock(&purger.lock);
+        usi_os_sleep_ms(tick);
+        USI_ASSERT_NO_LOCK();
+        if (purge_pass(usi_os_now_ms())) {
+            usi_lock(&purger.lock);
             purger.pending = 1;
-            pthread_mutex_unlock(&purger.lock);
+            usi_unlock(&purger.lock);
         }
     }
     return NULL;
@@ -84,10 +80,10 @@ void usi_purge_kick(void)
 {
     if (usi_options.purge_delay_ms == 0)
         return;
-    pthread_mutex_lock(&purger.lock);
+    usi_lock(&purger.lock);
     purger.pending = 1;
     pthread_cond_signal(&purger.wake);
-    pthread_mutex_unlock(&purger.lock);
+    usi_unlock(&purger.lock);
     /* Started with no lock held: pthread_create may allocate and free (through uslab),
      * which may kick again; that kick finds `starting` set. */
     if (!__atomic_load_n(&purger.starting, __ATOMIC_ACQUIRE) &&

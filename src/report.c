@@ -38,3 +38,8 @@ void usi_report_warn(const char *fmt, ...)
     report_vwrite(fmt, ap);
     va_end(ap);
 }
+
+void usi_report_assert(const char *expr, const char *file, int line)
+{
+    usi_report_fatal("assertion failed: %s (%s:%d)", expr, file, line);
+}

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sizeclass.c - malloc size classes (docs/design.md §8): one object cache per class, with
- * no constructor, as kmalloc is built on kmem_cache.
+ * sizeclass.c - the malloc size-class tables (docs/design.md §8). Each class is an object
+ * cache with no constructor, as kmalloc is built on kmem_cache: init.c sets the caches up
+ * in usi_class_caches[], malloc.c uses them. This file is pure arithmetic on tables.
  *
  * Classes: 8, 16, 32, 48, ..., 128 (steps of 16), then 8 classes per doubling up to the
  * largest slab size (USLAB_MAX_SLAB_SIZE). Above 128 bytes a request wastes less than 1/8
@@ -12,7 +13,6 @@
 #include "internal.h"
 
 uint8_t usi_class_small[USI_SMALL_MAX / 8 + 1];
-uint16_t usi_class_pair_offset[USI_SMALL_MAX / 8 + 1];
 struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
 unsigned usi_nclasses;
 static size_t class_size[USI_NCLASSES + 1];
@@ -26,7 +26,7 @@ static unsigned class_index_above_128(size_t size)
     return 9 + (lg - 7) * 8 + j;
 }
 
-int usi_sizeclass_init(void)
+unsigned usi_sizeclass_init(void)
 {
     static const size_t small[] = {8, 16, 32, 48, 64, 80, 96, 112, 128};
     unsigned n = 0;
@@ -39,28 +39,7 @@ int usi_sizeclass_init(void)
                 break;
             class_size[++n] = s;
         }
-    for (unsigned id = 1; id <= n; id++) {
-        size_t s = class_size[id];
-        size_t align = (s & (s - 1)) == 0 ? (s < USI_PAGE_SIZE ? s : USI_PAGE_SIZE) : 16;
-        char name[32];
-        unsigned len = 0;
-        /* "malloc-<size>" without snprintf's locale machinery */
-        const char *pre = "malloc-";
-        while (*pre)
-            name[len++] = *pre++;
-        char digits[24];
-        unsigned d = 0;
-        for (size_t v = s; v; v /= 10)
-            digits[d++] = (char)('0' + v % 10);
-        while (d)
-            name[len++] = digits[--d];
-        name[len] = '\0';
-        usi_cache_init(&usi_class_caches[id], name, s, align, NULL, NULL, NULL, NULL, 0);
-        if (usi_class_caches[id].id != id)
-            usi_report_fatal("size class %u got cache id %lu", id,
-                             (unsigned long)usi_class_caches[id].id);
-    }
-    usi_nclasses = n; /* from now on cache ids start above USI_NCLASSES */
+    usi_nclasses = n;
     /* A setting between two classes: sizes above the largest class go to glibc. */
     usi_options.max_slab_size = class_size[n];
     for (size_t i = 0; i <= USI_SMALL_MAX / 8; i++) {
@@ -72,10 +51,25 @@ int usi_sizeclass_init(void)
             id = size <= 16 ? 2 : (unsigned)(1 + (size + 15) / 16);
         else
             id = class_index_above_128(size);
+        USI_ASSERT(id <= n && class_size[id] >= size);
         usi_class_small[i] = (uint8_t)id;
-        usi_class_pair_offset[i] = (uint16_t)(id * sizeof(struct usi_magpair));
     }
-    return 0;
+    return n;
+}
+
+void usi_sizeclass_name(unsigned id, char name[32])
+{
+    /* "malloc-<size>" without snprintf's locale machinery */
+    unsigned len = 0;
+    for (const char *pre = "malloc-"; *pre;)
+        name[len++] = *pre++;
+    char digits[24];
+    unsigned d = 0;
+    for (size_t v = class_size[id]; v; v /= 10)
+        digits[d++] = (char)('0' + v % 10);
+    while (d)
+        name[len++] = digits[--d];
+    name[len] = '\0';
 }
 
 unsigned usi_sizeclass_of_large(size_t size)

@@ -12,6 +12,7 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static inline size_t round_up(size_t x, size_t a)
@@ -121,14 +122,12 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     c->colour_next =
         c->colour_next + c->colour_step > c->colour_max ? 0 : c->colour_next + c->colour_step;
     s->objs = (char *)s + c->first_offset + s->colour;
-    uint16_t tag = c->id <= USI_NCLASSES ? (uint16_t)(c->id * sizeof(struct usi_magpair)) : 0;
-    usi_pages_set_owner(s, c->slab_order, (uintptr_t)s | c->id, tag);
+    usi_pages_set_owner(s, c->slab_order, (uintptr_t)s | c->id, c->unit_tag);
     list_push(c, s, USI_SLAB_EMPTY);
     c->slabs_created++;
     return s;
 }
 
-/* Index of p in s, or UINT32_MAX when p is not the start of one of its objects. */
 /* Index of p in s, or UINT32_MAX when p is not the start of one of its objects. The
  * division is a multiplication by stride_recip = ceil(2^32 / stride): for an offset
  * q * stride inside a slab (below 2^23) the product is q * 2^32 plus less than 2^32, so the
@@ -140,6 +139,64 @@ static uint32_t slab_index(const struct uslab_cache *c, const struct usi_slab *s
         return UINT32_MAX;
     uint32_t idx = (uint32_t)((off * c->stride_recip) >> 32);
     return (uintptr_t)idx * c->stride == off ? idx : UINT32_MAX;
+}
+
+const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s)
+{
+    if (s->cache != c)
+        return "slab header names another cache";
+    if (s->bump > c->nobjs || s->inuse > s->bump)
+        return "counts out of range (inuse > bump or bump > objects)";
+    if (s->list != state_of(c, s))
+        return "on the wrong list for its number of objects in use";
+    size_t bits = 0;
+    for (uint32_t w = 0; w < (c->nobjs + 63) / 64; w++)
+        bits += (size_t)__builtin_popcountll(s->alloc_map[w]);
+    if (bits != s->inuse)
+        return "allocation bitmap does not match the objects in use";
+    size_t free_listed = 0;
+    for (const char *slot = s->freelist; slot; free_listed++) {
+        uint32_t idx = slab_index(c, s, slot);
+        if (idx == UINT32_MAX || idx >= s->bump || free_listed >= s->bump)
+            return "free list leaves the slab's used objects";
+        if (s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63)))
+            return "free list holds an allocated object";
+        USI_VG_DEFINED(slot + c->link_offset, sizeof(void *));
+        slot = *(char *const *)(slot + c->link_offset);
+    }
+    if (free_listed != s->bump - s->inuse)
+        return "free list length does not match the free objects below bump";
+    return NULL;
+}
+
+/* USLAB_DEBUG=F: every slab an operation touched is checked whole. */
+static USI_COLD void check_or_report(struct uslab_cache *c, struct usi_slab *s)
+{
+    const char *bad = usi_slab_check(c, s);
+    if (bad) {
+        char what[160];
+        snprintf(what, sizeof what, "Slab %p corrupted: %s", (void *)s, bad);
+        usi_debug_report(c, s, s->objs, what);
+    }
+}
+
+void usi_slab_bad_pointer(const struct uslab_cache *c, const void *p, uintptr_t entry)
+{
+    struct uslab_cache *owner = entry ? usi_caches[entry & USI_ID_MASK] : NULL;
+    if (usi_debug_enabled) {
+        char what[160];
+        if (entry == 0)
+            snprintf(what, sizeof what, "Invalid pointer %p: not allocated by uslab", p);
+        else
+            snprintf(what, sizeof what, "Object %p belongs to cache %s", p,
+                     owner ? owner->name : "(destroyed)");
+        usi_debug_bug(c->name, what);
+    }
+    if (entry == 0)
+        usi_report_fatal("free of invalid pointer %p to cache %s: not allocated by uslab", p,
+                         c->name);
+    usi_report_fatal("free of %p to cache %s, but it belongs to cache %s", p, c->name,
+                     owner ? owner->name : "(destroyed)");
 }
 
 size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
@@ -173,6 +230,8 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
             objs[got++] = slot + c->obj_offset;
         }
         list_move(c, s, state_of(c, s));
+        if (USI_UNLIKELY(c->debug & USI_DEBUG_F))
+            check_or_report(c, s);
     }
     c->slab_inuse += got;
     return got;
@@ -186,7 +245,7 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         if (!s || (uintptr_t)p - (uintptr_t)s >= c->slab_size || s->list == USI_SLAB_NLISTS) {
             uintptr_t e = usi_pagemap_lookup(p);
             if (USI_UNLIKELY(e == 0 || (e & USI_ID_MASK) != c->id))
-                usi_cache_bad_free(c, p, e);
+                usi_slab_bad_pointer(c, p, e);
             s = (struct usi_slab *)(e & ~USI_ID_MASK);
         }
         char *slot = (char *)p - c->obj_offset;
@@ -216,13 +275,16 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         *(void **)(slot + c->link_offset) = s->freelist;
         USI_VG_NOACCESS(slot + c->link_offset, sizeof(void *));
         s->freelist = slot;
+        USI_ASSERT(s->inuse > 0 && c->slab_inuse > 0);
         s->inuse--;
         c->slab_inuse--;
         list_move(c, s, state_of(c, s));
+        if (USI_UNLIKELY(c->debug & USI_DEBUG_F))
+            check_or_report(c, s);
         if (s->inuse == 0) {
             /* Beyond the reserve, an empty slab is purged once it has been idle for the purge
              * delay (by the purger), or at once when the delay is 0. */
-            s->empty_since_ms = usi_now_ms();
+            s->empty_since_ms = usi_os_now_ms();
             if (c->lists[USI_SLAB_EMPTY].count > c->empty_reserve) {
                 if (usi_options.purge_delay_ms == 0) {
                     list_remove(c, s);

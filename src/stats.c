@@ -27,7 +27,7 @@ static void snap_cache(const struct uslab_cache *c, struct snap *s)
     memset(s, 0, sizeof *s);
     memcpy(s->name, c->name, sizeof s->name);
     s->thread_cached = usi_tcache_cached_objects(c);
-    pthread_mutex_lock((pthread_mutex_t *)&c->lock);
+    usi_lock((pthread_mutex_t *)&c->lock);
     s->size = c->size;
     s->stride = c->stride;
     s->slab_size = c->slab_size;
@@ -40,7 +40,7 @@ static void snap_cache(const struct uslab_cache *c, struct snap *s)
     s->depot_cached = c->depot_rounds;
     s->created = c->slabs_created;
     s->released = c->slabs_released;
-    pthread_mutex_unlock((pthread_mutex_t *)&c->lock);
+    usi_unlock((pthread_mutex_t *)&c->lock);
     s->mag_capacity = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
     s->debug = c->debug;
     s->total = s->slabs * s->nobjs;
@@ -134,7 +134,7 @@ int uslab_stats_print(FILE *f, int format)
     col.snaps = usi_os_map(bytes);
     if (!col.snaps)
         return -1;
-    usi_caches_for_each(collect_one, &col);
+    usi_registry_for_each(collect_one, &col);
     size_t tc_bytes = __atomic_load_n(&usi_tcache_bytes, __ATOMIC_RELAXED);
     if (format == USLAB_STATS_JSON) {
         fprintf(f,

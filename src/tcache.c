@@ -10,13 +10,19 @@
  * A thread's cache is one mapping: header + pairs[npairs], indexed by cache id. Until its
  * first slow path a thread points at `sentinel`, whose pairs all hold the empty magazine.
  * Thread exit (a pthread key destructor) moves the magazines to their depots.
+ *
+ * The slow paths run user callbacks (constructors, destructors, reclaim) only as their last
+ * step, once the pair is consistent and no lock is held: a callback may free or allocate in
+ * any cache, which may change this very pair or grow (remap) the thread's cache, so nothing
+ * here touches a pair after a callback. Magazines the depot hands back over its limit are
+ * disposed of the same way.
  */
 #include "internal.h"
 
 #include <errno.h>
 #include <string.h>
 
-#define SENTINEL_PAIRS (USI_NCLASSES + 1)
+#define SENTINEL_PAIRS (USI_RESERVED_IDS + 1)
 
 /* The sentinel is a thread cache followed by its pairs, statically initialised; placing a
  * struct with a flexible array member inside another is a GNU C extension (gcc, clang). */
@@ -38,12 +44,14 @@ __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec"))) =
 /* Set once this thread's cache has been flushed at exit: later calls bypass magazines. */
 static __thread int tls_exiting __attribute__((tls_model("initial-exec")));
 
-/* Lock order: registry_lock, then a tcache lock, then cache locks (docs/design.md §6). */
+/* Lock order: the cache registry's lock, registry_lock (of thread caches), then a tcache
+ * lock, then cache locks (docs/design.md §6). */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct usi_tcache *registry;
 static pthread_key_t exit_key;
 
 size_t usi_tcache_bytes;
+uint16_t usi_tcache_size_offsets[USI_SMALL_MAX / 8 + 1];
 
 /* Bytes the magazines of a pair may cache (the sentinel has capacity 0). */
 static size_t pair_bytes(const struct uslab_cache *c, const struct usi_magpair *mp)
@@ -134,13 +142,13 @@ static unsigned nspare;
 static struct usi_tcache *tcache_map(uint32_t want_pairs)
 {
     if (want_pairs <= SENTINEL_PAIRS + 64) {
-        pthread_mutex_lock(&registry_lock);
+        usi_lock(&registry_lock);
         struct usi_tcache *tc = spare;
         if (tc) {
             spare = tc->reg_next;
             nspare--;
         }
-        pthread_mutex_unlock(&registry_lock);
+        usi_unlock(&registry_lock);
         if (tc)
             return tc;
     }
@@ -155,7 +163,7 @@ static struct usi_tcache *tcache_map(uint32_t want_pairs)
     tc->pairs_bytes = tc->npairs * sizeof(struct usi_magpair);
     for (uint32_t i = 0; i < tc->npairs; i++)
         pair_clear(&tc->pairs[i]);
-    memcpy(tc->class_offset, usi_class_pair_offset, sizeof tc->class_offset);
+    memcpy(tc->class_offset, usi_tcache_size_offsets, sizeof tc->class_offset);
     return tc;
 }
 
@@ -173,16 +181,16 @@ static struct usi_tcache *tcache_get(uintptr_t id)
     struct usi_tcache *fresh = tcache_map(want);
     if (!fresh)
         return NULL;
-    pthread_mutex_lock(&registry_lock);
+    usi_lock(&registry_lock);
     if (tc != &sentinel.tc) { /* grow: copy the pairs, swap the registry node */
-        pthread_mutex_lock(&tc->lock);
+        usi_lock(&tc->lock);
         memcpy(fresh->pairs, tc->pairs, tc->npairs * sizeof(struct usi_magpair));
         registry_remove(tc);
-        pthread_mutex_unlock(&tc->lock);
+        usi_unlock(&tc->lock);
     }
     registry_insert(fresh);
     usi_tls = fresh;
-    pthread_mutex_unlock(&registry_lock);
+    usi_unlock(&registry_lock);
     if (tc != &sentinel.tc)
         usi_os_unmap(tc, tc->map_bytes);
     /* May allocate (glibc's second-level key blocks); usi_tls is already set. */
@@ -193,15 +201,15 @@ static struct usi_tcache *tcache_get(uintptr_t id)
 void *usi_tcache_alloc_slow(struct uslab_cache *c)
 {
     if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) == 0)
-        return usi_cache_alloc_from_slab(c);
+        return usi_objects_alloc(c);
     struct usi_tcache *tc = tcache_get(c->id);
     if (!tc)
-        return usi_cache_alloc_from_slab(c);
+        return usi_objects_alloc(c);
     struct usi_magpair *mp = &tc->pairs[c->id];
     size_t before = pair_reserve(c, mp);
     if (before == (size_t)-1) {
         if (mp->prev->rounds == 0)
-            return usi_cache_alloc_from_slab(c);
+            return usi_objects_alloc(c);
         struct usi_mag *full = mp->prev; /* a swap needs no new magazine */
         mp->prev = pair_unload(mp);
         pair_load(mp, full);
@@ -213,35 +221,34 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
         if (prev->rounds != 0) { /* swap: the previous magazine has objects */
             mp->prev = loaded;
             pair_load(mp, prev);
-            pair_account(c, mp, before);
         } else if ((prev = usi_depot_get_full(c, prev)) != NULL) {
             /* Both empty: the previous one went to the depot for a full one. */
             mp->prev = loaded;
             pair_load(mp, prev);
-            pair_account(c, mp, before);
         } else if (!c->ctor) {
-            /* No constructed objects anywhere: fill a magazine straight from the slabs. */
+            /* No constructed objects anywhere: fill a magazine straight from the slabs,
+             * without the reclaim callback (it may run below, once the pair is whole). */
             if (loaded == &usi_mag_empty) {
                 loaded = usi_mag_new(c);
                 if (!loaded) {
                     pair_account(c, mp, before);
-                    return usi_cache_alloc_from_slab(c);
+                    return usi_objects_alloc(c);
                 }
             }
-            loaded->rounds = (uint32_t)usi_cache_fill(c, loaded->capacity, loaded->objs);
+            loaded->rounds = (uint32_t)usi_objects_fill(c, loaded->capacity, loaded->objs, 0);
             pair_load(mp, loaded);
-            pair_account(c, mp, before);
-            if (loaded->rounds == 0) /* fewer free objects than a magazine: take one */
-                return usi_cache_alloc_from_slab(c);
+            if (loaded->rounds == 0) { /* fewer free objects than a magazine: take one */
+                pair_account(c, mp, before);
+                return usi_objects_alloc(c);
+            }
         } else {
             /* Objects with a constructor leave the slab one at a time, as the user asks
              * for them: the constructor runs once per object that enters service. */
             pair_account(c, mp, before);
-            return usi_cache_alloc_from_slab(c);
+            return usi_objects_alloc(c);
         }
-    } else {
-        pair_account(c, mp, before);
     }
+    pair_account(c, mp, before);
     return usi_pair_pop(mp);
 }
 
@@ -250,7 +257,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     struct usi_tcache *tc =
         __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) ? tcache_get(c->id) : NULL;
     if (!tc) {
-        usi_cache_unfill(c, 1, &p);
+        usi_objects_unfill(c, 1, &p);
         return;
     }
     struct usi_magpair *mp = &tc->pairs[c->id];
@@ -258,40 +265,52 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         return;
     size_t before = pair_reserve(c, mp);
     if (before == (size_t)-1) {
-        usi_cache_unfill(c, 1, &p);
+        usi_objects_unfill(c, 1, &p);
         return;
     }
     struct usi_mag *loaded = pair_unload(mp);
     struct usi_mag *prev = mp->prev;
+    struct usi_mag *over = NULL;
     if (prev->rounds == 0 && prev != &usi_mag_empty) { /* swap: the previous one is empty */
         mp->prev = loaded;
         pair_load(mp, prev);
-        pair_account(c, mp, before);
     } else {
         /* Both full (or missing): give the previous one to the depot for an empty one. */
-        struct usi_mag *empty = usi_depot_get_empty(c, prev);
+        struct usi_mag *empty = usi_depot_get_empty(c, prev, &over);
         if (!empty) {
             mp->prev = &usi_mag_empty;
             pair_account(c, mp, before);
-            usi_cache_unfill(c, 1, &p);
+            /* The pair is whole: callbacks may run now (and touch it). */
+            usi_depot_dispose(c, over);
+            usi_objects_unfill(c, 1, &p);
             return;
         }
         mp->prev = loaded;
         pair_load(mp, empty);
-        pair_account(c, mp, before);
     }
+    pair_account(c, mp, before);
     usi_pair_push(mp, p);
+    /* Last: the depot's surplus runs destructors, which may free into this pair. */
+    usi_depot_dispose(c, over);
 }
 
-/* Moves one pair's magazines to the depot (caller holds tc->lock or owns tc). */
-static void pair_flush(struct uslab_cache *c, struct usi_magpair *mp)
+/* Moves one pair's magazines to c's depot; magazines the depot hands back (over its limit)
+ * are chained onto *over, to be disposed of by the caller once it holds no lock. Caller
+ * holds tc->lock or is the only thread. */
+static void pair_flush(struct uslab_cache *c, struct usi_magpair *mp, struct usi_mag **over)
 {
     size_t before = pair_bytes(c, mp);
-    struct usi_mag *a = pair_unload(mp), *b = mp->prev;
+    struct usi_mag *mags[2] = {pair_unload(mp), mp->prev};
     pair_clear(mp);
     pair_account(c, mp, before);
-    usi_depot_put(c, a);
-    usi_depot_put(c, b);
+    for (int i = 0; i < 2; i++) {
+        struct usi_mag *o;
+        usi_depot_put(c, mags[i], &o);
+        if (o) {
+            o->next = *over;
+            *over = o;
+        }
+    }
 }
 
 void usi_tcache_flush_own(struct uslab_cache *c)
@@ -299,33 +318,45 @@ void usi_tcache_flush_own(struct uslab_cache *c)
     struct usi_tcache *tc = usi_tls;
     if (tc == &sentinel.tc || c->id >= tc->npairs)
         return;
-    pthread_mutex_lock(&tc->lock);
-    pair_flush(c, &tc->pairs[c->id]);
-    pthread_mutex_unlock(&tc->lock);
+    struct usi_mag *over = NULL;
+    usi_lock(&tc->lock);
+    pair_flush(c, &tc->pairs[c->id], &over);
+    usi_unlock(&tc->lock);
+    usi_depot_dispose(c, over);
 }
 
 void usi_tcache_flush_all(struct uslab_cache *c)
 {
-    pthread_mutex_lock(&registry_lock);
+    struct usi_mag *over = NULL;
+    usi_lock(&registry_lock);
     for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next) {
-        pthread_mutex_lock(&tc->lock);
+        usi_lock(&tc->lock);
         if (c->id < tc->npairs)
-            pair_flush(c, &tc->pairs[c->id]);
-        pthread_mutex_unlock(&tc->lock);
+            pair_flush(c, &tc->pairs[c->id], &over);
+        usi_unlock(&tc->lock);
     }
-    pthread_mutex_unlock(&registry_lock);
+    usi_unlock(&registry_lock);
+    usi_depot_dispose(c, over); /* no lock held: destructors may call anything */
 }
 
-/* Moves every magazine of tc to its depot. Caller holds tc->lock or is its only user. */
-static void tcache_flush_every(struct usi_tcache *tc)
+/* Moves every magazine of tc to its depot, one pair at a time, disposing of what the
+ * depots hand back with no lock held. A pair that holds magazines keeps its cache alive:
+ * destroy empties every pair (under the tcache lock) before it lets the cache go, and waits
+ * for the disposal (depot_flushing). `locked`: take tc->lock (not in a fork child). */
+static void tcache_flush_every(struct usi_tcache *tc, int locked)
 {
     for (uint32_t id = 1; id < tc->npairs; id++) {
         struct usi_magpair *mp = &tc->pairs[id];
-        if (mp->base == usi_mag_empty.objs && mp->prev == &usi_mag_empty)
-            continue;
+        if (locked)
+            usi_lock(&tc->lock);
         struct uslab_cache *c = usi_caches[id];
-        if (c)
-            pair_flush(c, mp);
+        struct usi_mag *over = NULL;
+        if (c && !(mp->base == usi_mag_empty.objs && mp->prev == &usi_mag_empty))
+            pair_flush(c, mp, &over);
+        if (locked)
+            usi_unlock(&tc->lock);
+        if (over)
+            usi_depot_dispose(c, over);
     }
 }
 
@@ -335,11 +366,9 @@ static void tcache_thread_exit(void *arg)
     /* From here on this thread's calls go straight to the slab layer. */
     tls_exiting = 1;
     usi_tls = &sentinel.tc;
-    pthread_mutex_lock(&tc->lock);
-    tcache_flush_every(tc);
-    pthread_mutex_unlock(&tc->lock);
+    tcache_flush_every(tc, 1);
     int keep = 0;
-    pthread_mutex_lock(&registry_lock);
+    usi_lock(&registry_lock);
     registry_remove(tc);
     if (nspare < SPARE_MAX && tc->npairs < 2 * (SENTINEL_PAIRS + 64)) {
         tc->reg_next = spare; /* every pair was cleared by the flush above */
@@ -347,29 +376,37 @@ static void tcache_thread_exit(void *arg)
         nspare++;
         keep = 1;
     }
-    pthread_mutex_unlock(&registry_lock);
+    usi_unlock(&registry_lock);
     if (!keep)
         usi_os_unmap(tc, tc->map_bytes);
 }
 
 void usi_tcache_init(void)
 {
+    for (size_t i = 0; i <= USI_SMALL_MAX / 8; i++)
+        usi_tcache_size_offsets[i] = (uint16_t)(usi_class_small[i] * sizeof(struct usi_magpair));
     pthread_key_create(&exit_key, tcache_thread_exit);
+}
+
+void usi_tcache_init_cache(struct uslab_cache *c)
+{
+    USI_ASSERT(c->id > 0 && c->id < USI_MAX_IDS);
+    c->pair_offset = c->id * sizeof(struct usi_magpair);
 }
 
 void usi_tcache_prefork(void)
 {
-    pthread_mutex_lock(&registry_lock);
+    usi_lock(&registry_lock);
     for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next)
-        pthread_mutex_lock(&tc->lock);
+        usi_lock(&tc->lock);
 }
 
 void usi_tcache_postfork(int child)
 {
     if (!child) {
         for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next)
-            pthread_mutex_unlock(&tc->lock);
-        pthread_mutex_unlock(&registry_lock);
+            usi_unlock(&tc->lock);
+        usi_unlock(&registry_lock);
         return;
     }
     pthread_mutex_init(&registry_lock, NULL);
@@ -377,16 +414,13 @@ void usi_tcache_postfork(int child)
         pthread_mutex_init(&tc->lock, NULL);
 }
 
-/* In the child, after every lock is usable again: the caches of threads that did not
- * survive the fork go back to the depots. */
-void usi_tcache_adopt_orphans(void);
 void usi_tcache_adopt_orphans(void)
 {
     struct usi_tcache *tc = registry;
     while (tc) {
         struct usi_tcache *next = tc->reg_next;
         if (tc != usi_tls) {
-            tcache_flush_every(tc);
+            tcache_flush_every(tc, 0);
             registry_remove(tc);
             usi_os_unmap(tc, tc->map_bytes);
         }
@@ -397,7 +431,7 @@ void usi_tcache_adopt_orphans(void)
 size_t usi_tcache_cached_objects(const struct uslab_cache *c)
 {
     size_t n = 0;
-    pthread_mutex_lock(&registry_lock);
+    usi_lock(&registry_lock);
     for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next) {
         if (c->id >= tc->npairs)
             continue;
@@ -405,6 +439,6 @@ size_t usi_tcache_cached_objects(const struct uslab_cache *c)
         const volatile struct usi_magpair *mp = &tc->pairs[c->id];
         n += (size_t)(mp->top - mp->base) + mp->prev->rounds;
     }
-    pthread_mutex_unlock(&registry_lock);
+    usi_unlock(&registry_lock);
     return n;
 }

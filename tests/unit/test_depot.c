@@ -27,7 +27,9 @@ static void *worker(void *arg)
         go = 0;
         struct usi_mag *m = usi_mag_new(cache);
         CHECK(m != NULL, "magazine");
-        usi_depot_put(cache, m); /* an empty magazine: nothing to flush */
+        struct usi_mag *over;
+        usi_depot_put(cache, m, &over); /* an empty magazine: nothing to flush */
+        CHECK(over == NULL, "an empty magazine never overflows the depot");
         __atomic_fetch_add(&finished, 1, __ATOMIC_RELEASE);
     }
     return NULL;
@@ -47,8 +49,9 @@ int main(void)
           first, cache->mag_max);
 
     /* Uncontended exchanges never grow the magazines. */
+    struct usi_mag *over;
     for (int i = 0; i < 3 * USI_DEPOT_CONTENTION; i++)
-        usi_depot_put(cache, usi_mag_new(cache));
+        usi_depot_put(cache, usi_mag_new(cache), &over);
     CHECK(capacity() == first, "grew without contention");
 
     pthread_t t;
@@ -78,7 +81,7 @@ int main(void)
           "after %d rounds the capacity is %u (was %u)", rounds, capacity(), first);
     struct usi_mag *m = usi_mag_new(cache);
     CHECK(m->capacity == 2 * first, "new magazines have the new capacity");
-    usi_depot_put(cache, m);
+    usi_depot_put(cache, m, &over);
 
     /* Working set: the depot's empty magazines were not used since the last reap: two reaps
      * (one to open an interval, one to close it) free them all. */

@@ -42,7 +42,7 @@ static void test_foreign_pointers(void)
                              (void *)(end - 8),
                              (void *)(uintptr_t)0x123456789abcdefull};
     for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++)
-        CHECK(usi_class_tag(foreign[i]) == 0, "class tag of foreign pointer %zu", i);
+        CHECK(usi_unit_tag(foreign[i]) == 0, "class tag of foreign pointer %zu", i);
     free(heap);
 }
 
@@ -68,7 +68,7 @@ static void test_object_lookup(void)
                       (uintptr_t)objs[i] + c->size <= (uintptr_t)s + c->slab_size,
                   "object inside its slab");
             CHECK(s->cache == c, "slab header names the cache");
-            CHECK(usi_class_tag(objs[i]) == 0, "a user cache's object has no class tag");
+            CHECK(usi_unit_tag(objs[i]) == 0, "a user cache's object has no class tag");
             /* Every byte of the object maps to the same entry. */
             uint64_t off = rng_below(&r, sizes[k]);
             CHECK(usi_pagemap_lookup((char *)objs[i] + off) == e, "interior byte lookup");
@@ -130,8 +130,8 @@ static void test_spans(void)
         uint16_t tag = (uint16_t)(3 * sizeof(struct usi_magpair));
         usi_pages_set_owner(s, order, entry, tag);
         for (size_t off = 0; off < bytes; off += USI_UNIT_SIZE)
-            CHECK(usi_class_tag(s + off) == tag, "class tag inside the span");
-        CHECK(usi_class_tag(s + bytes) != tag || usi_pagemap_lookup(s + bytes) != 0,
+            CHECK(usi_unit_tag(s + off) == tag, "class tag inside the span");
+        CHECK(usi_unit_tag(s + bytes) != tag || usi_pagemap_lookup(s + bytes) != 0,
               "class tag after the span");
         for (size_t off = 0; off < bytes; off += USI_UNIT_SIZE / 2)
             CHECK(usi_pagemap_lookup(s + off) == entry, "owner entry inside the span");
@@ -140,7 +140,7 @@ static void test_spans(void)
         CHECK(usi_pagemap_lookup(s - 1) != entry, "last byte before the span");
         usi_pages_set_owner(s, order, 0, 0);
         CHECK(usi_pagemap_lookup(s) == 0 && usi_pagemap_lookup(s + bytes - 1) == 0, "cleared");
-        CHECK(usi_class_tag(s) == 0 && usi_class_tag(s + bytes - 1) == 0, "tag cleared");
+        CHECK(usi_unit_tag(s) == 0 && usi_unit_tag(s + bytes - 1) == 0, "tag cleared");
     }
     /* Freed spans are reused, and they read as zero again (purged). */
     for (unsigned order = 0; order < USI_SPAN_ORDERS; order++) {
@@ -180,8 +180,8 @@ int main(void)
     CHECK(usi_pagemap_lookup(p) != 0, "malloc block is ours");
     unsigned id = (unsigned)(usi_pagemap_lookup(p) & USI_ID_MASK);
     CHECK(id >= 1 && id <= usi_nclasses, "malloc block in a class cache");
-    CHECK(usi_class_tag(p) == id * sizeof(struct usi_magpair), "class tag of a malloc block: %u",
-          usi_class_tag(p));
+    CHECK(usi_unit_tag(p) == (unsigned)(id * sizeof(struct usi_magpair)),
+          "unit tag of a malloc block: %u", usi_unit_tag(p));
     uslab_free(p);
     test_foreign_pointers();
     test_object_lookup();

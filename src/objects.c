@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * objects.c - objects between the slab layer and the magazines (docs/design.md §5), the
+ * constructed-state contract of Bonwick (USENIX 1994) §3: an object is constructed when it
+ * leaves the slab layer and destructed when it goes back; in between it may pass through
+ * the user and the magazines any number of times.
+ *
+ * This layer takes the cache lock around the slab layer, retries once after the reclaim
+ * callback when the slabs cannot grow, hands emptied slabs back to the pages layer and
+ * wakes the purger. Every user callback (constructor, destructor, reclaim) is called from
+ * here, with no uslab lock held (asserted in builds with assertions): the callers above
+ * call in only once their own state is consistent.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size, size_t align,
+                            uslab_ctor_fn ctor, uslab_dtor_fn dtor, uslab_reclaim_fn reclaim,
+                            void *arg, unsigned flags)
+{
+    if (align == 0)
+        align = size >= 16 ? 16 : 8;
+    if (align < 8)
+        align = 8;
+    snprintf(c->name, sizeof c->name, "%s", name ? name : "(unnamed)");
+    c->flags = flags;
+    c->size = size;
+    c->align = align;
+    c->stride = (size + align - 1) & ~(align - 1);
+    if (c->stride < sizeof(void *))
+        c->stride = sizeof(void *);
+    c->debug = usi_debug_flags_for(c->name, flags);
+    if (c->debug)
+        usi_debug_layout(c); /* red zones and tracking records widen the slot */
+    c->ctor = ctor;
+    c->dtor = dtor;
+    c->reclaim = reclaim;
+    c->arg = arg;
+    usi_slab_geometry(c);
+    c->stride_recip = (((uint64_t)1 << 32) + c->stride - 1) / c->stride;
+    if (flags & USLAB_CACHE_NOCOLOUR)
+        c->colour_max = 0;
+    c->empty_reserve = usi_options.empty_reserve;
+    pthread_mutex_init(&c->lock, NULL);
+}
+
+/* ---- the callbacks -------------------------------------------------------------------- */
+
+/* Runs the destructor on an object uslab holds (freed, as far as Valgrind knows). */
+static void destruct(struct uslab_cache *c, void *obj)
+{
+    USI_ASSERT_NO_LOCK();
+    USI_VG_DEFINED(obj, c->size);
+    c->dtor(obj, c->arg);
+    USI_VG_NOACCESS(obj, c->size);
+}
+
+/* Runs the constructor; on failure errno says why (ENOMEM if the constructor left none). */
+static int construct(struct uslab_cache *c, void *obj)
+{
+    USI_ASSERT_NO_LOCK();
+    USI_VG_UNDEFINED(obj, c->size);
+    int saved = errno;
+    errno = 0;
+    if (c->ctor(obj, c->arg) != 0) {
+        if (errno == 0)
+            errno = ENOMEM;
+        return -1;
+    }
+    errno = saved;
+    return 0;
+}
+
+/* ---- raw objects to and from the slabs ----------------------------------------------- */
+
+/* Takes n raw objects; when the slabs cannot grow and `reclaim` allows it, calls the
+ * reclaim callback once and tries again. */
+static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim)
+{
+    if (USI_UNLIKELY(c->debug))
+        usi_debug_capture();
+    usi_lock(&c->lock);
+    size_t got = usi_slab_take(c, n, objs);
+    usi_unlock(&c->lock);
+    if (got < n && reclaim && c->reclaim) {
+        USI_ASSERT_NO_LOCK();
+        c->reclaim(c->arg);
+        usi_lock(&c->lock);
+        got += usi_slab_take(c, n - got, objs + got);
+        usi_unlock(&c->lock);
+    }
+    return got;
+}
+
+static void put_raw(struct uslab_cache *c, size_t n, void *const *objs)
+{
+    if (USI_UNLIKELY(c->debug))
+        usi_debug_capture();
+    struct usi_slab *release = NULL;
+    usi_lock(&c->lock);
+    int was_pending = c->purge_pending;
+    usi_slab_put(c, n, objs, &release);
+    int kick = c->purge_pending && !was_pending;
+    usi_unlock(&c->lock);
+    if (release)
+        usi_slab_release(release, c->slab_size);
+    if (kick)
+        usi_purge_kick();
+}
+
+/* ---- constructed objects -------------------------------------------------------------- */
+
+void *usi_objects_alloc(struct uslab_cache *c)
+{
+    void *obj;
+    if (take_raw(c, 1, &obj, 1) == 0) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (c->ctor && construct(c, obj) != 0) {
+        int e = errno;
+        put_raw(c, 1, &obj);
+        errno = e;
+        return NULL;
+    }
+    return obj;
+}
+
+size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim)
+{
+    size_t got = take_raw(c, n, objs, reclaim);
+    if (got < n) {
+        if (got)
+            put_raw(c, got, objs);
+        errno = ENOMEM;
+        return 0;
+    }
+    for (size_t i = 0; c->ctor && i < n; i++) {
+        if (construct(c, objs[i]) != 0) {
+            int e = errno;
+            if (c->dtor)
+                for (size_t j = 0; j < i; j++)
+                    destruct(c, objs[j]);
+            put_raw(c, n, objs);
+            errno = e;
+            return 0;
+        }
+    }
+    return n;
+}
+
+void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs)
+{
+    if (c->dtor)
+        for (size_t i = 0; i < n; i++)
+            destruct(c, objs[i]);
+    put_raw(c, n, objs);
+}

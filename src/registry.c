@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * registry.c - the cache table (docs/design.md §5, §6): cache id -> descriptor, for the
+ * page map's ids, the thread caches' pairs and every walk over all caches.
+ *
+ * Walks never hold the registry lock while they work on a cache: they pin it (a count
+ * under the lock), drop the lock, work, and unpin. usi_registry_remove unpublishes a cache
+ * and waits for its pins to go, so a walk may run destructors, take application locks and
+ * call any uslab function (but destroy the cache it is on) without deadlocking with a
+ * thread that holds the application lock and calls into uslab.
+ *
+ * Invariants (under registry_lock): usi_caches[id] is NULL or a descriptor whose id is id;
+ * a descriptor's pins counts the walks between usi_registry_pin and usi_registry_unpin.
+ */
+#include "internal.h"
+
+#include <errno.h>
+
+struct uslab_cache *usi_caches[USI_MAX_IDS];
+
+/* Taken before any other uslab lock (design §6), never held across a callback. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t unpinned = PTHREAD_COND_INITIALIZER;
+
+int usi_registry_add(struct uslab_cache *c, unsigned lo, unsigned hi)
+{
+    USI_ASSERT(lo >= 1 && hi < USI_MAX_IDS && lo <= hi);
+    usi_lock(&registry_lock);
+    unsigned id = lo;
+    while (id <= hi && usi_caches[id])
+        id++;
+    if (id > hi) {
+        usi_unlock(&registry_lock);
+        errno = ENOMEM;
+        return -1;
+    }
+    c->id = id;
+    c->pins = 0;
+    __atomic_store_n(&usi_caches[id], c, __ATOMIC_RELEASE);
+    usi_unlock(&registry_lock);
+    return 0;
+}
+
+void usi_registry_remove(struct uslab_cache *c)
+{
+    usi_lock(&registry_lock);
+    USI_ASSERT(usi_caches[c->id] == c);
+    __atomic_store_n(&usi_caches[c->id], NULL, __ATOMIC_RELEASE);
+    while (c->pins)
+        pthread_cond_wait(&unpinned, &registry_lock);
+    usi_unlock(&registry_lock);
+}
+
+struct uslab_cache *usi_registry_pin(unsigned id)
+{
+    if (id == 0 || id >= USI_MAX_IDS)
+        return NULL;
+    usi_lock(&registry_lock);
+    struct uslab_cache *c = usi_caches[id];
+    if (c)
+        c->pins++;
+    usi_unlock(&registry_lock);
+    return c;
+}
+
+void usi_registry_unpin(struct uslab_cache *c)
+{
+    usi_lock(&registry_lock);
+    /* A count from before a fork was reset in the child (usi_registry_postfork). */
+    if (c->pins && --c->pins == 0)
+        pthread_cond_broadcast(&unpinned);
+    usi_unlock(&registry_lock);
+}
+
+void usi_registry_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg)
+{
+    for (unsigned id = 1; id < USI_MAX_IDS; id++) {
+        if (!__atomic_load_n(&usi_caches[id], __ATOMIC_RELAXED))
+            continue; /* most of the table is empty: skip it without the lock */
+        struct uslab_cache *c = usi_registry_pin(id);
+        if (!c)
+            continue;
+        USI_ASSERT_NO_LOCK();
+        fn(c, arg);
+        usi_registry_unpin(c);
+    }
+}
+
+/* ---- fork: the registry lock first, every cache lock in id order after the thread caches */
+
+void usi_registry_prefork(void)
+{
+    usi_lock(&registry_lock);
+}
+
+void usi_registry_prefork_caches(void)
+{
+    for (unsigned id = 1; id < USI_MAX_IDS; id++)
+        if (usi_caches[id])
+            usi_lock(&usi_caches[id]->lock);
+}
+
+void usi_registry_postfork(int child)
+{
+    for (unsigned id = 1; id < USI_MAX_IDS; id++) {
+        struct uslab_cache *c = usi_caches[id];
+        if (!c)
+            continue;
+        if (child) {
+            pthread_mutex_init(&c->lock, NULL);
+            /* The walks and flushes of other threads did not survive the fork. */
+            c->pins = 0;
+            c->depot_flushing = 0;
+        } else {
+            usi_unlock(&c->lock);
+        }
+    }
+    if (child) {
+        pthread_mutex_init(&registry_lock, NULL);
+        pthread_cond_init(&unpinned, NULL);
+    } else {
+        usi_unlock(&registry_lock);
+    }
+}
