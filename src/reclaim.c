@@ -43,8 +43,8 @@ static void pass_one(struct uslab_cache *c, void *arg)
 
 int usi_reclaim_pass(uint64_t now_ms)
 {
-    struct pass p = {
-        now_ms >= usi_options.purge_delay_ms ? now_ms - usi_options.purge_delay_ms : 0, 0};
+    struct pass p = {now_ms >= usi_options.purge_delay_ms ? now_ms - usi_options.purge_delay_ms : 0,
+                     0};
     usi_registry_for_each(pass_one, &p);
     return p.more;
 }

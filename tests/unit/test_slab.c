@@ -157,6 +157,52 @@ static void test_colouring(unsigned flags)
 }
 
 /* The slab layer itself: lists move with state, the reserve of empty slabs is kept. */
+/* Every slab of c passes usi_slab_check (caller holds the lock). */
+static void check_all_slabs(struct uslab_cache *c, const char *when)
+{
+    for (unsigned l = 0; l < USI_SLAB_NLISTS; l++)
+        for (struct usi_slab *s = c->lists[l].first; s; s = s->next) {
+            const char *bad = usi_slab_check(c, s);
+            CHECK(bad == NULL, "%s: slab %p: %s", when, (void *)s, bad);
+        }
+}
+
+/* usi_slab_check catches each kind of corruption of a slab header, and passes once it is
+ * undone. */
+static void test_slab_check(void)
+{
+    struct uslab_cache *c =
+        uslab_cache_create("check", 48, 0, NULL, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
+    void *objs[6];
+    pthread_mutex_lock(&c->lock);
+    CHECK(usi_slab_take(c, 6, objs) == 6, "take 6");
+    struct usi_slab *release = NULL;
+    usi_slab_put(c, 2, objs + 4, &release); /* two on the free list */
+    struct usi_slab *s = (struct usi_slab *)(usi_pagemap_lookup(objs[0]) & ~USI_ID_MASK);
+    CHECK(usi_slab_check(c, s) == NULL, "a sound slab passes");
+    s->inuse++;
+    CHECK(usi_slab_check(c, s) != NULL, "inuse off by one");
+    s->inuse--;
+    s->alloc_map[0] ^= 1u << 5; /* object 5 is free: mark it allocated */
+    const char *bad = usi_slab_check(c, s);
+    CHECK(bad && strstr(bad, "bitmap"), "bitmap: %s", bad ? bad : "(passed)");
+    s->alloc_map[0] ^= 1u << 5;
+    s->list = USI_SLAB_FULL;
+    bad = usi_slab_check(c, s);
+    CHECK(bad && strstr(bad, "wrong list"), "list: %s", bad ? bad : "(passed)");
+    s->list = USI_SLAB_PARTIAL;
+    void *head = s->freelist;
+    s->freelist = objs[0]; /* an allocated object on the free list */
+    bad = usi_slab_check(c, s);
+    CHECK(bad && strstr(bad, "free list"), "free list: %s", bad ? bad : "(passed)");
+    s->freelist = head;
+    CHECK(usi_slab_check(c, s) == NULL, "sound again");
+    usi_slab_put(c, 4, objs, &release);
+    check_all_slabs(c, "all back");
+    pthread_mutex_unlock(&c->lock);
+    uslab_cache_destroy(c);
+}
+
 static void test_lists(void)
 {
     uslab_cache_t *c =
@@ -182,6 +228,9 @@ static void test_lists(void)
         pattern_fill(objs[i], 512, i);
     }
     ptrset_free(&set);
+    pthread_mutex_lock(&c->lock);
+    check_all_slabs(c, "all taken");
+    pthread_mutex_unlock(&c->lock);
     for (size_t i = 0; i < n; i++)
         CHECK(pattern_check(objs[i], 512, i) == (size_t)-1, "contents of %zu", i);
     /* Give back one object of the first full slab: it becomes partial. */
@@ -216,6 +265,7 @@ static void test_lists(void)
           "idle slabs beyond the reserve are detached");
     CHECK(c->lists[USI_SLAB_EMPTY].count == c->empty_reserve, "empty reserve %zu, kept %zu",
           c->empty_reserve, c->lists[USI_SLAB_EMPTY].count);
+    check_all_slabs(c, "after the purge");
     pthread_mutex_unlock(&c->lock);
     size_t released = 0;
     for (struct usi_slab *s = release; s; s = s->next)
@@ -239,5 +289,6 @@ int main(void)
     test_colouring(0);
     test_colouring(USLAB_CACHE_NOCOLOUR);
     test_lists();
+    test_slab_check();
     TEST_DONE();
 }
