@@ -349,7 +349,7 @@ static void tcache_flush_every(struct usi_tcache *tc, int locked)
         struct usi_magpair *mp = &tc->pairs[id];
         if (locked)
             usi_lock(&tc->lock);
-        struct uslab_cache *c = usi_caches[id];
+        struct uslab_cache *c = __atomic_load_n(&usi_caches[id], __ATOMIC_ACQUIRE);
         struct usi_mag *over = NULL;
         if (c && !(mp->base == usi_mag_empty.objs && mp->prev == &usi_mag_empty))
             pair_flush(c, mp, &over);
