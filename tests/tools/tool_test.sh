@@ -41,8 +41,8 @@ run_options)
     expect_no_match "$tmp/out" "^USLAB_DEBUG_CONTINUE="
     ;;
 run_more_options)
-    # --stats (table), --continue, --env in both spellings, "-" for all letters, the
-    # separate-argument forms, and a later option overriding an earlier one.
+    # --stats (table), --continue, --env in both spellings, "-" (no letters: debugging
+    # off), the separate-argument forms, and a later option overriding an earlier one.
     run_status 0 run --debug - --stats --continue --env USLAB_PURGE_DELAY=0 \
         --env=USLAB_MAX_SLAB_SIZE=8K --preload "$lib" --stats=table -- "$probe"
     expect_line "$tmp/out" "USLAB_DEBUG=-"
@@ -96,11 +96,7 @@ usage_errors)
     check_usage run --
     check_usage run --bogus -- "$probe"
     check_usage run --debug=FX -- "$probe"
-    check_usage run --debug=fz -- "$probe"
-    check_usage run --debug= -- "$probe"
-    check_usage run --debug=,malloc-64 -- "$probe"
-    check_usage run --debug=FZ, -- "$probe"
-    check_usage run --debug=-Z -- "$probe"
+    check_usage run --debug=fzx,malloc-64 -- "$probe"
     check_usage run --debug
     check_usage run --stats=xml -- "$probe"
     check_usage run --env FOO=1 -- "$probe"
@@ -122,8 +118,8 @@ help)
             grep -qF -- "$v" "$tmp/help" || fail "uslab $how does not mention $v"
         done
         # Every allocator setting with its default.
-        for d in 'default 32768' 'default 256G' 'default 1)' 'default 1M' 'default 1000' \
-                 'default 64M'; do
+        for d in 'default: 32768' 'default: 256G' 'default: 1' 'default: 1M' 'default: 1000' \
+                 'default: 64M' 'uslab settings [--markdown]'; do
             grep -qF -- "$d" "$tmp/help" || fail "uslab $how does not give '$d'"
         done
     done
@@ -172,6 +168,33 @@ layout_install)
     "$tmp/p/bin/uslab" run --leaks -- "$probe" > "$tmp/out" || fail "installed run failed"
     expect_line "$tmp/out" "LD_PRELOAD=$(realpath "$tmp/p/lib/libuslab-preload.so")"
     expect_line "$tmp/out" "malloc=uslab"
+    ;;
+debug_spec)
+    # --debug takes exactly what the library takes (src/settings.c's parser): letters in
+    # either case, none meaning FZPU, '-' ignored, empty globs; the value reaches the
+    # program unchanged, and the library reads it without a warning.
+    for v in fz ',malloc-*' '' - FZ, 'f-z,,conn*' tU,malloc-64; do
+        run_status 0 run --debug="$v" -- "$probe"
+        expect_line "$tmp/out" "USLAB_DEBUG=$v"
+        expect_line "$tmp/out" "malloc=uslab"
+        expect_no_match "$tmp/err" "USLAB_DEBUG"
+    done
+    run_status 0 run --debug ',malloc-*' -- "$probe"
+    expect_line "$tmp/out" "USLAB_DEBUG=,malloc-*"
+    # An unknown letter: exit 2, a uslab: message naming it, nothing run.
+    for v in FX x fzq,malloc-64 'F Z'; do
+        run_status 2 run --debug="$v" -- "$probe"
+        grep -q "^uslab: --debug: unknown letter" "$tmp/err" ||
+            { cat "$tmp/err" >&2; fail "--debug=$v: no 'unknown letter' message"; }
+        grep -qF -- "in '$v'" "$tmp/err" || { cat "$tmp/err" >&2; fail "--debug=$v not quoted"; }
+        expect_no_match "$tmp/out" "malloc="
+    done
+    run_status 2 run --debug=fzq -- "$probe"
+    grep -qF "unknown letter 'q'" "$tmp/err" || { cat "$tmp/err" >&2; fail "wrong letter named"; }
+    # The library warns about the same value (given through --env, which is not checked).
+    run_status 0 run --env USLAB_DEBUG=FX -- "$probe"
+    grep -qF "unknown letter 'X' ignored" "$tmp/err" ||
+        { cat "$tmp/err" >&2; fail "the library did not warn about USLAB_DEBUG=FX"; }
     ;;
 probe_plain)
     # The probe itself tells glibc apart: without uslab it reports glibc.
