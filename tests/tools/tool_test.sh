@@ -1,9 +1,9 @@
 #!/bin/sh
-# tool_test.sh CASE USLAB PROBE PRELOAD_LIB - one test case of the `uslab` front end.
-# USLAB is build/uslab, PROBE is tool_probe, PRELOAD_LIB is libuslab-preload.so.
-# Prints what went wrong and exits 1 on failure.
+# tool_test.sh CASE USLAB PROBE PRELOAD_LIB [README] - one test case of the `uslab` front end.
+# USLAB is build/uslab, PROBE is tool_probe, PRELOAD_LIB is libuslab-preload.so, README the
+# project's README.md. Prints what went wrong and exits 1 on failure.
 set -u
-case_name=$1 uslab=$2 probe=$3 lib=$4
+case_name=$1 uslab=$2 probe=$3 lib=$4 readme=${5:-}
 
 # Start from an environment with no uslab settings and no LD_PRELOAD.
 for v in $(env | sed -n 's/^\(USLAB_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
@@ -195,6 +195,36 @@ debug_spec)
     run_status 0 run --env USLAB_DEBUG=FX -- "$probe"
     grep -qF "unknown letter 'X' ignored" "$tmp/err" ||
         { cat "$tmp/err" >&2; fail "the library did not warn about USLAB_DEBUG=FX"; }
+    ;;
+readme_settings)
+    # README.md's settings table, between its markers, is `uslab settings --markdown`.
+    [ -n "$readme" ] && [ -f "$readme" ] || fail "no README given"
+    "$uslab" settings --markdown > "$tmp/table.md" || fail "uslab settings --markdown failed"
+    [ -s "$tmp/table.md" ] || fail "uslab settings --markdown printed nothing"
+    # readme_matches FILE: 0 if FILE has one begin and one end marker with the table between.
+    readme_matches() {
+        [ "$(grep -c '^<!-- settings-table:begin' "$1")" = 1 ] || return 1
+        [ "$(grep -c '^<!-- settings-table:end' "$1")" = 1 ] || return 1
+        awk '/^<!-- settings-table:end/ { f = 0 } f { print } /^<!-- settings-table:begin/ { f = 1 }' \
+            "$1" > "$tmp/readme.md"
+        cmp -s "$tmp/table.md" "$tmp/readme.md"
+    }
+    if ! readme_matches "$readme"; then
+        echo "README.md's settings table differs from 'uslab settings --markdown'" \
+             "(regenerate it between the settings-table markers):" >&2
+        diff "$tmp/readme.md" "$tmp/table.md" >&2
+        fail "README.md's settings table is out of date"
+    fi
+    # The check can fail: an altered row, a missing row, an extra row, a missing marker.
+    sed 's/^\(| `USLAB_RESERVE` | \)256G/\1512G/' "$readme" > "$tmp/r1"
+    sed '/^| `USLAB_STATS` |/d' "$readme" > "$tmp/r2"
+    awk '/^<!-- settings-table:end/ { print "| `USLAB_NEW` | 0 | 0 or 1 | new |" } { print }' \
+        "$readme" > "$tmp/r3"
+    grep -v '^<!-- settings-table:end' "$readme" > "$tmp/r4"
+    for r in r1 r2 r3 r4; do
+        cmp -s "$readme" "$tmp/$r" && fail "control $r did not change the README"
+        readme_matches "$tmp/$r" && fail "the check passes on an altered README ($r)"
+    done
     ;;
 probe_plain)
     # The probe itself tells glibc apart: without uslab it reports glibc.
