@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "settings.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -111,46 +112,22 @@ static size_t round_up(size_t x, size_t a)
 
 void usi_debug_read_options(void)
 {
-    const char *v = usi_os_getenv("USLAB_DEBUG");
-    const char *cont = usi_os_getenv("USLAB_DEBUG_CONTINUE");
-    const char *leaks = usi_os_getenv("USLAB_LEAKS");
+    _Static_assert(USI_SETTINGS_DEBUG_F == USI_DEBUG_F && USI_SETTINGS_DEBUG_Z == USI_DEBUG_Z &&
+                       USI_SETTINGS_DEBUG_P == USI_DEBUG_P && USI_SETTINGS_DEBUG_U == USI_DEBUG_U &&
+                       USI_SETTINGS_DEBUG_T == USI_DEBUG_T,
+                   "settings.c's letter bits are the USI_DEBUG_* bits");
+    const char *v = usi_os_getenv(usi_settings_table[USI_SETTING_DEBUG].name);
+    const char *cont = usi_os_getenv(usi_settings_table[USI_SETTING_DEBUG_CONTINUE].name);
+    const char *leaks = usi_os_getenv(usi_settings_table[USI_SETTING_LEAKS].name);
+    const char *globs;
+    char bad = 0;
     dbg.continue_after_report = cont && cont[0] == '1';
     dbg.leaks = leaks && leaks[0] == '1';
-    if (v) {
-        const char *p = v;
-        for (; *p && *p != ','; p++) {
-            switch (*p) {
-            case 'F':
-            case 'f':
-                dbg.letters |= USI_DEBUG_F;
-                break;
-            case 'Z':
-            case 'z':
-                dbg.letters |= USI_DEBUG_Z;
-                break;
-            case 'P':
-            case 'p':
-                dbg.letters |= USI_DEBUG_P;
-                break;
-            case 'U':
-            case 'u':
-                dbg.letters |= USI_DEBUG_U;
-                break;
-            case 'T':
-            case 't':
-                dbg.letters |= USI_DEBUG_T;
-                break;
-            case '-':
-                break;
-            default:
-                usi_report_warn("USLAB_DEBUG: unknown letter '%c' ignored", *p);
-            }
-        }
-        if (p == v) /* "USLAB_DEBUG=" or ",glob": everything but tracing, as slub_debug */
-            dbg.letters = USI_DEBUG_F | USI_DEBUG_Z | USI_DEBUG_P | USI_DEBUG_U;
-        if (*p == ',')
-            snprintf(dbg.globs, sizeof dbg.globs, "%s", p + 1);
-    }
+    /* Letters in either case, '-' ignored, none meaning FZPU; an unknown letter is skipped. */
+    if (usi_settings_parse_debug(v, &dbg.letters, &globs, &bad) != 0)
+        usi_report_warn("USLAB_DEBUG: unknown letter '%c' ignored", bad);
+    if (globs)
+        snprintf(dbg.globs, sizeof dbg.globs, "%s", globs);
     if (dbg.leaks) /* a leak report needs the allocation stacks */
         dbg.letters |= USI_DEBUG_U;
     usi_debug_enabled = dbg.letters != 0;

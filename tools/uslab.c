@@ -4,12 +4,17 @@
  *
  *   uslab run [options] -- program [args...]   run a program under libuslab-preload.so
  *   uslab where [--preload=PATH]               print the preload library it would use
+ *   uslab settings [--markdown]                print the table of USLAB_* settings
  *   uslab --help | help | --version
  *
  * `uslab run` sets LD_PRELOAD (the library first, then any LD_PRELOAD already set) and the
  * USLAB_* variables the options ask for, then execs the program (execvp): the exit status
  * and signals are the program's own. Usage errors exit 2, a program that cannot be
  * executed 127.
+ *
+ * The settings and the debug letters come from the library's own tables (src/settings.c,
+ * compiled in): --help and `uslab settings` print them, --debug is checked by the library's
+ * parser, and README.md's settings table is `uslab settings --markdown` (tests/tools).
  */
 #include <errno.h>
 #include <limits.h>
@@ -18,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "settings.h"
 
 #ifndef USLAB_TOOL_VERSION
 #define USLAB_TOOL_VERSION "0.1.0"
@@ -34,9 +41,11 @@ static const char usage_text[] =
     "usage: uslab run [--debug=LETTERS[,GLOB...]] [--stats[=table|json]] [--leaks]\n"
     "                 [--continue] [--preload=PATH] [--env NAME=VALUE ...] -- program [args...]\n"
     "       uslab where [--preload=PATH]\n"
+    "       uslab settings [--markdown]\n"
     "       uslab --help | help | --version\n";
 
-static const char help_text[] =
+/* --help is these texts with the generated parts between them (print_help). */
+static const char help_intro[] =
     "uslab - run programs under uslab, a user-space slab allocator\n"
     "\n"
     "USAGE\n"
@@ -47,6 +56,9 @@ static const char help_text[] =
     "      up in PATH. The '--' before the program is required.\n"
     "  uslab where [--preload=PATH]\n"
     "      Print the path of the preload library uslab run would use.\n"
+    "  uslab settings [--markdown]\n"
+    "      Print the USLAB_* variables the allocator reads (as below), or with --markdown\n"
+    "      as the table in README.md.\n"
     "  uslab --help, uslab help, uslab run --help\n"
     "      Print this text.\n"
     "  uslab --version\n"
@@ -54,16 +66,16 @@ static const char help_text[] =
     "\n"
     "OPTIONS OF uslab run\n"
     "  --debug=LETTERS[,GLOB...]\n"
-    "      Set USLAB_DEBUG to the value as given. LETTERS is one or more of:\n"
-    "        F  sanity checks (double free, foreign or misaligned pointer, free to the\n"
-    "           wrong cache, slab consistency)\n"
-    "        Z  red zones around objects, checked on free\n"
-    "        P  poisoning of free and new objects, checked on allocation (writes after free)\n"
-    "        U  user tracking: allocation and free call sites (short stack, thread, time)\n"
-    "        T  trace of every operation on the selected caches\n"
-    "      or '-' for all of them. Optional comma-separated GLOBs select the caches to\n"
-    "      debug by name (malloc size classes are named malloc-<size>, e.g. malloc-64);\n"
-    "      without globs every cache is debugged. Quote globs for the shell:\n"
+    "      Set USLAB_DEBUG to the value as given. LETTERS are any of, in either case:\n";
+
+/* After the letters; %s: the letters an empty list means. */
+static const char help_debug_fmt[] =
+    "No LETTERS (--debug= or --debug=,GLOB) means %s, as in Linux's slub_debug; '-' is "
+    "accepted and ignored, so --debug=- alone turns debugging off. Optional comma-separated "
+    "GLOBs select the caches to debug by name (malloc size classes are named malloc-<size>, "
+    "e.g. malloc-64); without globs every cache is debugged. Quote globs for the shell:";
+
+static const char help_options[] =
     "        uslab run --debug=FZ,'malloc-*' -- ./prog\n"
     "  --stats, --stats=table\n"
     "      Set USLAB_STATS=1: print a slabinfo-style statistics table at exit.\n"
@@ -84,29 +96,9 @@ static const char help_text[] =
     "  Options are applied in the order given: a later one setting the same variable wins.\n"
     "  Variables not set by an option keep their value from uslab's own environment.\n"
     "\n"
-    "ENVIRONMENT READ BY THE ALLOCATOR (once, at the first allocation; sizes accept K, M, G)\n"
-    "  USLAB_MAX_SLAB_SIZE   largest malloc size served by slabs, 1024..65536; larger\n"
-    "                        sizes go to glibc's allocator (default 32768)\n"
-    "  USLAB_RESERVE         address space reserved for slabs, only reserved, not committed\n"
-    "                        (default 256G; shrunk if refused)\n"
-    "  USLAB_EMPTY_SLABS     empty slabs each cache keeps instead of returning them to the\n"
-    "                        OS (default 1)\n"
-    "  USLAB_DEPOT_BYTES     bytes of cached objects (full magazines) a cache's depot keeps\n"
-    "                        before returning them to slabs (default 1M)\n"
-    "  USLAB_PURGE_DELAY     milliseconds an empty slab stays idle before a background\n"
-    "                        thread gives it back to the OS (default 1000; 0: at once,\n"
-    "                        and no thread)\n"
-    "  USLAB_TCACHE_MAX      bound on the bytes all threads' magazines together may cache\n"
-    "                        (default 64M)\n"
-    "  USLAB_MAGAZINE_GROWTH 1: magazines grow when threads contend for a cache's depot\n"
-    "                        (default 0)\n"
-    "  USLAB_DEBUG           LETTERS[,GLOB...] as for --debug (default: unset, no\n"
-    "                        debugging; caches not selected pay nothing)\n"
-    "  USLAB_DEBUG_CONTINUE  1: continue after a BUG report instead of aborting (default 0)\n"
-    "  USLAB_LEAKS           1: leak report at exit (default 0; also on with USLAB_DEBUG\n"
-    "                        letter U)\n"
-    "  USLAB_STATS           1: statistics table at exit; json: JSON at exit\n"
-    "                        (default: unset, no statistics)\n"
+    "ENVIRONMENT READ BY THE ALLOCATOR (once, at the first allocation; sizes accept K, M, G)\n";
+
+static const char help_tail[] =
     "\n"
     "ENVIRONMENT READ BY THIS TOOL\n"
     "  USLAB_PRELOAD_LIB     path of the preload library (default: found as below)\n"
@@ -130,6 +122,123 @@ static const char help_text[] =
     "  uslab run --debug=FZP,'conn*' --continue -- ./server --port 8080\n"
     "  uslab run --leaks --env USLAB_MAX_SLAB_SIZE=8K -- ./prog\n";
 
+#define HELP_WIDTH 90
+
+/*
+ * Prints text word by word, wrapped at HELP_WIDTH, with the markdown backquotes of the
+ * tables' help texts left out. The first line starts with label, padded to indent columns
+ * (a label too long for that gets a line of its own); the others with indent spaces.
+ */
+static void print_wrapped(FILE *f, const char *label, int indent, const char *text)
+{
+    int col = fprintf(f, "%s", label);
+    if (col >= indent) {
+        fputc('\n', f);
+        col = 0;
+    }
+    int line_start = 1;
+    for (const char *p = text; *p;) {
+        while (*p == ' ')
+            p++;
+        size_t n = strcspn(p, " ");
+        if (n == 0)
+            break;
+        size_t shown = 0;
+        for (size_t i = 0; i < n; i++)
+            shown += p[i] != '`';
+        if (!line_start && col + 1 + (int)shown > HELP_WIDTH) {
+            fputc('\n', f);
+            col = 0;
+            line_start = 1;
+        }
+        if (line_start) {
+            col += fprintf(f, "%*s", indent - col, "");
+            line_start = 0;
+        } else {
+            fputc(' ', f);
+            col++;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (p[i] != '`')
+                fputc(p[i], f);
+        col += (int)shown;
+        p += n;
+    }
+    fputc('\n', f);
+}
+
+/* The letters of the table (all, or those an empty letter list means) as a string. */
+static const char *letter_list(int only_default)
+{
+    static char buf[2][64];
+    char *out = buf[only_default != 0];
+    size_t k = 0;
+    for (size_t i = 0; i < usi_settings_nletters && k + 1 < sizeof buf[0]; i++)
+        if (!only_default || usi_settings_letters[i].in_default)
+            out[k++] = usi_settings_letters[i].letter;
+    out[k] = '\0';
+    return out;
+}
+
+/* Each setting: its name and help, then what it accepts and its default. */
+static void print_settings_text(FILE *f)
+{
+    for (size_t i = 0; i < USI_SETTING_COUNT; i++) {
+        const struct usi_setting *s = &usi_settings_table[i];
+        char values[256], text[512], label[64];
+        usi_settings_values(s, values, sizeof values);
+        snprintf(label, sizeof label, "  %s", s->name);
+        print_wrapped(f, label, 24, s->help);
+        snprintf(text, sizeof text, "values: %s; default: %s", values, s->def_text);
+        print_wrapped(f, "", 24, text);
+    }
+}
+
+/* Markdown text with '|' escaped, so that it stays in its table cell. */
+static void put_cell(FILE *f, const char *text)
+{
+    for (const char *p = text; *p; p++) {
+        if (*p == '|')
+            fputc('\\', f);
+        fputc(*p, f);
+    }
+}
+
+/* The settings as README.md's table (tests/tools checks that they are the same). */
+static void print_settings_markdown(FILE *f)
+{
+    fputs("| variable | default | values | meaning |\n", f);
+    fputs("| --- | --- | --- | --- |\n", f);
+    for (size_t i = 0; i < USI_SETTING_COUNT; i++) {
+        const struct usi_setting *s = &usi_settings_table[i];
+        char values[256];
+        usi_settings_values(s, values, sizeof values);
+        fprintf(f, "| `%s` | ", s->name);
+        put_cell(f, s->def_text);
+        fputs(" | ", f);
+        put_cell(f, values);
+        fputs(" | ", f);
+        put_cell(f, s->help);
+        fputs(" |\n", f);
+    }
+}
+
+static void print_help(FILE *f)
+{
+    fputs(help_intro, f);
+    for (size_t i = 0; i < usi_settings_nletters; i++) {
+        char label[16];
+        snprintf(label, sizeof label, "        %c", usi_settings_letters[i].letter);
+        print_wrapped(f, label, 11, usi_settings_letters[i].help);
+    }
+    char text[1024];
+    snprintf(text, sizeof text, help_debug_fmt, letter_list(1));
+    print_wrapped(f, "", 6, text);
+    fputs(help_options, f);
+    print_settings_text(f);
+    fputs(help_tail, f);
+}
+
 __attribute__((noreturn, format(printf, 1, 2))) static void usage_error(const char *fmt, ...)
 {
     va_list ap;
@@ -149,28 +258,6 @@ static void set_env(const char *name, const char *value)
         fprintf(stderr, "uslab: cannot set %s: %s\n", name, strerror(errno));
         exit(1);
     }
-}
-
-/* A USLAB_DEBUG value: "-" or one or more of FZPUT, then optional non-empty ",glob"s. */
-static int valid_debug(const char *v)
-{
-    size_t letters = strcspn(v, ",");
-    if (letters == 0)
-        return 0;
-    if (!(letters == 1 && v[0] == '-')) {
-        for (size_t i = 0; i < letters; i++)
-            if (!strchr("FZPUT", v[i]))
-                return 0;
-    }
-    const char *p = v + letters;
-    while (*p == ',') {
-        p++;
-        size_t n = strcspn(p, ",");
-        if (n == 0)
-            return 0; /* empty glob: "FZ," or "FZ,,x" */
-        p += n;
-    }
-    return 1;
 }
 
 /* NAME=VALUE with NAME = USLAB_[A-Z0-9_]+ */
@@ -311,7 +398,7 @@ static int cmd_where(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(help_text, stdout);
+            print_help(stdout);
             return 0;
         } else if ((v = option_value(argc, argv, &i, "--preload"))) {
             preload = v;
@@ -326,6 +413,26 @@ static int cmd_where(int argc, char **argv)
     return 0;
 }
 
+static int cmd_settings(int argc, char **argv)
+{
+    int markdown = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--markdown")) {
+            markdown = 1;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            print_help(stdout);
+            return 0;
+        } else {
+            usage_error("settings: unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (markdown)
+        print_settings_markdown(stdout);
+    else
+        print_settings_text(stdout);
+    return 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     const char *preload = NULL;
@@ -336,13 +443,17 @@ static int cmd_run(int argc, char **argv)
         if (!strcmp(arg, "--"))
             break;
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            fputs(help_text, stdout);
+            print_help(stdout);
             exit(0);
         } else if ((v = option_value(argc, argv, &i, "--debug"))) {
-            if (!valid_debug(v))
-                usage_error("--debug: bad value '%s' (want one or more of FZPUT, or '-', "
-                            "then optional ,GLOBs)",
-                            v);
+            /* Accepted exactly when the library takes it without a warning. */
+            unsigned letters;
+            const char *globs;
+            char bad = 0;
+            if (usi_settings_parse_debug(v, &letters, &globs, &bad) != 0)
+                usage_error("--debug: unknown letter '%c' in '%s' (want letters of %s in "
+                            "either case, or none, then optional ,GLOBs)",
+                            bad, v, letter_list(0));
             set_env("USLAB_DEBUG", v);
         } else if (!strcmp(arg, "--stats") || !strcmp(arg, "--stats=table")) {
             set_env("USLAB_STATS", "1");
@@ -388,7 +499,7 @@ int main(int argc, char **argv)
         usage_error("missing command");
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-        fputs(help_text, stdout);
+        print_help(stdout);
         return 0;
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
@@ -399,6 +510,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "where"))
         return cmd_where(argc - 2, argv + 2);
+    if (!strcmp(cmd, "settings"))
+        return cmd_settings(argc - 2, argv + 2);
     usage_error("unknown command '%s'", cmd);
     return EXIT_USAGE;
 }

@@ -1,9 +1,9 @@
 #!/bin/sh
-# tool_test.sh CASE USLAB PROBE PRELOAD_LIB - one test case of the `uslab` front end.
-# USLAB is build/uslab, PROBE is tool_probe, PRELOAD_LIB is libuslab-preload.so.
-# Prints what went wrong and exits 1 on failure.
+# tool_test.sh CASE USLAB PROBE PRELOAD_LIB [README] - one test case of the `uslab` front end.
+# USLAB is build/uslab, PROBE is tool_probe, PRELOAD_LIB is libuslab-preload.so, README the
+# project's README.md. Prints what went wrong and exits 1 on failure.
 set -u
-case_name=$1 uslab=$2 probe=$3 lib=$4
+case_name=$1 uslab=$2 probe=$3 lib=$4 readme=${5:-}
 
 # Start from an environment with no uslab settings and no LD_PRELOAD.
 for v in $(env | sed -n 's/^\(USLAB_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
@@ -41,8 +41,8 @@ run_options)
     expect_no_match "$tmp/out" "^USLAB_DEBUG_CONTINUE="
     ;;
 run_more_options)
-    # --stats (table), --continue, --env in both spellings, "-" for all letters, the
-    # separate-argument forms, and a later option overriding an earlier one.
+    # --stats (table), --continue, --env in both spellings, "-" (no letters: debugging
+    # off), the separate-argument forms, and a later option overriding an earlier one.
     run_status 0 run --debug - --stats --continue --env USLAB_PURGE_DELAY=0 \
         --env=USLAB_MAX_SLAB_SIZE=8K --preload "$lib" --stats=table -- "$probe"
     expect_line "$tmp/out" "USLAB_DEBUG=-"
@@ -96,11 +96,7 @@ usage_errors)
     check_usage run --
     check_usage run --bogus -- "$probe"
     check_usage run --debug=FX -- "$probe"
-    check_usage run --debug=fz -- "$probe"
-    check_usage run --debug= -- "$probe"
-    check_usage run --debug=,malloc-64 -- "$probe"
-    check_usage run --debug=FZ, -- "$probe"
-    check_usage run --debug=-Z -- "$probe"
+    check_usage run --debug=fzx,malloc-64 -- "$probe"
     check_usage run --debug
     check_usage run --stats=xml -- "$probe"
     check_usage run --env FOO=1 -- "$probe"
@@ -122,8 +118,8 @@ help)
             grep -qF -- "$v" "$tmp/help" || fail "uslab $how does not mention $v"
         done
         # Every allocator setting with its default.
-        for d in 'default 32768' 'default 256G' 'default 1)' 'default 1M' 'default 1000' \
-                 'default 64M'; do
+        for d in 'default: 32768' 'default: 256G' 'default: 1' 'default: 1M' 'default: 1000' \
+                 'default: 64M' 'uslab settings [--markdown]'; do
             grep -qF -- "$d" "$tmp/help" || fail "uslab $how does not give '$d'"
         done
     done
@@ -172,6 +168,63 @@ layout_install)
     "$tmp/p/bin/uslab" run --leaks -- "$probe" > "$tmp/out" || fail "installed run failed"
     expect_line "$tmp/out" "LD_PRELOAD=$(realpath "$tmp/p/lib/libuslab-preload.so")"
     expect_line "$tmp/out" "malloc=uslab"
+    ;;
+debug_spec)
+    # --debug takes exactly what the library takes (src/settings.c's parser): letters in
+    # either case, none meaning FZPU, '-' ignored, empty globs; the value reaches the
+    # program unchanged, and the library reads it without a warning.
+    for v in fz ',malloc-*' '' - FZ, 'f-z,,conn*' tU,malloc-64; do
+        run_status 0 run --debug="$v" -- "$probe"
+        expect_line "$tmp/out" "USLAB_DEBUG=$v"
+        expect_line "$tmp/out" "malloc=uslab"
+        expect_no_match "$tmp/err" "USLAB_DEBUG"
+    done
+    run_status 0 run --debug ',malloc-*' -- "$probe"
+    expect_line "$tmp/out" "USLAB_DEBUG=,malloc-*"
+    # An unknown letter: exit 2, a uslab: message naming it, nothing run.
+    for v in FX x fzq,malloc-64 'F Z'; do
+        run_status 2 run --debug="$v" -- "$probe"
+        grep -q "^uslab: --debug: unknown letter" "$tmp/err" ||
+            { cat "$tmp/err" >&2; fail "--debug=$v: no 'unknown letter' message"; }
+        grep -qF -- "in '$v'" "$tmp/err" || { cat "$tmp/err" >&2; fail "--debug=$v not quoted"; }
+        expect_no_match "$tmp/out" "malloc="
+    done
+    run_status 2 run --debug=fzq -- "$probe"
+    grep -qF "unknown letter 'q'" "$tmp/err" || { cat "$tmp/err" >&2; fail "wrong letter named"; }
+    # The library warns about the same value (given through --env, which is not checked).
+    run_status 0 run --env USLAB_DEBUG=FX -- "$probe"
+    grep -qF "unknown letter 'X' ignored" "$tmp/err" ||
+        { cat "$tmp/err" >&2; fail "the library did not warn about USLAB_DEBUG=FX"; }
+    ;;
+readme_settings)
+    # README.md's settings table, between its markers, is `uslab settings --markdown`.
+    [ -n "$readme" ] && [ -f "$readme" ] || fail "no README given"
+    "$uslab" settings --markdown > "$tmp/table.md" || fail "uslab settings --markdown failed"
+    [ -s "$tmp/table.md" ] || fail "uslab settings --markdown printed nothing"
+    # readme_matches FILE: 0 if FILE has one begin and one end marker with the table between.
+    readme_matches() {
+        [ "$(grep -c '^<!-- settings-table:begin' "$1")" = 1 ] || return 1
+        [ "$(grep -c '^<!-- settings-table:end' "$1")" = 1 ] || return 1
+        awk '/^<!-- settings-table:end/ { f = 0 } f { print } /^<!-- settings-table:begin/ { f = 1 }' \
+            "$1" > "$tmp/readme.md"
+        cmp -s "$tmp/table.md" "$tmp/readme.md"
+    }
+    if ! readme_matches "$readme"; then
+        echo "README.md's settings table differs from 'uslab settings --markdown'" \
+             "(regenerate it between the settings-table markers):" >&2
+        diff "$tmp/readme.md" "$tmp/table.md" >&2
+        fail "README.md's settings table is out of date"
+    fi
+    # The check can fail: an altered row, a missing row, an extra row, a missing marker.
+    sed 's/^\(| `USLAB_RESERVE` | \)256G/\1512G/' "$readme" > "$tmp/r1"
+    sed '/^| `USLAB_STATS` |/d' "$readme" > "$tmp/r2"
+    awk '/^<!-- settings-table:end/ { print "| `USLAB_NEW` | 0 | 0 or 1 | new |" } { print }' \
+        "$readme" > "$tmp/r3"
+    grep -v '^<!-- settings-table:end' "$readme" > "$tmp/r4"
+    for r in r1 r2 r3 r4; do
+        cmp -s "$readme" "$tmp/$r" && fail "control $r did not change the README"
+        readme_matches "$tmp/$r" && fail "the check passes on an altered README ($r)"
+    done
     ;;
 probe_plain)
     # The probe itself tells glibc apart: without uslab it reports glibc.

@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * settings.c - the table of USLAB_* settings and of debug letters, and their parsers
+ * (settings.h). Shared by the library and the `uslab` tool: no other uslab function, no
+ * allocation, no stdio.
+ */
+#include "settings.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
+    [USI_SETTING_MAX_SLAB_SIZE] = {"USLAB_MAX_SLAB_SIZE", USI_SETTING_KIND_SIZE,
+                                   USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT, "32768",
+                                   USI_SETTINGS_MAX_SLAB_SIZE_MIN, 65536,
+                                   "largest malloc size served by slabs; larger sizes go to "
+                                   "glibc's allocator"},
+    [USI_SETTING_RESERVE] = {"USLAB_RESERVE", USI_SETTING_KIND_SIZE, USI_SETTINGS_RESERVE_DEFAULT,
+                             "256G", (size_t)1 << 30, (size_t)1 << 46,
+                             "address space reserved for slabs (only reserved, not committed; "
+                             "shrunk if refused)"},
+    [USI_SETTING_EMPTY_SLABS] = {"USLAB_EMPTY_SLABS", USI_SETTING_KIND_NUMBER,
+                                 USI_SETTINGS_EMPTY_SLABS_DEFAULT, "1", 0, 1024,
+                                 "empty slabs each cache keeps instead of returning them to the "
+                                 "OS"},
+    [USI_SETTING_DEPOT_BYTES] = {"USLAB_DEPOT_BYTES", USI_SETTING_KIND_SIZE,
+                                 USI_SETTINGS_DEPOT_BYTES_DEFAULT, "1M", 0, (size_t)1 << 40,
+                                 "bytes of cached objects (in full magazines) a cache's depot "
+                                 "keeps before returning them to slabs"},
+    [USI_SETTING_PURGE_DELAY] = {"USLAB_PURGE_DELAY", USI_SETTING_KIND_NUMBER,
+                                 USI_SETTINGS_PURGE_DELAY_DEFAULT, "1000", 0, (size_t)1 << 30,
+                                 "milliseconds an empty slab stays idle before a background "
+                                 "thread gives it back to the OS (0: at once, and no thread: "
+                                 "for programs that must stay single-threaded, e.g. to call "
+                                 "`unshare(CLONE_NEWUSER)`)"},
+    [USI_SETTING_TCACHE_MAX] = {"USLAB_TCACHE_MAX", USI_SETTING_KIND_SIZE,
+                                USI_SETTINGS_TCACHE_MAX_DEFAULT, "64M", 0, (size_t)1 << 40,
+                                "bound on the bytes all threads together may cache in their "
+                                "magazines"},
+    [USI_SETTING_MAGAZINE_GROWTH] = {"USLAB_MAGAZINE_GROWTH", USI_SETTING_KIND_BOOL,
+                                     USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT, "0", 0, 1,
+                                     "1: a cache's magazines grow when threads contend for its "
+                                     "depot (off: slower on 2 cores, see docs/design.md §4)"},
+    [USI_SETTING_DEBUG] = {"USLAB_DEBUG", USI_SETTING_KIND_DEBUG, 0, "unset", 0, 0,
+                           "debug checks (the letters of Linux's `slub_debug`) for the caches "
+                           "whose names match a glob, e.g. `malloc-64`, `malloc-*`, `conn*` "
+                           "(all caches without globs); unset: none, and caches not selected "
+                           "pay nothing"},
+    [USI_SETTING_DEBUG_CONTINUE] = {"USLAB_DEBUG_CONTINUE", USI_SETTING_KIND_BOOL, 0, "0", 0, 1,
+                                    "1: continue after a BUG report instead of aborting"},
+    [USI_SETTING_LEAKS] = {"USLAB_LEAKS", USI_SETTING_KIND_BOOL, 0, "0", 0, 1,
+                           "1: report the objects still allocated at exit, grouped by "
+                           "allocation stack, largest first (turns on `U` tracking)"},
+    [USI_SETTING_STATS] = {"USLAB_STATS", USI_SETTING_KIND_STATS, 0, "unset", 0, 0,
+                           "`1`: a `slabinfo`-style table of every cache on stderr at exit; "
+                           "`json`: the same as JSON"},
+};
+
+const struct usi_setting_letter usi_settings_letters[] = {
+    {'F', USI_SETTINGS_DEBUG_F, 1,
+     "sanity checks: double free, invalid or interior pointer, free to the wrong cache, "
+     "object state"},
+    {'Z', USI_SETTINGS_DEBUG_Z, 1,
+     "red zones before and after each object, checked on free and on allocation"},
+    {'P', USI_SETTINGS_DEBUG_P, 1,
+     "poisoning of free and new objects, checked on allocation (writes after free)"},
+    {'U', USI_SETTINGS_DEBUG_U, 1,
+     "user tracking: allocation and free stacks, thread and time per object"},
+    {'T', USI_SETTINGS_DEBUG_T, 0, "a TRACE line on stderr for every allocation and free"},
+};
+const size_t usi_settings_nletters = sizeof usi_settings_letters / sizeof usi_settings_letters[0];
+
+int usi_settings_parse_size(const char *s, size_t *out)
+{
+    size_t v = 0;
+    if (*s < '0' || *s > '9')
+        return -1;
+    while (*s >= '0' && *s <= '9') {
+        size_t d = (size_t)(*s++ - '0');
+        if (v > ((size_t)-1 - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    unsigned shift = 0;
+    switch (*s) {
+    case 'k':
+    case 'K':
+        shift = 10;
+        s++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        s++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        s++;
+        break;
+    default:
+        break;
+    }
+    if (*s != '\0' || (shift && v > ((size_t)-1 >> shift)))
+        return -1;
+    *out = v << shift;
+    return 0;
+}
+
+/* The bit of letter c in either case, or 0. */
+static unsigned letter_bit(char c)
+{
+    if (c >= 'a' && c <= 'z')
+        c = (char)(c - 'a' + 'A');
+    for (size_t i = 0; i < usi_settings_nletters; i++)
+        if (usi_settings_letters[i].letter == c)
+            return usi_settings_letters[i].bit;
+    return 0;
+}
+
+int usi_settings_parse_debug(const char *value, unsigned *letters, const char **globs,
+                             char *bad_letter)
+{
+    int rc = 0;
+    *letters = 0;
+    *globs = NULL;
+    if (!value)
+        return 0;
+    const char *p = value;
+    for (; *p && *p != ','; p++) {
+        unsigned bit = letter_bit(*p);
+        if (bit) {
+            *letters |= bit;
+        } else if (*p != '-' && rc == 0) {
+            *bad_letter = *p;
+            rc = -1;
+        }
+    }
+    if (p == value) /* "" or ",glob": as slub_debug, everything but tracing */
+        for (size_t i = 0; i < usi_settings_nletters; i++)
+            if (usi_settings_letters[i].in_default)
+                *letters |= usi_settings_letters[i].bit;
+    if (*p == ',')
+        *globs = p + 1;
+    return rc;
+}
+
+char usi_settings_letter_of(unsigned bit)
+{
+    for (size_t i = 0; i < usi_settings_nletters; i++)
+        if (usi_settings_letters[i].bit == bit)
+            return usi_settings_letters[i].letter;
+    return 0;
+}
+
+/* A bounded string builder: keeps a NUL-terminated prefix, counts the whole length. */
+struct out {
+    char *buf;
+    size_t len, used;
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++, o->used++)
+        if (o->used + 1 < o->len)
+            o->buf[o->used] = s[i];
+    if (o->len)
+        o->buf[o->used < o->len ? o->used : o->len - 1] = '\0';
+}
+
+static void puts_(struct out *o, const char *s)
+{
+    put(o, s, strlen(s));
+}
+
+static void put_size(struct out *o, size_t v)
+{
+    static const char suffix[] = "GMK";
+    char tmp[32];
+    size_t n = sizeof tmp;
+    const char *sfx = "";
+    if (v >= (size_t)1 << 20) {
+        for (unsigned i = 0; i < 3; i++) {
+            unsigned shift = 30 - 10 * i;
+            if ((v & (((size_t)1 << shift) - 1)) == 0) {
+                v >>= shift;
+                sfx = &suffix[i];
+                break;
+            }
+        }
+    }
+    do {
+        tmp[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    put(o, tmp + n, sizeof tmp - n);
+    put(o, sfx, *sfx ? 1 : 0);
+}
+
+size_t usi_settings_format_size(size_t v, char *buf, size_t len)
+{
+    struct out o = {buf, len, 0};
+    put_size(&o, v);
+    return o.used;
+}
+
+size_t usi_settings_values(const struct usi_setting *s, char *buf, size_t len)
+{
+    struct out o = {buf, len, 0};
+    puts_(&o, ""); /* an empty string at least */
+    switch (s->kind) {
+    case USI_SETTING_KIND_SIZE:
+    case USI_SETTING_KIND_NUMBER:
+        put_size(&o, s->min);
+        puts_(&o, "..");
+        put_size(&o, s->max);
+        break;
+    case USI_SETTING_KIND_BOOL:
+        puts_(&o, "0 or 1");
+        break;
+    case USI_SETTING_KIND_DEBUG:
+        puts_(&o, "letters of `");
+        for (size_t i = 0; i < usi_settings_nletters; i++)
+            put(&o, &usi_settings_letters[i].letter, 1);
+        puts_(&o, "` in either case (none means `");
+        for (size_t i = 0; i < usi_settings_nletters; i++)
+            if (usi_settings_letters[i].in_default)
+                put(&o, &usi_settings_letters[i].letter, 1);
+        puts_(&o, "`; `-` is ignored), then optional `,glob`s");
+        break;
+    case USI_SETTING_KIND_STATS:
+        puts_(&o, "`1`, `json` or `0`");
+        break;
+    }
+    return o.used;
+}

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * settings.h - the one table of the USLAB_* settings and the one table of USLAB_DEBUG
+ * letters (docs/design.md §11), with their parsers.
+ *
+ * Self-contained: settings.c needs only the C library's string functions, calls no other
+ * uslab function and never allocates, so the library (options.c, debug.c) and the `uslab`
+ * tool (tools/uslab.c, which compiles settings.c in) share it. README.md's settings table
+ * is the output of `uslab settings --markdown`, checked by tests/tools.
+ */
+#ifndef USLAB_SETTINGS_H
+#define USLAB_SETTINGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Hidden in the library (as internal.h's declarations); harmless in the tool. */
+#pragma GCC visibility push(hidden)
+
+/* Bits of the debug letters; the same values as USI_DEBUG_F.. in internal.h (debug.c
+ * asserts it at compile time). */
+#define USI_SETTINGS_DEBUG_F 0x01u /* sanity checks */
+#define USI_SETTINGS_DEBUG_Z 0x02u /* red zones */
+#define USI_SETTINGS_DEBUG_P 0x04u /* poisoning */
+#define USI_SETTINGS_DEBUG_U 0x08u /* user tracking */
+#define USI_SETTINGS_DEBUG_T 0x10u /* trace */
+
+/* Defaults of the settings options.c keeps in struct usi_options: its static initialiser
+ * and the table both use these. */
+#define USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT   ((size_t)32768)
+#define USI_SETTINGS_MAX_SLAB_SIZE_MIN       ((size_t)1024) /* == USI_SMALL_MAX */
+#define USI_SETTINGS_RESERVE_DEFAULT         ((size_t)256 << 30)
+#define USI_SETTINGS_EMPTY_SLABS_DEFAULT     ((size_t)1)
+#define USI_SETTINGS_DEPOT_BYTES_DEFAULT     ((size_t)1 << 20)
+#define USI_SETTINGS_PURGE_DELAY_DEFAULT     ((size_t)1000)
+#define USI_SETTINGS_TCACHE_MAX_DEFAULT      ((size_t)64 << 20)
+#define USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT ((size_t)0)
+
+/* Row indices of usi_settings_table[], in table order. */
+enum usi_setting_id {
+    USI_SETTING_MAX_SLAB_SIZE,
+    USI_SETTING_RESERVE,
+    USI_SETTING_EMPTY_SLABS,
+    USI_SETTING_DEPOT_BYTES,
+    USI_SETTING_PURGE_DELAY,
+    USI_SETTING_TCACHE_MAX,
+    USI_SETTING_MAGAZINE_GROWTH,
+    USI_SETTING_DEBUG,
+    USI_SETTING_DEBUG_CONTINUE,
+    USI_SETTING_LEAKS,
+    USI_SETTING_STATS,
+    USI_SETTING_COUNT
+};
+
+enum usi_setting_kind {
+    USI_SETTING_KIND_SIZE, /* bytes: a number with an optional K, M or G suffix (powers of 1024) */
+    USI_SETTING_KIND_NUMBER, /* a count or milliseconds: parsed as a size (K, M, G accepted too) */
+    USI_SETTING_KIND_BOOL,   /* 0 or 1 */
+    USI_SETTING_KIND_DEBUG,  /* LETTERS[,GLOB...]: usi_settings_parse_debug */
+    USI_SETTING_KIND_STATS,  /* 1 (table), json, or 0 */
+};
+
+struct usi_setting {
+    const char *name;           /* "USLAB_RESERVE" */
+    enum usi_setting_kind kind; /* how the value is written */
+    size_t def;                 /* default of SIZE, NUMBER and BOOL; 0 for the others */
+    const char *def_text;       /* the default as shown: "256G", "unset" */
+    size_t min, max;            /* accepted values of SIZE, NUMBER and BOOL */
+    const char *help;           /* one line; `code` in backquotes (markdown) */
+};
+
+struct usi_setting_letter {
+    char letter;      /* upper case; parsing is case-insensitive */
+    unsigned bit;     /* USI_SETTINGS_DEBUG_* */
+    int in_default;   /* 1: part of what an empty letter list means (FZPU, as slub_debug) */
+    const char *help; /* one line */
+};
+
+extern const struct usi_setting usi_settings_table[USI_SETTING_COUNT];
+extern const struct usi_setting_letter usi_settings_letters[];
+extern const size_t usi_settings_nletters;
+
+/* Parses "123", "64K", "1m", "2G"; returns 0 and stores the value, or -1 if malformed or
+ * too large for a size_t. */
+int usi_settings_parse_size(const char *s, size_t *out);
+
+/*
+ * Parses a USLAB_DEBUG value LETTERS[,GLOB...]:
+ *  - LETTERS (up to the first ',') are letters of usi_settings_letters, in either case;
+ *    '-' is accepted and ignored, so "-" alone (or "-,GLOB") selects no letter: debugging
+ *    off, as slub_debug's '-';
+ *  - empty LETTERS ("" or ",GLOB...") mean the letters marked in_default (FZPU), as
+ *    slub_debug does;
+ *  - *globs is what follows the first ',' (may be empty: every cache), or NULL without a
+ *    ','; globs are not checked.
+ * Stores the letters' bits in *letters and returns 0. An unknown letter is skipped (the
+ * others still count), the first one is stored in *bad_letter and the result is -1.
+ * value NULL (unset) gives no letters and no globs.
+ */
+int usi_settings_parse_debug(const char *value, unsigned *letters, const char **globs,
+                             char *bad_letter);
+
+/* The letter for a bit, or 0. */
+char usi_settings_letter_of(unsigned bit);
+
+/*
+ * Text helpers for `uslab --help` and `uslab settings`; each writes a NUL-terminated
+ * string (truncated to fit len > 0) and returns the length it wanted.
+ *  format_size: 123, or with the largest of K, M, G dividing it exactly when >= 1M.
+ *  values: what a setting accepts, e.g. "1024..65536", "0 or 1" (`code` in backquotes).
+ */
+size_t usi_settings_format_size(size_t v, char *buf, size_t len);
+size_t usi_settings_values(const struct usi_setting *s, char *buf, size_t len);
+
+#pragma GCC visibility pop
+
+#endif
