@@ -20,7 +20,6 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
-#include "settings.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -112,10 +111,6 @@ static size_t round_up(size_t x, size_t a)
 
 void usi_debug_read_options(void)
 {
-    _Static_assert(USI_SETTINGS_DEBUG_F == USI_DEBUG_F && USI_SETTINGS_DEBUG_Z == USI_DEBUG_Z &&
-                       USI_SETTINGS_DEBUG_P == USI_DEBUG_P && USI_SETTINGS_DEBUG_U == USI_DEBUG_U &&
-                       USI_SETTINGS_DEBUG_T == USI_DEBUG_T,
-                   "settings.c's letter bits are the USI_DEBUG_* bits");
     const char *v = usi_os_getenv(usi_settings_table[USI_SETTING_DEBUG].name);
     const char *cont = usi_os_getenv(usi_settings_table[USI_SETTING_DEBUG_CONTINUE].name);
     const char *leaks = usi_os_getenv(usi_settings_table[USI_SETTING_LEAKS].name);

@@ -12,6 +12,7 @@
 #ifndef USLAB_INTERNAL_H
 #define USLAB_INTERNAL_H
 
+#include "settings.h"
 #include "uslab.h"
 
 #include <pthread.h>
@@ -282,11 +283,7 @@ void usi_registry_postfork(int child);
 /* debug.c (rank 7): USLAB_DEBUG checks, reports, leak report (docs/design.md §9)        */
 /* ------------------------------------------------------------------------------------ */
 
-#define USI_DEBUG_F        0x01u   /* sanity checks */
-#define USI_DEBUG_Z        0x02u   /* red zones */
-#define USI_DEBUG_P        0x04u   /* poisoning */
-#define USI_DEBUG_U        0x08u   /* user tracking: alloc/free stacks */
-#define USI_DEBUG_T        0x10u   /* trace every operation */
+/* The letters' bits USI_DEBUG_F, _Z, _P, _U, _T come from the letter table (settings.h). */
 #define USI_CACHE_INTERNAL 0x8000u /* flag of uslab's own caches: never debugged */
 
 /* Reads USLAB_DEBUG, USLAB_DEBUG_CONTINUE, USLAB_LEAKS (at initialisation). */

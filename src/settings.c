@@ -57,18 +57,9 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                            "`json`: the same as JSON"},
 };
 
-const struct usi_setting_letter usi_settings_letters[] = {
-    {'F', USI_SETTINGS_DEBUG_F, 1,
-     "sanity checks: double free, invalid or interior pointer, free to the wrong cache, "
-     "object state"},
-    {'Z', USI_SETTINGS_DEBUG_Z, 1,
-     "red zones before and after each object, checked on free and on allocation"},
-    {'P', USI_SETTINGS_DEBUG_P, 1,
-     "poisoning of free and new objects, checked on allocation (writes after free)"},
-    {'U', USI_SETTINGS_DEBUG_U, 1,
-     "user tracking: allocation and free stacks, thread and time per object"},
-    {'T', USI_SETTINGS_DEBUG_T, 0, "a TRACE line on stderr for every allocation and free"},
-};
+#define LETTER_ROW(l, bit, dflt, help) {(#l)[0], bit, dflt, help},
+const struct usi_setting_letter usi_settings_letters[] = {USI_SETTINGS_DEBUG_LETTERS(LETTER_ROW)};
+#undef LETTER_ROW
 const size_t usi_settings_nletters = sizeof usi_settings_letters / sizeof usi_settings_letters[0];
 
 int usi_settings_parse_size(const char *s, size_t *out)

@@ -17,13 +17,21 @@
 /* Hidden in the library (as internal.h's declarations); harmless in the tool. */
 #pragma GCC visibility push(hidden)
 
-/* Bits of the debug letters; the same values as USI_DEBUG_F.. in internal.h (debug.c
- * asserts it at compile time). */
-#define USI_SETTINGS_DEBUG_F 0x01u /* sanity checks */
-#define USI_SETTINGS_DEBUG_Z 0x02u /* red zones */
-#define USI_SETTINGS_DEBUG_P 0x04u /* poisoning */
-#define USI_SETTINGS_DEBUG_U 0x08u /* user tracking */
-#define USI_SETTINGS_DEBUG_T 0x10u /* trace */
+/* The debug letters: X(letter, bit, in the empty list's default, help). The one place a
+ * letter is defined: its USI_DEBUG_<letter> bit (used by debug.c), the parser, `uslab
+ * --help`, the README check and the statistics' Flg column all come from this list. */
+#define USI_SETTINGS_DEBUG_LETTERS(X)                                                              \
+    X(F, 0x01u, 1,                                                                                 \
+      "sanity checks: double free, invalid or interior pointer, free to the wrong cache, "         \
+      "object state, slab consistency")                                                            \
+    X(Z, 0x02u, 1, "red zones before and after each object, checked on free and on allocation")    \
+    X(P, 0x04u, 1, "poisoning of free and new objects, checked on allocation (writes after free)") \
+    X(U, 0x08u, 1, "user tracking: allocation and free stacks, thread and time per object")        \
+    X(T, 0x10u, 0, "a TRACE line on stderr for every allocation and free")
+
+#define USI_SETTINGS_LETTER_BIT(l, bit, dflt, help) USI_DEBUG_##l = bit,
+enum usi_debug_letter_bits { USI_SETTINGS_DEBUG_LETTERS(USI_SETTINGS_LETTER_BIT) };
+#undef USI_SETTINGS_LETTER_BIT
 
 /* Defaults of the settings options.c keeps in struct usi_options: its static initialiser
  * and the table both use these. */
@@ -71,7 +79,7 @@ struct usi_setting {
 
 struct usi_setting_letter {
     char letter;      /* upper case; parsing is case-insensitive */
-    unsigned bit;     /* USI_SETTINGS_DEBUG_* */
+    unsigned bit;     /* USI_DEBUG_<letter> */
     int in_default;   /* 1: part of what an empty letter list means (FZPU, as slub_debug) */
     const char *help; /* one line */
 };

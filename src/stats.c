@@ -90,16 +90,9 @@ static void collect_one(struct uslab_cache *c, void *arg)
 static void debug_letters(unsigned d, char *buf)
 {
     char *p = buf;
-    if (d & USI_DEBUG_F)
-        *p++ = 'F';
-    if (d & USI_DEBUG_Z)
-        *p++ = 'Z';
-    if (d & USI_DEBUG_P)
-        *p++ = 'P';
-    if (d & USI_DEBUG_U)
-        *p++ = 'U';
-    if (d & USI_DEBUG_T)
-        *p++ = 'T';
+    for (size_t i = 0; i < usi_settings_nletters; i++)
+        if (d & usi_settings_letters[i].bit)
+            *p++ = usi_settings_letters[i].letter;
     *p = '\0';
 }
 
@@ -144,7 +137,7 @@ int uslab_stats_print(FILE *f, int format)
                 usi_options.tcache_max);
         for (size_t i = 0; i < col.n; i++) {
             struct snap *s = &col.snaps[i];
-            char dbg[8];
+            char dbg[32];
             debug_letters(s->debug, dbg);
             fprintf(f,
                     "%s\n  {\"name\":\"%s\",\"objects\":%zu,\"objsize\":%zu,\"stride\":%zu,"
@@ -168,7 +161,7 @@ int uslab_stats_print(FILE *f, int format)
             "Name                   Objects Objsize   Space Slabs/Part/Cpu  O/S %%Fr %%Ef Flg\n");
         for (size_t i = 0; i < col.n; i++) {
             struct snap *s = &col.snaps[i];
-            char dbg[8], spc[40];
+            char dbg[32], spc[40];
             debug_letters(s->debug, dbg);
             snprintf(spc, sizeof spc, "%zu/%zu/%zu", s->slabs, s->partial, s->thread_cached);
             fprintf(f, "%-22s %8zu %7zu ", s->name, s->active, s->size);
