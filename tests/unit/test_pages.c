@@ -31,7 +31,7 @@ static void test_foreign_pointers(void)
     /* Inside the reserved range, but in no live slab: the end of the range has not been
      * used yet. */
     CHECK(usi_pagemap_lookup((void *)(end - 8)) == 0, "unused reserved memory is not ours");
-    /* The class tags say "no malloc class" for all of them, garbage included. */
+    /* The unit tags say "no malloc class" for all of them, garbage included. */
     const void *foreign[] = {&stack_var,
                              heap,
                              &global_var,
@@ -42,7 +42,7 @@ static void test_foreign_pointers(void)
                              (void *)(end - 8),
                              (void *)(uintptr_t)0x123456789abcdefull};
     for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++)
-        CHECK(usi_unit_tag(foreign[i]) == 0, "class tag of foreign pointer %zu", i);
+        CHECK(usi_unit_tag(foreign[i]) == 0, "unit tag of foreign pointer %zu", i);
     free(heap);
 }
 
@@ -68,7 +68,7 @@ static void test_object_lookup(void)
                       (uintptr_t)objs[i] + c->size <= (uintptr_t)s + c->slab_size,
                   "object inside its slab");
             CHECK(s->cache == c, "slab header names the cache");
-            CHECK(usi_unit_tag(objs[i]) == 0, "a user cache's object has no class tag");
+            CHECK(usi_unit_tag(objs[i]) == 0, "a user cache's object has no unit tag");
             /* Every byte of the object maps to the same entry. */
             uint64_t off = rng_below(&r, sizes[k]);
             CHECK(usi_pagemap_lookup((char *)objs[i] + off) == e, "interior byte lookup");
@@ -130,9 +130,9 @@ static void test_spans(void)
         uint16_t tag = (uint16_t)(3 * sizeof(struct usi_magpair));
         usi_pages_set_owner(s, order, entry, tag);
         for (size_t off = 0; off < bytes; off += USI_UNIT_SIZE)
-            CHECK(usi_unit_tag(s + off) == tag, "class tag inside the span");
+            CHECK(usi_unit_tag(s + off) == tag, "unit tag inside the span");
         CHECK(usi_unit_tag(s + bytes) != tag || usi_pagemap_lookup(s + bytes) != 0,
-              "class tag after the span");
+              "unit tag after the span");
         for (size_t off = 0; off < bytes; off += USI_UNIT_SIZE / 2)
             CHECK(usi_pagemap_lookup(s + off) == entry, "owner entry inside the span");
         CHECK(usi_pagemap_lookup(s + bytes - 1) == entry, "last byte");
