@@ -6,8 +6,8 @@
  * A magazine is an array of pointers to constructed objects. The depot of a cache keeps a
  * stack of full magazines and a stack of empty ones under cache->lock; threads trade whole
  * magazines with it, so the lock is taken once per magazine of objects, not per object.
- * The depot keeps at most depot_max_full full magazines: beyond that the oldest is taken
- * out and handed back to the caller, which flushes it (usi_depot_dispose: destructs its
+ * The depot keeps at most depot_max_full full magazines: one given beyond that is handed
+ * back to the caller, which flushes it (usi_depot_dispose: destructs its
  * objects into their slabs, which lets empty slabs be purged) once its own state is
  * consistent and it holds no lock. No depot exchange runs a callback.
  *
@@ -122,8 +122,8 @@ static void depot_lock(struct uslab_cache *c)
     }
 }
 
-/* Pushes m (cache->lock held); returns the full magazine taken out when the depot went
- * over its limit (counted in depot_flushing), else NULL. */
+/* Pushes m (cache->lock held); returns m itself, counted in depot_flushing, when it is
+ * full and the depot already holds its limit of full magazines, else NULL. */
 static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *m)
 {
     if (m->rounds == 0) {
@@ -132,20 +132,18 @@ static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *
         c->depot_nempty++;
         return NULL;
     }
+    if (c->depot_nfull >= c->depot_max_full) {
+        /* Full: the magazine given goes back to the caller to be flushed (its objects,
+         * freed last, return to slabs together: the slab layer's batch is cheapest). */
+        c->depot_flushing++;
+        m->next = NULL; /* usi_depot_dispose follows the chain */
+        return m;
+    }
     m->next = c->depot_full;
     c->depot_full = m;
     c->depot_nfull++;
     c->depot_rounds += m->rounds;
-    if (c->depot_nfull <= c->depot_max_full)
-        return NULL;
-    /* The newest stays (it is hot); the one below it goes. */
-    struct usi_mag *over = m->next;
-    m->next = over->next;
-    over->next = NULL;
-    c->depot_nfull--;
-    c->depot_rounds -= over->rounds;
-    c->depot_flushing++;
-    return over;
+    return NULL;
 }
 
 struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty)

@@ -275,12 +275,9 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         *(void **)(slot + c->link_offset) = s->freelist;
         USI_VG_NOACCESS(slot + c->link_offset, sizeof(void *));
         s->freelist = slot;
-        USI_ASSERT(s->inuse > 0 && c->slab_inuse > 0);
         s->inuse--;
         c->slab_inuse--;
         list_move(c, s, state_of(c, s));
-        if (USI_UNLIKELY(c->debug & USI_DEBUG_F))
-            check_or_report(c, s);
         if (s->inuse == 0) {
             /* Beyond the reserve, an empty slab is purged once it has been idle for the purge
              * delay (by the purger), or at once when the delay is 0. */
@@ -298,6 +295,9 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
             }
         }
     }
+    /* Debug caches have no magazines: a batch is one object, so this is its slab. */
+    if (USI_UNLIKELY(c->debug & USI_DEBUG_F) && s && s->list != USI_SLAB_NLISTS)
+        check_or_report(c, s);
 }
 
 size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release)
