@@ -142,64 +142,45 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 extern void __libc_free(void *);
-
-void *usi_sys_malloc(size_t size)
-{
-    return __libc_malloc(size);
-}
-void *usi_sys_calloc(size_t n, size_t size)
-{
-    return __libc_calloc(n, size);
-}
-void *usi_sys_realloc(void *p, size_t size)
-{
-    return __libc_realloc(p, size);
-}
-void *usi_sys_memalign(size_t align, size_t size)
-{
-    return __libc_memalign(align, size);
-}
-void usi_sys_free(void *p)
-{
-    __libc_free(p);
-}
-
-/* Usable size of a block from glibc's malloc: its chunk header precedes it (size field
- * with flag bits; mmapped chunks carry two words of overhead, others one). */
-size_t usi_sys_usable_size(const void *p)
-{
-    size_t head = ((const size_t *)p)[-1];
-    size_t chunk = head & ~(size_t)7;
-    return (head & 2) ? chunk - 2 * sizeof(size_t) : chunk - sizeof(size_t);
-}
+#define SYS(name) __libc_##name
 #else
 /* libuslab exports only uslab_* names: its system allocator is the process's malloc
  * (glibc's, or a sanitizer's, whose interceptors then see every block). */
 #include <malloc.h>
 #include <stdlib.h>
+#define SYS(name) name
+#endif
 
 void *usi_sys_malloc(size_t size)
 {
-    return malloc(size);
+    return SYS(malloc)(size);
 }
 void *usi_sys_calloc(size_t n, size_t size)
 {
-    return calloc(n, size);
+    return SYS(calloc)(n, size);
 }
 void *usi_sys_realloc(void *p, size_t size)
 {
-    return realloc(p, size);
+    return SYS(realloc)(p, size);
 }
 void *usi_sys_memalign(size_t align, size_t size)
 {
-    return memalign(align, size);
+    return SYS(memalign)(align, size);
 }
 void usi_sys_free(void *p)
 {
-    free(p);
+    SYS(free)(p);
 }
+
 size_t usi_sys_usable_size(const void *p)
 {
+#ifdef USLAB_PRELOAD
+    /* glibc's chunk header precedes the block: a size field with flag bits; mmapped
+     * chunks carry two words of overhead, others one. */
+    size_t head = ((const size_t *)p)[-1];
+    size_t chunk = head & ~(size_t)7;
+    return (head & 2) ? chunk - 2 * sizeof(size_t) : chunk - sizeof(size_t);
+#else
     return malloc_usable_size((void *)p);
-}
 #endif
+}
