@@ -107,16 +107,13 @@ void uslab_cache_destroy(uslab_cache_t *c)
         return;
     usi_tcache_flush_all(c);
     usi_depot_drain(c, 1);
-    struct usi_slab *release = NULL;
     usi_lock(&c->lock);
     if (c->slab_inuse != 0)
         usi_report_fatal("cache %s destroyed with %zu live objects", c->name, c->slab_inuse);
-    usi_slab_detach_empty(c, 0, &release);
     usi_unlock(&c->lock);
-    usi_slab_release(release, c->slab_size);
     usi_registry_remove(c); /* waits for a purger pass or reap still on c */
-    usi_lock(&c->lock);     /* what the pass left: slabs it emptied meanwhile */
-    release = NULL;
+    struct usi_slab *release = NULL;
+    usi_lock(&c->lock);
     usi_slab_detach_empty(c, 0, &release);
     usi_unlock(&c->lock);
     usi_slab_release(release, c->slab_size);
