@@ -63,17 +63,8 @@ void uslab_cache_free(uslab_cache_t *c, void *obj)
 
 size_t uslab_cache_alloc_bulk(uslab_cache_t *c, size_t n, void **objs)
 {
-    size_t i = 0;
     /* First what the thread's magazines hold, then the rest straight from the slabs. */
-    struct usi_tcache *tc = usi_tls;
-    if (c->pair_offset < tc->pairs_bytes) {
-        struct usi_magpair *mp = usi_tcache_pair(tc, c->pair_offset);
-        void *p;
-        while (i < n && (p = usi_pair_pop(mp)) != NULL)
-            objs[i++] = p;
-        while (i < n && mp->prev->rounds)
-            objs[i++] = mp->prev->objs[--mp->prev->rounds];
-    }
+    size_t i = usi_tcache_take_cached(c, n, objs);
     if (i < n && usi_objects_fill(c, n - i, objs + i, 1) == 0) {
         int e = errno;
         for (size_t j = 0; j < i; j++) /* never handed out: back without the user checks */

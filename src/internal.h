@@ -524,8 +524,10 @@ size_t usi_depot_reap_unused(struct uslab_cache *c);
  * compare: objs[0 .. top) hold objects, base = objs, limit = objs + capacity. The loaded
  * magazine's `rounds` field is stale while it is loaded; pair_unload writes it back.
  * A pair with no magazine points at usi_mag_empty (base == top == limit): both fast paths
- * miss on it. Invariant: top - base <= limit - base = capacity of the loaded magazine;
- * only the owning thread changes a pair, except under the thread cache's lock (below).
+ * miss on it. A blank pair (all zero, prev == NULL: never used by its thread) misses the
+ * same way; its thread's slow path points it at usi_mag_empty first. Invariant: top - base <= limit
+ * - base = capacity of the loaded magazine; only the owning thread changes a pair, except under the
+ * thread cache's lock (below).
  */
 struct usi_magpair {
     void **top;
@@ -554,7 +556,7 @@ struct usi_tcache {
     size_t map_bytes;                       /* 0 for the static sentinel */
     size_t pairs_bytes;                     /* npairs * sizeof(struct usi_magpair) */
     uint32_t npairs;
-    uint32_t pad;
+    uint32_t exchanging; /* id of the pair its owner is changing, 0: none (fork, §7) */
     /* (size + 7) >> 3 -> offset of the malloc class's pair from pairs[0]: a copy of
      * usi_tcache_size_offsets, kept here so malloc's lookup needs no other base address.
      * All 0 in the sentinel (pair 0, empty). */
@@ -578,6 +580,9 @@ void usi_tcache_init_cache(struct uslab_cache *c);
  * reclaim) only as their last step, once the pair is consistent. */
 void *usi_tcache_alloc_slow(struct uslab_cache *c);
 void usi_tcache_free_slow(struct uslab_cache *c, void *p);
+/* Takes up to n objects from the calling thread's magazines of c (bulk allocation);
+ * returns how many. */
+size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs);
 /* Moves the calling thread's magazines of c to the depot. */
 void usi_tcache_flush_own(struct uslab_cache *c);
 /* Moves every thread's magazines of c to c's depot (cache destroy). */

@@ -91,6 +91,25 @@ static size_t pair_reserve(struct uslab_cache *c, const struct usi_magpair *mp)
     return pair_bytes(c, mp) + need;
 }
 
+/*
+ * The owner changes its pairs without a lock (only it uses them), so a fork by another
+ * thread can copy a pair mid-change: a magazine already given to the depot but still named
+ * by the pair, or base/top/limit of two magazines. `exchanging` names the pair being
+ * changed (0: none), written before the first change and cleared after the last, with
+ * release ordering; the fork child leaves that one pair alone (its magazines are lost to
+ * the child, never handed out twice), design §7. Cleared before any callback runs.
+ */
+static inline void exchange_begin(struct usi_tcache *tc, uintptr_t id)
+{
+    __atomic_store_n(&tc->exchanging, (uint32_t)id, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE); /* before any store to the pair */
+}
+
+static inline void exchange_end(struct usi_tcache *tc)
+{
+    __atomic_store_n(&tc->exchanging, 0, __ATOMIC_RELEASE); /* after every store to it */
+}
+
 /* Makes m the loaded magazine of mp. */
 static void pair_load(struct usi_magpair *mp, struct usi_mag *m)
 {
@@ -161,8 +180,7 @@ static struct usi_tcache *tcache_map(uint32_t want_pairs)
     tc->map_bytes = bytes;
     tc->npairs = (uint32_t)((bytes - sizeof *tc) / sizeof(struct usi_magpair));
     tc->pairs_bytes = tc->npairs * sizeof(struct usi_magpair);
-    for (uint32_t i = 0; i < tc->npairs; i++)
-        pair_clear(&tc->pairs[i]);
+    /* The pairs stay zero (blank, see pair_is_blank): nothing is written but the header. */
     memcpy(tc->class_offset, usi_tcache_size_offsets, sizeof tc->class_offset);
     return tc;
 }
@@ -198,24 +216,32 @@ static struct usi_tcache *tcache_get(uintptr_t id)
     return fresh;
 }
 
-void *usi_tcache_alloc_slow(struct uslab_cache *c)
+/* Pairs of a fresh mapping are all zero: base == top == limit (NULL), so both fast paths
+ * miss on them as on usi_mag_empty, and only the pages a thread uses become resident.
+ * Slow paths give such a pair its empty magazines first; readers of other threads' pairs
+ * skip it (prev == NULL). */
+static inline int pair_is_blank(const struct usi_magpair *mp)
 {
-    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) == 0)
-        return usi_objects_alloc(c);
-    struct usi_tcache *tc = tcache_get(c->id);
-    if (!tc)
-        return usi_objects_alloc(c);
-    struct usi_magpair *mp = &tc->pairs[c->id];
+    return mp->prev == NULL;
+}
+
+/* The exchange of the alloc slow path (under exchange_begin): leaves an object in the
+ * loaded magazine and returns 1, or returns 0 when the object must come straight from the
+ * slab layer (which may run callbacks: the caller does that after exchange_end). */
+static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
+{
     size_t before = pair_reserve(c, mp);
     if (before == (size_t)-1) {
         if (mp->prev->rounds == 0)
-            return usi_objects_alloc(c);
+            return 0;
         struct usi_mag *full = mp->prev; /* a swap needs no new magazine */
-        mp->prev = pair_unload(mp);
+        struct usi_mag *loaded = pair_unload(mp);
         pair_load(mp, full);
-        return usi_pair_pop(mp);
+        mp->prev = loaded;
+        return 1;
     }
     struct usi_mag *loaded = pair_unload(mp);
+    int ok = 1;
     if (loaded->rounds == 0) {
         struct usi_mag *prev = mp->prev;
         if (prev->rounds != 0) { /* swap: the previous magazine has objects */
@@ -227,29 +253,40 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
             pair_load(mp, prev);
         } else if (!c->ctor) {
             /* No constructed objects anywhere: fill a magazine straight from the slabs,
-             * without the reclaim callback (it may run below, once the pair is whole). */
-            if (loaded == &usi_mag_empty) {
+             * without the reclaim callback (it may run later, once the pair is whole). */
+            if (loaded == &usi_mag_empty)
                 loaded = usi_mag_new(c);
-                if (!loaded) {
-                    pair_account(c, mp, before);
-                    return usi_objects_alloc(c);
-                }
+            if (loaded) {
+                loaded->rounds = (uint32_t)usi_objects_fill(c, loaded->capacity, loaded->objs, 0);
+                pair_load(mp, loaded);
             }
-            loaded->rounds = (uint32_t)usi_objects_fill(c, loaded->capacity, loaded->objs, 0);
-            pair_load(mp, loaded);
-            if (loaded->rounds == 0) { /* fewer free objects than a magazine: take one */
-                pair_account(c, mp, before);
-                return usi_objects_alloc(c);
-            }
+            /* No magazine, or fewer free objects than a magazine: take one. */
+            ok = loaded && loaded->rounds != 0;
         } else {
             /* Objects with a constructor leave the slab one at a time, as the user asks
              * for them: the constructor runs once per object that enters service. */
-            pair_account(c, mp, before);
-            return usi_objects_alloc(c);
+            ok = 0;
         }
     }
     pair_account(c, mp, before);
-    return usi_pair_pop(mp);
+    return ok;
+}
+
+void *usi_tcache_alloc_slow(struct uslab_cache *c)
+{
+    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) == 0)
+        return usi_objects_alloc(c);
+    struct usi_tcache *tc = tcache_get(c->id);
+    if (!tc)
+        return usi_objects_alloc(c);
+    struct usi_magpair *mp = &tc->pairs[c->id];
+    exchange_begin(tc, c->id);
+    if (pair_is_blank(mp))
+        pair_clear(mp);
+    int ok = alloc_exchange(c, mp);
+    void *p = ok ? usi_pair_pop(mp) : NULL;
+    exchange_end(tc);
+    return ok ? p : usi_objects_alloc(c); /* last: may run the constructor and reclaim */
 }
 
 void usi_tcache_free_slow(struct uslab_cache *c, void *p)
@@ -261,37 +298,65 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         return;
     }
     struct usi_magpair *mp = &tc->pairs[c->id];
-    if (usi_pair_push(mp, p))
+    exchange_begin(tc, c->id);
+    if (pair_is_blank(mp))
+        pair_clear(mp);
+    if (usi_pair_push(mp, p)) {
+        exchange_end(tc);
         return;
+    }
     size_t before = pair_reserve(c, mp);
     if (before == (size_t)-1) {
+        exchange_end(tc);
         usi_objects_unfill(c, 1, &p);
         return;
     }
     struct usi_mag *loaded = pair_unload(mp);
     struct usi_mag *prev = mp->prev;
     struct usi_mag *over = NULL;
+    int pushed = 1;
     if (prev->rounds == 0 && prev != &usi_mag_empty) { /* swap: the previous one is empty */
         mp->prev = loaded;
         pair_load(mp, prev);
     } else {
         /* Both full (or missing): give the previous one to the depot for an empty one. */
+        mp->prev = &usi_mag_empty; /* from here on the depot owns it */
         struct usi_mag *empty = usi_depot_get_empty(c, prev, &over);
-        if (!empty) {
-            mp->prev = &usi_mag_empty;
-            pair_account(c, mp, before);
-            /* The pair is whole: callbacks may run now (and touch it). */
-            usi_depot_dispose(c, over);
-            usi_objects_unfill(c, 1, &p);
-            return;
+        if (empty) {
+            mp->prev = loaded;
+            pair_load(mp, empty);
+        } else {
+            pushed = 0;
         }
-        mp->prev = loaded;
-        pair_load(mp, empty);
     }
     pair_account(c, mp, before);
-    usi_pair_push(mp, p);
-    /* Last: the depot's surplus runs destructors, which may free into this pair. */
+    if (pushed)
+        usi_pair_push(mp, p);
+    exchange_end(tc);
+    /* The pair is whole: callbacks may run now. The depot's surplus runs destructors,
+     * which may free into this pair. */
     usi_depot_dispose(c, over);
+    if (!pushed)
+        usi_objects_unfill(c, 1, &p);
+}
+
+size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs)
+{
+    struct usi_tcache *tc = usi_tls;
+    size_t i = 0;
+    if (c->pair_offset >= tc->pairs_bytes || tc == &sentinel.tc)
+        return 0;
+    struct usi_magpair *mp = usi_tcache_pair(tc, c->pair_offset);
+    if (pair_is_blank(mp))
+        return 0;
+    exchange_begin(tc, c->id);
+    void *p;
+    while (i < n && (p = usi_pair_pop(mp)) != NULL)
+        objs[i++] = p;
+    while (i < n && mp->prev->rounds)
+        objs[i++] = mp->prev->objs[--mp->prev->rounds];
+    exchange_end(tc);
+    return i;
 }
 
 /* Moves one pair's magazines to c's depot; magazines the depot hands back (over its limit)
@@ -299,6 +364,8 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
  * holds tc->lock or is the only thread. */
 static void pair_flush(struct uslab_cache *c, struct usi_magpair *mp, struct usi_mag **over)
 {
+    if (pair_is_blank(mp))
+        return;
     size_t before = pair_bytes(c, mp);
     struct usi_mag *mags[2] = {pair_unload(mp), mp->prev};
     pair_clear(mp);
@@ -343,10 +410,12 @@ void usi_tcache_flush_all(struct uslab_cache *c)
  * depots hand back with no lock held. A pair that holds magazines keeps its cache alive:
  * destroy empties every pair (under the tcache lock) before it lets the cache go, and waits
  * for the disposal (depot_flushing). `locked`: take tc->lock (not in a fork child). */
-static void tcache_flush_every(struct usi_tcache *tc, int locked)
+static void tcache_flush_every(struct usi_tcache *tc, int locked, uint32_t skip)
 {
     for (uint32_t id = 1; id < tc->npairs; id++) {
         struct usi_magpair *mp = &tc->pairs[id];
+        if (id == skip)
+            continue;
         if (locked)
             usi_lock(&tc->lock);
         struct uslab_cache *c = __atomic_load_n(&usi_caches[id], __ATOMIC_ACQUIRE);
@@ -366,7 +435,7 @@ static void tcache_thread_exit(void *arg)
     /* From here on this thread's calls go straight to the slab layer. */
     tls_exiting = 1;
     usi_tls = &sentinel.tc;
-    tcache_flush_every(tc, 1);
+    tcache_flush_every(tc, 1, 0);
     int keep = 0;
     usi_lock(&registry_lock);
     registry_remove(tc);
@@ -420,7 +489,9 @@ void usi_tcache_adopt_orphans(void)
     while (tc) {
         struct usi_tcache *next = tc->reg_next;
         if (tc != usi_tls) {
-            tcache_flush_every(tc, 0);
+            /* A pair its owner was changing when fork copied it is left alone: its
+             * magazines are lost to the child, never put back twice (design §7). */
+            tcache_flush_every(tc, 0, __atomic_load_n(&tc->exchanging, __ATOMIC_ACQUIRE));
             registry_remove(tc);
             usi_os_unmap(tc, tc->map_bytes);
         }
@@ -437,7 +508,9 @@ size_t usi_tcache_cached_objects(const struct uslab_cache *c)
             continue;
         /* Another thread's pair, read without its lock: a snapshot for statistics. */
         const volatile struct usi_magpair *mp = &tc->pairs[c->id];
-        n += (size_t)(mp->top - mp->base) + mp->prev->rounds;
+        struct usi_mag *prev = mp->prev;
+        if (prev)
+            n += (size_t)(mp->top - mp->base) + prev->rounds;
     }
     usi_unlock(&registry_lock);
     return n;
