@@ -24,8 +24,10 @@ uslab_cache_t *uslab_cache_create(const char *name, size_t size, size_t align, u
         errno = EINVAL;
         return NULL;
     }
-    if (usi_ensure_init() != 0)
+    if (usi_ensure_init() != 0) {
+        errno = ENOMEM; /* no room for slabs (design §2) */
         return NULL;
+    }
     struct uslab_cache *c = usi_objects_alloc(&usi_descriptor_cache);
     if (!c)
         return NULL;
@@ -114,7 +116,7 @@ void uslab_cache_destroy(uslab_cache_t *c)
 
 size_t uslab_reap(void)
 {
-    if (!__atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE))
+    if (__atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE) <= 0)
         return 0;
     return usi_reclaim_all();
 }

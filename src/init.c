@@ -16,9 +16,10 @@
 
 #include <errno.h>
 
+/* 0: not yet; 1: ready; -1: stepped aside (no room for slabs): every call goes to the
+ * system allocator without a lock, errno untouched. Written under init_lock, once. */
 int usi_initialized;
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static int init_failed;
 
 struct uslab_cache usi_descriptor_cache;
 
@@ -80,22 +81,25 @@ static void postfork_child(void)
 
 int usi_init_slow(void)
 {
+    int state = __atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE);
+    if (state != 0)
+        return state > 0 ? 0 : -1; /* stepped aside: no lock, errno untouched */
+    int saved = errno;
     usi_lock(&init_lock);
-    if (usi_initialized || init_failed) {
+    if ((state = usi_initialized) != 0) {
         usi_unlock(&init_lock);
-        if (init_failed) {
-            errno = ENOMEM;
-            return -1;
-        }
-        return 0;
+        return state > 0 ? 0 : -1;
     }
     usi_options_read();
     usi_debug_read_options();
     if (usi_pages_init() != 0) {
-        init_failed = 1;
+        __atomic_store_n(&usi_initialized, -1, __ATOMIC_RELEASE);
         usi_unlock(&init_lock);
-        usi_report_warn("cannot reserve address space; slabs disabled");
-        errno = ENOMEM;
+        errno = saved;
+        /* Said only when asked for: a guest does not write to its host's stderr. */
+        if (usi_debug_enabled || usi_os_getenv("USLAB_STATS"))
+            usi_report_warn("no room for the slab reservation (RLIMIT_AS?); slabs disabled, "
+                            "every call goes to the system allocator");
         return -1;
     }
     init_classes(); /* the malloc classes take the first ids */

@@ -164,6 +164,11 @@ struct uslab_cache {
     uint32_t mag_capacity;
     uint32_t depot_contended; /* waits for `lock` in depot exchanges since the last growth */
     uint32_t pins;            /* registry iterators working on the cache (registry lock) */
+    /* objects.c: set when the slabs could not grow (no span: the reservation is full, or
+     * the kernel refused), cleared when an object goes back to a slab. While set, malloc
+     * sends up to this many slow paths straight to the system allocator before it tries
+     * the slabs again (design §8). A hint: relaxed loads and stores, no lock. */
+    uint32_t starved;
 
     pthread_mutex_t lock;
     uint32_t colour_next;
@@ -183,11 +188,14 @@ struct uslab_cache {
 /* system allocator                                                                      */
 /* ------------------------------------------------------------------------------------ */
 
-void *usi_os_reserve(size_t *size, size_t align); /* PROT_NONE; *size may shrink */
-int usi_os_commit(void *addr, size_t size);       /* make reserved memory read/write */
-void usi_os_purge(void *addr, size_t size);       /* give pages back; they read as zero */
-void *usi_os_map(size_t size);                    /* fresh zeroed read/write memory */
-void *usi_os_map_zero_ro(size_t size);            /* read-only zeros, no commit charge */
+/* RLIMIT_AS's soft limit in bytes, SIZE_MAX when there is none. */
+size_t usi_os_address_limit(void);
+/* PROT_NONE, aligned to align (a power of two); *size may shrink, never below min. */
+void *usi_os_reserve(size_t *size, size_t align, size_t min);
+int usi_os_commit(void *addr, size_t size); /* make reserved memory read/write */
+void usi_os_purge(void *addr, size_t size); /* give pages back; they read as zero */
+void *usi_os_map(size_t size);              /* fresh zeroed read/write memory */
+void *usi_os_map_zero_ro(size_t size);      /* read-only zeros, no commit charge */
 void usi_os_unmap(void *addr, size_t size);
 const char *usi_os_getenv(const char *name); /* no allocation, no interposable call */
 void usi_os_write_err(const char *buf, size_t len);
@@ -364,7 +372,11 @@ static inline unsigned usi_unit_tag(const void *p)
     return usi_unit_tags[((uintptr_t)p >> USI_UNIT_SHIFT) & usi_unit_tag_mask];
 }
 
+/* Reserves the range within the address-space budget (RLIMIT_AS / 4); 0, or -1 when
+ * there is no room for a useful reservation (slabs are then disabled). */
 int usi_pages_init(void);
+/* Whether the unit-tag table exists (it is left out when RLIMIT_AS has no room for it). */
+int usi_pages_have_tags(void);
 /* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero where
  * never written or purged. NULL when the reservation is exhausted. */
 void *usi_pages_alloc_span(unsigned order);
@@ -472,6 +484,17 @@ void *usi_objects_alloc(struct uslab_cache *c);
  * the reclaim callback may run when slabs run out. Runs the constructor (if any). */
 size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim);
 /* Destructs n objects and returns them to their slabs. Runs the destructor (if any). */
+/* How many malloc slow paths skip a starved cache (see uslab_cache.starved). */
+#define USI_STARVED_SKIP 64
+/* Whether c's slabs could not grow lately; counts the skip down (a racy hint). */
+static inline int usi_objects_starved(struct uslab_cache *c)
+{
+    uint32_t s = __atomic_load_n(&c->starved, __ATOMIC_RELAXED);
+    if (USI_LIKELY(s == 0))
+        return 0;
+    __atomic_store_n(&c->starved, s - 1, __ATOMIC_RELAXED);
+    return 1;
+}
 void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs);
 
 /* ------------------------------------------------------------------------------------ */
@@ -666,12 +689,13 @@ size_t usi_reclaim_all(void);
 /* init.c (rank 15): one-time initialisation, cache set-up, fork handlers                */
 /* ------------------------------------------------------------------------------------ */
 
-extern int usi_initialized;
-/* Initialises everything on first use; returns 0, or -1 with errno (ENOMEM). */
+extern int usi_initialized; /* 0: not yet, 1: ready, -1: slabs disabled (init.c) */
+/* Initialises everything on first use; returns 0, or -1 when slabs are disabled (no room
+ * for the reservation), leaving errno as it was: callers that fail set it. */
 int usi_init_slow(void);
 static inline int usi_ensure_init(void)
 {
-    if (USI_LIKELY(__atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE)))
+    if (USI_LIKELY(__atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE) > 0))
         return 0;
     return usi_init_slow();
 }

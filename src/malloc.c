@@ -68,19 +68,31 @@ static void vg_handout(void *p)
 
 /* ---- malloc ------------------------------------------------------------------------- */
 
+/* A class cache's block, or NULL when its slabs cannot grow; errno unchanged either way
+ * (the caller falls back to the system allocator, which sets it if it fails too). A class
+ * whose slabs could not grow lately is skipped for a while (usi_objects_starved): the
+ * fallback then costs no lock. */
+static void *class_alloc(unsigned id)
+{
+    struct uslab_cache *c = &usi_class_caches[id];
+    if (USI_UNLIKELY(usi_objects_starved(c)))
+        return NULL;
+    int saved = errno;
+    void *p = usi_tcache_alloc(c);
+    errno = saved;
+    if (USI_LIKELY(p != NULL))
+        USI_VG_HANDOUT(c, p);
+    return p;
+}
+
 static USI_NOINLINE void *malloc_slow(size_t size)
 {
-    if (usi_ensure_init() != 0)
-        return usi_sys_malloc(size);
-    if (size > usi_options.max_slab_size)
+    if (usi_ensure_init() != 0 || size > usi_options.max_slab_size)
         return usi_sys_malloc(size);
     unsigned id =
         size <= USI_SMALL_MAX ? usi_class_small[(size + 7) >> 3] : usi_sizeclass_of_large(size);
-    void *p = usi_tcache_alloc(&usi_class_caches[id]);
-    if (USI_UNLIKELY(!p)) /* slabs exhausted: fall back to glibc rather than fail */
-        return usi_sys_malloc(size);
-    USI_VG_HANDOUT(&usi_class_caches[id], p);
-    return p;
+    void *p = class_alloc(id);
+    return USI_LIKELY(p != NULL) ? p : usi_sys_malloc(size); /* slabs full: glibc's */
 }
 
 static inline struct usi_magpair *pair_at(struct usi_tcache *tc, unsigned offset)
@@ -117,7 +129,8 @@ static USI_NOINLINE void free_slow(void *p)
 {
     uintptr_t e = usi_pagemap_lookup(p);
     if (USI_LIKELY(is_class_id(e & USI_ID_MASK))) {
-        usi_tcache_free_slow(&usi_class_caches[e & USI_ID_MASK], p);
+        /* The fast path missed: a full magazine, or no tag table (RLIMIT_AS, design §2). */
+        usi_tcache_free(&usi_class_caches[e & USI_ID_MASK], p);
         return;
     }
     if (!p)
@@ -218,13 +231,9 @@ static void *aligned_impl(size_t align, size_t size)
         return usi_malloc(size < align ? align : size);
     if (align <= USI_PAGE_SIZE && usi_ensure_init() == 0) {
         unsigned id = usi_sizeclass_aligned(size, align);
-        if (id) {
-            void *p = usi_tcache_alloc(&usi_class_caches[id]);
-            if (p) {
-                USI_VG_HANDOUT(&usi_class_caches[id], p);
-                return p;
-            }
-        }
+        void *p = id ? class_alloc(id) : NULL;
+        if (p)
+            return p;
     }
     return usi_sys_memalign(align, size);
 }

@@ -91,6 +91,8 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
         got += usi_slab_take(c, n - got, objs + got);
         usi_unlock(&c->lock);
     }
+    if (USI_UNLIKELY(got < n))
+        __atomic_store_n(&c->starved, USI_STARVED_SKIP, __ATOMIC_RELAXED);
     return got;
 }
 
@@ -102,6 +104,8 @@ static void put_raw(struct uslab_cache *c, size_t n, void *const *objs)
     usi_lock(&c->lock);
     int was_pending = c->purge_pending;
     usi_slab_put(c, n, objs, &release);
+    if (USI_UNLIKELY(c->starved))
+        __atomic_store_n(&c->starved, 0, __ATOMIC_RELAXED); /* a slab has room again */
     int kick = c->purge_pending && !was_pending;
     usi_unlock(&c->lock);
     if (release)

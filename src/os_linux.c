@@ -11,16 +11,26 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 extern char **environ;
 
-void *usi_os_reserve(size_t *size, size_t align)
+size_t usi_os_address_limit(void)
 {
-    /* Reserve with PROT_NONE: no commit charge, stray accesses fault. Shrink the request
-     * on failure (RLIMIT_AS, valgrind's smaller address space). */
-    for (size_t want = *size; want >= ((size_t)1 << 30); want /= 2) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return SIZE_MAX;
+    return (size_t)rl.rlim_cur;
+}
+
+void *usi_os_reserve(size_t *size, size_t align, size_t min)
+{
+    /* Reserve with PROT_NONE: no commit charge, stray accesses fault. Halve the request
+     * on failure (valgrind's smaller address space, other mappings), down to min. */
+    for (size_t want = *size & ~(align - 1); want >= min && want;
+         want = (want / 2) & ~(align - 1)) {
         size_t len = want + align;
         char *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED)

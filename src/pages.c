@@ -44,23 +44,60 @@ static inline uint32_t unit_of(uintptr_t addr)
     return (uint32_t)((addr - usi_pagemap.base) >> USI_UNIT_SHIFT);
 }
 
+/*
+ * The address-space budget (design §2): under RLIMIT_AS, uslab's own mappings (the
+ * reservation, its side arrays and the tag table) take at most a quarter of the limit, so
+ * the system allocator keeps three quarters for large blocks. The tag table (4 GiB) is
+ * kept only when it is at most half of that budget; without it every free takes the slow
+ * path's page-map lookup (correct, a few instructions more). Below the smallest useful
+ * reservation uslab steps aside: the caller disables slabs.
+ */
+#define BUDGET_SHARE  4                                      /* of RLIMIT_AS */
+#define MIN_RESERVE   ((size_t)64 << 20)                     /* eight spans of the largest order */
+#define SIDE_PER_UNIT (sizeof(uintptr_t) + sizeof(uint32_t)) /* map + link entries */
+
 int usi_pages_init(void)
 {
+    size_t align = span_bytes(USI_SPAN_ORDERS - 1);
     size_t size = usi_options.reserve_bytes;
-    void *base = usi_os_reserve(&size, span_bytes(USI_SPAN_ORDERS - 1));
+    size_t limit = usi_os_address_limit();
+    int with_tags = 1;
+    if (limit != SIZE_MAX) {
+        size_t budget = limit / BUDGET_SHARE;
+        size_t tag_bytes = NTAGS * sizeof(uint16_t);
+        with_tags = budget >= 2 * tag_bytes;
+        if (with_tags)
+            budget -= tag_bytes;
+        /* The reservation is mapped with `align` bytes of slack, then trimmed. */
+        budget = budget > align ? budget - align : 0;
+        size_t fit = budget / (USI_UNIT_SIZE + SIDE_PER_UNIT) * USI_UNIT_SIZE;
+        if (size > fit)
+            size = fit;
+    }
+    if (size < MIN_RESERVE) {
+        errno = ENOMEM;
+        return -1;
+    }
+    void *base = usi_os_reserve(&size, align, MIN_RESERVE);
     if (!base)
         return -1;
     size_t nunits = size >> USI_UNIT_SHIFT;
     uintptr_t *map = usi_os_map(nunits * sizeof(uintptr_t));
     uint32_t *link = usi_os_map(nunits * sizeof(uint32_t));
-    uint16_t *tags = usi_os_map_zero_ro(NTAGS * sizeof(uint16_t));
-    /* Only the tags over the reservation are ever written: make that window writable. */
-    uintptr_t first = ((uintptr_t)base >> USI_UNIT_SHIFT) * sizeof(uint16_t);
-    uintptr_t last = (((uintptr_t)base + size) >> USI_UNIT_SHIFT) * sizeof(uint16_t);
-    first &= ~(uintptr_t)(USI_PAGE_SIZE - 1);
-    last = (last + USI_PAGE_SIZE - 1) & ~(uintptr_t)(USI_PAGE_SIZE - 1);
-    if (!map || !link || !tags || (uintptr_t)base + size > ((uintptr_t)1 << USI_ADDRESS_BITS) ||
-        usi_os_commit((char *)tags + first, last - first) != 0) {
+    uint16_t *tags = with_tags ? usi_os_map_zero_ro(NTAGS * sizeof(uint16_t)) : NULL;
+    int ok = map && link && (uintptr_t)base + size <= ((uintptr_t)1 << USI_ADDRESS_BITS);
+    if (ok && tags) {
+        /* Only the tags over the reservation are ever written: make that window writable. */
+        uintptr_t first = ((uintptr_t)base >> USI_UNIT_SHIFT) * sizeof(uint16_t);
+        uintptr_t last = (((uintptr_t)base + size) >> USI_UNIT_SHIFT) * sizeof(uint16_t);
+        first &= ~(uintptr_t)(USI_PAGE_SIZE - 1);
+        last = (last + USI_PAGE_SIZE - 1) & ~(uintptr_t)(USI_PAGE_SIZE - 1);
+        if (usi_os_commit((char *)tags + first, last - first) != 0) {
+            usi_os_unmap(tags, NTAGS * sizeof(uint16_t));
+            tags = NULL; /* work without: frees take the page-map lookup */
+        }
+    }
+    if (!ok) {
         usi_os_unmap(map, nunits * sizeof(uintptr_t));
         usi_os_unmap(link, nunits * sizeof(uint32_t));
         usi_os_unmap(tags, NTAGS * sizeof(uint16_t));
@@ -68,9 +105,11 @@ int usi_pages_init(void)
         errno = ENOMEM;
         return -1;
     }
-    unit_tags = tags;
-    __atomic_store_n(&usi_unit_tags, tags, __ATOMIC_RELEASE);
-    __atomic_store_n(&usi_unit_tag_mask, NTAGS - 1, __ATOMIC_RELEASE); /* after the table */
+    if (tags) {
+        unit_tags = tags;
+        __atomic_store_n(&usi_unit_tags, tags, __ATOMIC_RELEASE);
+        __atomic_store_n(&usi_unit_tag_mask, NTAGS - 1, __ATOMIC_RELEASE); /* after the table */
+    }
     pages.bump = pages.committed = (uintptr_t)base;
     pages.end = (uintptr_t)base + size;
     pages.reserved = size;
@@ -80,6 +119,11 @@ int usi_pages_init(void)
     /* Published last: lookups see nunits == 0 (nothing is ours) until the map exists. */
     __atomic_store_n(&usi_pagemap.nunits, nunits, __ATOMIC_RELEASE);
     return 0;
+}
+
+int usi_pages_have_tags(void)
+{
+    return unit_tags != NULL;
 }
 
 size_t usi_pages_reserved_bytes(void)
@@ -165,7 +209,8 @@ void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t u
     uintptr_t t = (uintptr_t)span >> USI_UNIT_SHIFT;
     for (size_t i = 0; i < ((size_t)1 << order); i++) {
         __atomic_store_n(&usi_pagemap.map[u + i], entry, __ATOMIC_RELEASE);
-        __atomic_store_n(&unit_tags[t + i], unit_tag, __ATOMIC_RELEASE);
+        if (unit_tags)
+            __atomic_store_n(&unit_tags[t + i], unit_tag, __ATOMIC_RELEASE);
     }
 }
 

@@ -120,8 +120,17 @@ int uslab_stats_print(FILE *f, int format)
 {
     if (!f)
         return -1;
-    if (usi_ensure_init() != 0)
-        return -1;
+    if (usi_ensure_init() != 0) { /* slabs disabled: say so, in the format asked for */
+        if (format == USLAB_STATS_JSON)
+            fprintf(f,
+                    "{\"uslab\":{\"version\":\"%d.%d\",\"reserved_bytes\":0,"
+                    "\"slabs_disabled\":true},\n \"caches\":[]}\n",
+                    USLAB_VERSION_MAJOR, USLAB_VERSION_MINOR);
+        else
+            fprintf(f, "uslab: slabs disabled (no room for the reservation within RLIMIT_AS); "
+                       "every allocation goes to the system allocator\n");
+        return 0;
+    }
     struct collect col = {.cap = 4096};
     size_t bytes = col.cap * sizeof(struct snap);
     col.snaps = usi_os_map(bytes);
@@ -182,7 +191,7 @@ int uslab_stats_print(FILE *f, int format)
 
 __attribute__((destructor)) static void stats_at_exit(void)
 {
-    if (!usi_initialized)
+    if (usi_initialized == 0)
         return;
     const char *v = usi_os_getenv("USLAB_STATS");
     if (!v || v[0] == '\0' || strcmp(v, "0") == 0)

@@ -280,13 +280,20 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
     if (!tc)
         return usi_objects_alloc(c);
     struct usi_magpair *mp = &tc->pairs[c->id];
+    int saved = errno; /* a failed magazine fill must not show in a successful call */
     exchange_begin(tc, c->id);
     if (pair_is_blank(mp))
         pair_clear(mp);
     int ok = alloc_exchange(c, mp);
     void *p = ok ? usi_pair_pop(mp) : NULL;
     exchange_end(tc);
-    return ok ? p : usi_objects_alloc(c); /* last: may run the constructor and reclaim */
+    if (ok) {
+        errno = saved;
+        return p;
+    }
+    if ((p = usi_objects_alloc(c)) != NULL) /* last: may run the constructor and reclaim */
+        errno = saved;
+    return p;
 }
 
 void usi_tcache_free_slow(struct uslab_cache *c, void *p)
