@@ -46,7 +46,8 @@ static void init_classes(void)
         char name[32];
         usi_sizeclass_name(id, name);
         struct uslab_cache *c = &usi_class_caches[id];
-        if (usi_init_cache(c, name, s, align, NULL, NULL, NULL, NULL, 0, id, id) != 0)
+        if (usi_init_cache(c, name, s, align, NULL, NULL, NULL, NULL, USI_CACHE_KEEP_ERRNO, id,
+                           id) != 0)
             usi_report_fatal("size class %u: its cache id is taken", id);
         c->unit_tag = (uint16_t)c->pair_offset;
     }

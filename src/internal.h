@@ -293,6 +293,9 @@ void usi_registry_postfork(int child);
 
 /* The letters' bits USI_DEBUG_F, _Z, _P, _U, _T come from the letter table (settings.h). */
 #define USI_CACHE_INTERNAL 0x8000u /* flag of uslab's own caches: never debugged */
+/* Flag of the malloc classes: running out of slab memory leaves errno alone (malloc falls
+ * back to the system allocator, and a successful malloc must not change errno). */
+#define USI_CACHE_KEEP_ERRNO 0x4000u
 
 /* Reads USLAB_DEBUG, USLAB_DEBUG_CONTINUE, USLAB_LEAKS (at initialisation). */
 void usi_debug_read_options(void);

@@ -69,17 +69,16 @@ static void vg_handout(void *p)
 /* ---- malloc ------------------------------------------------------------------------- */
 
 /* A class cache's block, or NULL when its slabs cannot grow; errno unchanged either way
- * (the caller falls back to the system allocator, which sets it if it fails too). A class
+ * (the class caches are USI_CACHE_KEEP_ERRNO; the caller falls back to the system
+ * allocator, which sets it if it fails too). A class
  * whose slabs could not grow lately is skipped for a while (usi_objects_starved): the
  * fallback then costs no lock. */
-static void *class_alloc(unsigned id)
+static inline __attribute__((always_inline)) void *class_alloc(unsigned id)
 {
     struct uslab_cache *c = &usi_class_caches[id];
     if (USI_UNLIKELY(usi_objects_starved(c)))
         return NULL;
-    int saved = errno;
-    void *p = usi_tcache_alloc(c);
-    errno = saved;
+    void *p = usi_tcache_alloc(c); /* errno untouched: USI_CACHE_KEEP_ERRNO */
     if (USI_LIKELY(p != NULL))
         USI_VG_HANDOUT(c, p);
     return p;

@@ -120,7 +120,8 @@ void *usi_objects_alloc(struct uslab_cache *c)
 {
     void *obj;
     if (take_raw(c, 1, &obj, 1) == 0) {
-        errno = ENOMEM;
+        if (!(c->flags & USI_CACHE_KEEP_ERRNO))
+            errno = ENOMEM;
         return NULL;
     }
     if (c->ctor && construct(c, obj) != 0) {
@@ -138,7 +139,8 @@ size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclai
     if (got < n) {
         if (got)
             put_raw(c, got, objs);
-        errno = ENOMEM;
+        if (!(c->flags & USI_CACHE_KEEP_ERRNO))
+            errno = ENOMEM;
         return 0;
     }
     for (size_t i = 0; c->ctor && i < n; i++) {

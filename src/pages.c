@@ -190,9 +190,7 @@ void *usi_pages_alloc_span(unsigned order)
         s = big;
     }
     usi_unlock(&pages.lock);
-    if (!s)
-        errno = ENOMEM;
-    return (void *)s;
+    return (void *)s; /* NULL: the caller says why (errno untouched here) */
 }
 
 void usi_pages_free_span(void *span, unsigned order)

@@ -253,7 +253,10 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
             pair_load(mp, prev);
         } else if (!c->ctor) {
             /* No constructed objects anywhere: fill a magazine straight from the slabs,
-             * without the reclaim callback (it may run later, once the pair is whole). */
+             * without the reclaim callback (it may run later, once the pair is whole). A
+             * failure here is not the caller's: errno is kept (the single-object path
+             * below sets it if that fails too). */
+            int saved = errno;
             if (loaded == &usi_mag_empty)
                 loaded = usi_mag_new(c);
             if (loaded) {
@@ -262,6 +265,8 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
             }
             /* No magazine, or fewer free objects than a magazine: take one. */
             ok = loaded && loaded->rounds != 0;
+            if (!ok)
+                errno = saved;
         } else {
             /* Objects with a constructor leave the slab one at a time, as the user asks
              * for them: the constructor runs once per object that enters service. */
@@ -280,20 +285,13 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
     if (!tc)
         return usi_objects_alloc(c);
     struct usi_magpair *mp = &tc->pairs[c->id];
-    int saved = errno; /* a failed magazine fill must not show in a successful call */
     exchange_begin(tc, c->id);
     if (pair_is_blank(mp))
         pair_clear(mp);
     int ok = alloc_exchange(c, mp);
     void *p = ok ? usi_pair_pop(mp) : NULL;
     exchange_end(tc);
-    if (ok) {
-        errno = saved;
-        return p;
-    }
-    if ((p = usi_objects_alloc(c)) != NULL) /* last: may run the constructor and reclaim */
-        errno = saved;
-    return p;
+    return ok ? p : usi_objects_alloc(c); /* last: may run the constructor and reclaim */
 }
 
 void usi_tcache_free_slow(struct uslab_cache *c, void *p)
