@@ -76,7 +76,12 @@ void usi_depot_init_cache(struct uslab_cache *c)
 
 struct usi_mag *usi_mag_new(struct uslab_cache *c)
 {
-    uint32_t cap = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
+    return usi_mag_new_cap(c, __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED));
+}
+
+struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap)
+{
+    (void)c;
     struct usi_mag *m = usi_objects_alloc(cap <= USI_MAG_SMALL ? &mag_small : &mag_large);
     if (!m)
         return NULL;

@@ -60,13 +60,13 @@ static size_t pair_bytes(const struct uslab_cache *c, const struct usi_magpair *
 }
 
 /* Accounts for a pair whose bytes were `before` (reservation included): gives back what
- * the slow path did not use. */
+ * the slow path did not use, or adds what a floor magazine added (past the bound). */
 static void pair_account(struct uslab_cache *c, const struct usi_magpair *mp, size_t before)
 {
     size_t after = pair_bytes(c, mp);
     if (after < before)
         __atomic_fetch_sub(&usi_tcache_bytes, before - after, __ATOMIC_RELAXED);
-    else if (after > before) /* cannot happen: the reservation covers any exchange */
+    else if (after > before) /* only past the bound: floor magazines (below) */
         __atomic_fetch_add(&usi_tcache_bytes, after - before, __ATOMIC_RELAXED);
 }
 
@@ -108,6 +108,23 @@ static inline void exchange_begin(struct usi_tcache *tc, uintptr_t id)
 static inline void exchange_end(struct usi_tcache *tc)
 {
     __atomic_store_n(&tc->exchanging, 0, __ATOMIC_RELEASE); /* after every store to it */
+}
+
+/*
+ * Past the bound, a thread's pair still gets magazines, small ones: USI_MAG_FLOOR_BYTES of
+ * objects, at least one. They are counted in usi_tcache_bytes but not refused, so threads
+ * that come after the bound is reached do not take a lock per operation; what they may
+ * cache is at most two floor magazines per cache they use (design §5).
+ */
+#define USI_MAG_FLOOR_BYTES 1024
+
+static uint32_t floor_capacity(const struct uslab_cache *c)
+{
+    size_t cap = USI_MAG_FLOOR_BYTES / c->stride;
+    uint32_t most = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
+    if (cap > most)
+        cap = most;
+    return cap ? (uint32_t)cap : 1;
 }
 
 /* Makes m the loaded magazine of mp. */
@@ -231,14 +248,29 @@ static inline int pair_is_blank(const struct usi_magpair *mp)
 static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
 {
     size_t before = pair_reserve(c, mp);
-    if (before == (size_t)-1) {
-        if (mp->prev->rounds == 0)
-            return 0;
-        struct usi_mag *full = mp->prev; /* a swap needs no new magazine */
+    if (before == (size_t)-1) { /* past the bound: swap, else fill a floor magazine */
         struct usi_mag *loaded = pair_unload(mp);
-        pair_load(mp, full);
-        mp->prev = loaded;
-        return 1;
+        if (mp->prev->rounds != 0) {
+            struct usi_mag *full = mp->prev; /* a swap needs no new magazine */
+            pair_load(mp, full);
+            mp->prev = loaded;
+            return 1;
+        }
+        if (c->ctor)
+            return 0; /* constructed one at a time, as above */
+        before = pair_bytes(c, mp);
+        int saved = errno;
+        if (loaded == &usi_mag_empty)
+            loaded = usi_mag_new_cap(c, floor_capacity(c));
+        if (loaded) {
+            loaded->rounds = (uint32_t)usi_objects_fill(c, loaded->capacity, loaded->objs, 0);
+            pair_load(mp, loaded);
+        }
+        pair_account(c, mp, before);
+        if (loaded && loaded->rounds != 0)
+            return 1;
+        errno = saved;
+        return 0;
     }
     struct usi_mag *loaded = pair_unload(mp);
     int ok = 1;
@@ -311,11 +343,9 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         return;
     }
     size_t before = pair_reserve(c, mp);
-    if (before == (size_t)-1) {
-        exchange_end(tc);
-        usi_objects_unfill(c, 1, &p);
-        return;
-    }
+    int past_bound = before == (size_t)-1;
+    if (past_bound)
+        before = pair_bytes(c, mp);
     struct usi_mag *loaded = pair_unload(mp);
     struct usi_mag *prev = mp->prev;
     struct usi_mag *over = NULL;
@@ -323,6 +353,20 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     if (prev->rounds == 0 && prev != &usi_mag_empty) { /* swap: the previous one is empty */
         mp->prev = loaded;
         pair_load(mp, prev);
+    } else if (past_bound) {
+        /* The previous one goes to the depot; a floor magazine takes the loaded one's
+         * place (see floor_capacity). */
+        int saved = errno;
+        struct usi_mag *fresh = usi_mag_new_cap(c, floor_capacity(c));
+        if (fresh) {
+            mp->prev = &usi_mag_empty; /* from here on the depot owns it */
+            usi_depot_put(c, prev, &over);
+            mp->prev = loaded;
+            pair_load(mp, fresh);
+        } else {
+            errno = saved;
+            pushed = 0;
+        }
     } else {
         /* Both full (or missing): give the previous one to the depot for an empty one. */
         mp->prev = &usi_mag_empty; /* from here on the depot owns it */
