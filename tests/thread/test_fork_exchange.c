@@ -22,13 +22,13 @@
 #define CHILD_N  1500
 
 static uslab_cache_t *cache;
-static volatile int stop;
+static int stop; /* atomic */
 
 static void *worker(void *arg)
 {
     uint64_t tag = (uint64_t)(uintptr_t)arg;
     void *c[BURST], *m[BURST];
-    while (!stop) {
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         for (int i = 0; i < BURST; i++) {
             c[i] = uslab_cache_alloc(cache);
             m[i] = MT_MALLOC(OBJ_SIZE);
@@ -105,7 +105,7 @@ int main(void)
               WIFEXITED(status) ? "exited with" : "killed by signal",
               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     }
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < WORKERS; i++)
         pthread_join(th[i], NULL);
     TEST_DONE();
