@@ -344,6 +344,21 @@ def clean_env():
     return env
 
 
+def kill_session(sid):
+    """SIGKILLs every process of session sid: the driver, and the test it forked, which the
+    driver moved to a process group of its own (so killpg of the driver's misses it)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = open("/proc/%s/stat" % pid).read()
+            fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+            if int(fields[3]) == sid:  # state ppid pgrp session
+                os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass  # gone meanwhile
+
+
 def run_one(binary, alloc, preload, timeout, logdir, factor):
     """Runs one test under one allocator; returns (result, seconds, output)."""
     name = os.path.basename(binary)
@@ -360,7 +375,7 @@ def run_one(binary, alloc, preload, timeout, logdir, factor):
         out, _ = p.communicate(timeout=timeout * factor + DRIVER_GRACE)
     except subprocess.TimeoutExpired:
         hung = True
-        os.killpg(p.pid, signal.SIGKILL)
+        kill_session(p.pid)
         out, _ = p.communicate()
     secs = time.monotonic() - start
     out = out.decode("utf-8", "replace")
