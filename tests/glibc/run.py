@@ -158,7 +158,7 @@ EXTRACT = ["malloc/", "support/", "test-skeleton.c"] + INTERNAL_HEADERS
 
 # glibc's own warning flags for C (Makeconfig: +gccwarn, +gccwarn-c) and -Werror.
 CFLAGS = [
-    "-std=gnu11", "-O2", "-g", "-fno-stack-protector",
+    "-std=gnu11", "-O2", "-g",
     "-Wall", "-Wwrite-strings", "-Wundef", "-Wstrict-prototypes", "-Wold-style-definition",
     "-Werror",
 ]
@@ -234,7 +234,7 @@ def extract(tarball, top):
 # ---- the out-of-tree support library --------------------------------------------------------
 
 
-def write_shim(src, top, build):
+def write_shim(src, top):
     """The shim include directory: <support/...> resolves into the extracted tree, the
     internal headers are links into it, and glibc-oot-config.h replaces configure's output
     for the support library."""
@@ -255,7 +255,7 @@ def write_shim(src, top, build):
 /* config.h: scale of test timeouts (the TIMEOUTFACTOR variable scales it further). */
 #define TIMEOUTFACTOR 1
 /* The paths support_paths.c exports: the extracted tree, this build directory, and the
-   installed system's directories (Debian's layout). */
+   installed system's directories (Debian's layout; the malloc tests use none of them). */
 #define SRCDIR_PATH "%(src)s"
 #define OBJDIR_PATH "%(obj)s"
 #define OBJDIR_ELF_LDSO_PATH "/lib64/ld-linux-x86-64.so.2"
@@ -434,7 +434,7 @@ def main():
     src = extract(tarball, top)
     absent = [t for t in tests if not os.path.exists(os.path.join(src, "malloc", t + ".c"))]
     tests = [t for t in tests if t not in absent]
-    shim, config = write_shim(src, top, build)
+    shim, config = write_shim(src, top)
     lib = build_support(src, top, shim, config, args.jobs)
     bindir = build_tests(src, top, shim, lib, tests, args.jobs)
     t_build = time.monotonic() - t0
