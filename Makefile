@@ -1,7 +1,7 @@
 # Thin wrapper over CMake: each target is a configure, a build and a ctest or runner line.
 #   make          build libuslab.so, libuslab.a, libuslab-preload.so (in ./build)
-#   make test     everything CI runs: a clang-format check, the test suite, then under UBSan,
-#                 TSan and memcheck
+#   make test     everything CI runs: a clang-format check, the test suite, glibc's malloc
+#                 tests under uslab, then under UBSan, TSan and memcheck
 #                 (a Valgrind client-request build), then 60 s of fuzzing
 #   make check    just the test suite of ./build (the quick inner loop)
 #   make layers   the layer check of docs/design.md §1 on ./build's objects (ctest label layers)
@@ -10,7 +10,7 @@ JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all configure check layers test test-ubsan test-tsan test-valgrind fuzz clean format format-check
+.PHONY: all configure check layers test test-glibc test-ubsan test-tsan test-valgrind fuzz clean format format-check
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -29,7 +29,14 @@ layers: all
 	cd $(BUILD) && $(CTEST) -R '^layers_selftest$$'
 	python3 tools/check_layers.py $(LAYERS_FLAGS) docs/design.md @$(BUILD)/tests/layers/objects.txt
 
-test: format-check check test-ubsan test-tsan test-valgrind fuzz
+test: format-check check test-glibc test-ubsan test-tsan test-valgrind fuzz
+
+# glibc 2.36's own malloc tests (from Debian's glibc-source tarball, built at test time in
+# $(BUILD)/glibc-tests), each run under plain glibc and under libuslab-preload.so:
+# tests/glibc/run.py. Fails if one fails under uslab; skips when the tarball is missing,
+# unless CI is set.
+test-glibc: all
+	python3 tests/glibc/run.py --build $(BUILD) --jobs $(JOBS)
 
 # The API library and its tests under UndefinedBehaviorSanitizer (preload tests excluded:
 # the preload library is never sanitized).
