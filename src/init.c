@@ -55,23 +55,51 @@ static void init_classes(void)
 
 /* Lock order (design §6): cache registry, tcache registry, each tcache, each cache by id,
  * pages. Taking them all in that order before fork leaves no lock held mid-update. */
+/*
+ * A process with a single thread needs no lock taken across fork: nobody else can hold
+ * one. Skipping them is what lets such a process fork from a signal handler that
+ * interrupted uslab while it held a lock (glibc's tst-mallocfork2, tst-mallocfork; glibc's
+ * malloc does the same). Nested forks (a handler forking during fork) are one thread's,
+ * so the choice is kept per depth in thread-local bits.
+ */
+static __thread unsigned fork_depth, fork_skipped;
+
 static void prefork(void)
 {
+    unsigned bit = 1u << (fork_depth++ & 31);
+    if (usi_os_single_threaded()) {
+        fork_skipped |= bit;
+        return;
+    }
+    fork_skipped &= ~bit;
+    usi_os_prefork();
     usi_registry_prefork();
     usi_tcache_prefork();
     usi_registry_prefork_caches();
     usi_pages_prefork();
 }
 
+/* Whether the prefork at this depth took the locks; pops the depth. */
+static int fork_took_locks(void)
+{
+    unsigned bit = 1u << (--fork_depth & 31);
+    return !(fork_skipped & bit);
+}
+
 static void postfork_parent(void)
 {
+    if (!fork_took_locks())
+        return;
     usi_pages_postfork(0);
     usi_registry_postfork(0);
     usi_tcache_postfork(0);
+    usi_os_postfork_parent();
 }
 
 static void postfork_child(void)
 {
+    if (!fork_took_locks())
+        return; /* one thread: nothing held, nobody orphaned, no purger thread */
     usi_os_postfork_child();
     usi_pages_postfork(1);
     usi_registry_postfork(1);

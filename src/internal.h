@@ -204,6 +204,12 @@ void usi_os_sleep_ms(size_t ms);
 uint32_t usi_os_gettid(void);
 /* After fork, in the child: the thread holds no uslab lock any more. */
 void usi_os_postfork_child(void);
+/* Before fork takes uslab's locks: glibc's stdio list lock (design §7); after, in the
+ * parent, its release. */
+void usi_os_prefork(void);
+void usi_os_postfork_parent(void);
+/* glibc's __libc_single_threaded: no other thread was ever started. */
+int usi_os_single_threaded(void);
 
 /* The system allocator, for sizes uslab does not serve: glibc's __libc_* entry points in
  * the preload library (which exports malloc itself), the process's malloc otherwise. */

@@ -241,12 +241,9 @@ static int usi_posix_memalign(void **out, size_t align, size_t size)
 {
     if (align < sizeof(void *) || (align & (align - 1)) != 0)
         return EINVAL;
-    int saved = errno;
     void *p = aligned_impl(align, size);
-    if (!p) {
-        errno = saved;
-        return ENOMEM;
-    }
+    if (!p)
+        return ENOMEM; /* errno is ENOMEM too, as glibc leaves it (tst-malloc-thread-fail) */
     *out = p;
     return 0;
 }
@@ -262,8 +259,9 @@ static void *usi_aligned_alloc(size_t align, size_t size)
 
 static void *usi_memalign(size_t align, size_t size)
 {
-    /* glibc: a non-power-of-two alignment is rounded up to the next power of two. */
-    if (align > ((size_t)1 << (sizeof(size_t) * 8 - 2))) {
+    /* glibc: a non-power-of-two alignment is rounded up to the next power of two; above
+     * 2^63 there is none (EINVAL); 2^63 itself fails on the size (ENOMEM). */
+    if (align > ((size_t)1 << (sizeof(size_t) * 8 - 1))) {
         errno = EINVAL;
         return NULL;
     }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/single_threaded.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -135,6 +136,30 @@ uint32_t usi_os_gettid(void)
 #ifdef USLAB_ASSERTS
 __thread unsigned usi_lock_depth __attribute__((tls_model("initial-exec")));
 #endif
+
+/* glibc's stdio list lock (exported by libc.so.6, recursive). A thread in fflush(NULL)
+ * holds it while it waits for a FILE lock, whose holder may be in malloc: glibc's fork
+ * therefore takes malloc's locks after the list lock. uslab's locks are taken in a fork
+ * handler, which runs before fork takes the list lock, so the handler takes it first
+ * (glibc's tst-malloc-fork-deadlock). fork unlocks it once in the parent and resets it in
+ * the child; the parent handler drops the handler's own hold. */
+extern void _IO_list_lock(void);
+extern void _IO_list_unlock(void);
+
+void usi_os_prefork(void)
+{
+    _IO_list_lock();
+}
+
+void usi_os_postfork_parent(void)
+{
+    _IO_list_unlock();
+}
+
+int usi_os_single_threaded(void)
+{
+    return __libc_single_threaded != 0;
+}
 
 void usi_os_postfork_child(void)
 {

@@ -4,11 +4,12 @@
  * cache with no constructor, as kmalloc is built on kmem_cache: init.c sets the caches up
  * in usi_class_caches[], malloc.c uses them. This file is pure arithmetic on tables.
  *
- * Classes: 8, 16, 32, 48, ..., 128 (steps of 16), then 8 classes per doubling up to the
+ * Classes: 16, 32, 48, ..., 128 (steps of 16), then 8 classes per doubling up to the
  * largest slab size (USLAB_MAX_SLAB_SIZE). Above 128 bytes a request wastes less than 1/8
- * of its block. Every class of 16 bytes or more is a multiple of 16, so every block of 16
- * bytes or more is 16-byte aligned; power-of-two classes are aligned to their size (up to
- * a page), which serves aligned allocations. Class ids equal cache ids: 1..usi_nclasses.
+ * of its block. Every class is a multiple of 16, so every block is 16-byte aligned, as
+ * glibc guarantees on 64-bit systems (max_align_t; glibc's tst-mallocalign1 checks it);
+ * power-of-two classes are aligned to their size (up to a page), which serves aligned allocations.
+ * Class ids equal cache ids: 1..usi_nclasses.
  */
 #include "internal.h"
 
@@ -17,18 +18,18 @@ struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
 unsigned usi_nclasses;
 static size_t class_size[USI_NCLASSES + 1];
 
-/* Class id of a size in (128, 65536]: 9 small classes, then 8 per doubling. */
+/* Class id of a size in (128, 65536]: 8 small classes, then 8 per doubling. */
 static unsigned class_index_above_128(size_t size)
 {
     unsigned lg = 63u - (unsigned)__builtin_clzl(size - 1); /* 2^lg < size <= 2^(lg+1) */
     size_t step = (size_t)1 << (lg - 3);
     unsigned j = (unsigned)((size - ((size_t)1 << lg) + step - 1) / step); /* 1..8 */
-    return 9 + (lg - 7) * 8 + j;
+    return 8 + (lg - 7) * 8 + j;
 }
 
 unsigned usi_sizeclass_init(void)
 {
-    static const size_t small[] = {8, 16, 32, 48, 64, 80, 96, 112, 128};
+    static const size_t small[] = {16, 32, 48, 64, 80, 96, 112, 128};
     unsigned n = 0;
     for (unsigned i = 0; i < sizeof small / sizeof small[0]; i++)
         class_size[++n] = small[i];
@@ -45,10 +46,8 @@ unsigned usi_sizeclass_init(void)
     for (size_t i = 0; i <= USI_SMALL_MAX / 8; i++) {
         size_t size = i * 8;
         unsigned id;
-        if (size <= 8)
-            id = 1;
-        else if (size <= 128)
-            id = size <= 16 ? 2 : (unsigned)(1 + (size + 15) / 16);
+        if (size <= 128)
+            id = size <= 16 ? 1 : (unsigned)((size + 15) / 16);
         else
             id = class_index_above_128(size);
         USI_ASSERT(id <= n && class_size[id] >= size);

@@ -6,7 +6,7 @@
  * with errno on huge sizes. Every block is written to its usable size and verified later.
  *
  * The expected size classes are computed here independently of src/sizeclass.c from the
- * documented rule: 8, 16, 32, 48, ..., 128, then 8 classes per doubling up to
+ * documented rule: 16, 32, 48, ..., 128, then 8 classes per doubling up to
  * USLAB_MAX_SLAB_SIZE (read from the environment like the library does, default 32768).
  */
 #include "check.h"
@@ -26,8 +26,8 @@ static size_t class_of(size_t size)
 {
     if (size > largest_class)
         return 0;
-    if (size <= 8)
-        return 8;
+    if (size <= 16)
+        return 16; /* no 8-byte class: every block is 16-byte aligned, as glibc's */
     if (size <= 128)
         return (size + 15) & ~(size_t)15;
     size_t lo = 128;
@@ -185,8 +185,8 @@ static void test_malloc_zero(void)
     static struct blk v[N];
     for (size_t i = 0; i < N; i++) {
         void *p = uslab_malloc(0);
-        size_t u = check_block(p, 0, 8, "malloc");
-        CHECK(u == 8, "malloc(0): usable %zu", u);
+        size_t u = check_block(p, 0, 16, "malloc");
+        CHECK(u == 16, "malloc(0): usable %zu", u);
         v[i] = (struct blk){p, 0, u, i};
         fill(p, u, i);
     }
