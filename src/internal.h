@@ -192,6 +192,8 @@ struct uslab_cache {
 size_t usi_os_address_limit(void);
 /* PROT_NONE, aligned to align (a power of two); *size may shrink, never below min. */
 void *usi_os_reserve(size_t *size, size_t align, size_t min);
+/* PROT_NONE at exactly addr, never over an existing mapping; 0 or -1. */
+int usi_os_reserve_at(void *addr, size_t size);
 int usi_os_commit(void *addr, size_t size); /* make reserved memory read/write */
 void usi_os_purge(void *addr, size_t size); /* give pages back; they read as zero */
 void *usi_os_map(size_t size);              /* fresh zeroed read/write memory */
@@ -376,16 +378,29 @@ extern uintptr_t usi_unit_tag_mask;
 
 static inline unsigned usi_unit_tag(const void *p)
 {
-    /* Plain loads: both words are written once, at initialisation, before any block that
-     * could reach free exists (the mask after the table). */
-    return usi_unit_tags[((uintptr_t)p >> USI_UNIT_SHIFT) & usi_unit_tag_mask];
+    /* Both words change once, when the table is mapped (usi_pages_try_tags): the table
+     * pointer first, then the mask. The mask is loaded first and the pointer after it: on
+     * x86-64 an empty asm that takes the masked index as input orders the two loads at no
+     * cost (loads are not reordered with loads); elsewhere an acquire load does. A reader
+     * that sees the old mask (0) reads entry 0 of either table: 0. */
+    uintptr_t idx = ((uintptr_t)p >> USI_UNIT_SHIFT) & usi_unit_tag_mask;
+    const uint16_t *tags;
+#if defined(__x86_64__)
+    __asm__("mov %1, %0" : "=r"(tags) : "m"(usi_unit_tags), "r"(idx));
+#else
+    idx = ((uintptr_t)p >> USI_UNIT_SHIFT) & __atomic_load_n(&usi_unit_tag_mask, __ATOMIC_ACQUIRE);
+    tags = __atomic_load_n(&usi_unit_tags, __ATOMIC_RELAXED);
+#endif
+    return tags[idx];
 }
 
 /* Reserves the range within the address-space budget (RLIMIT_AS / 4); 0, or -1 when
  * there is no room for a useful reservation (slabs are then disabled). */
 int usi_pages_init(void);
-/* Whether the unit-tag table exists (it is left out when RLIMIT_AS has no room for it). */
+/* Whether the unit-tag table exists. Until it does, every free takes the slow path. */
 int usi_pages_have_tags(void);
+/* Maps the unit-tag table if RLIMIT_AS leaves room for it (design §2); cold. */
+void usi_pages_try_tags(void);
 /* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero where
  * never written or purged. NULL when the reservation is exhausted. */
 void *usi_pages_alloc_span(unsigned order);

@@ -27,9 +27,8 @@ static inline int is_class_id(uintptr_t id)
 /* Reports p when it is neither a live uslab block nor plausibly glibc's. */
 static USI_COLD void check_other(const void *p, uintptr_t e, const char *fn)
 {
-    if (usi_debug_enabled &&
-        (e || ((uintptr_t)p & 15) ||
-         (uintptr_t)p - usi_pagemap.base < usi_pagemap.nunits * USI_UNIT_SIZE)) {
+    int in_range = (uintptr_t)p - usi_pagemap.base < usi_pages_reserved_bytes();
+    if (usi_debug_enabled && (e || ((uintptr_t)p & 15) || in_range)) {
         char what[160];
         if (e)
             snprintf(what, sizeof what, "%s(%p): object of cache %s", fn, p,
@@ -43,8 +42,7 @@ static USI_COLD void check_other(const void *p, uintptr_t e, const char *fn)
         usi_report_fatal("%s(%p): the object belongs to cache %s; free it with uslab_cache_free",
                          fn, p, c ? c->name : "(destroyed)");
     }
-    uintptr_t off = (uintptr_t)p - usi_pagemap.base;
-    if (usi_pagemap.nunits && off < usi_pagemap.nunits * USI_UNIT_SIZE)
+    if (in_range)
         usi_report_fatal("%s(%p): invalid pointer (inside uslab's range, but not in a live slab)",
                          fn, p);
     if ((uintptr_t)p & 15)
@@ -128,7 +126,11 @@ static USI_NOINLINE void free_slow(void *p)
 {
     uintptr_t e = usi_pagemap_lookup(p);
     if (USI_LIKELY(is_class_id(e & USI_ID_MASK))) {
-        /* The fast path missed: a full magazine, or no tag table (RLIMIT_AS, design §2). */
+        /* The fast path missed: a full magazine, or no tag table yet (design §2): every
+         * 1024th such free tries to map it (a racy count: a hint). */
+        static unsigned untagged;
+        if (USI_UNLIKELY(!usi_pages_have_tags()) && (++untagged & 1023) == 0)
+            usi_pages_try_tags();
         usi_tcache_free(&usi_class_caches[e & USI_ID_MASK], p);
         return;
     }

@@ -49,6 +49,21 @@ void *usi_os_reserve(size_t *size, size_t align, size_t min)
     return NULL;
 }
 
+int usi_os_reserve_at(void *addr, size_t size)
+{
+    /* MAP_FIXED_NOREPLACE (Linux 4.17): fails with EEXIST where anything is mapped. An
+     * older kernel ignores the flag and may map elsewhere: that counts as failure. */
+    void *p = mmap(addr, size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    if (p != addr) {
+        munmap(p, size);
+        return -1;
+    }
+    return 0;
+}
+
 int usi_os_commit(void *addr, size_t size)
 {
     return mprotect(addr, size, PROT_READ | PROT_WRITE);

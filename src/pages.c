@@ -27,11 +27,13 @@ static uint16_t *unit_tags; /* writable view of usi_unit_tags */
 /* Everything below is protected by pages.lock; it is the innermost lock (design §6). */
 static struct {
     pthread_mutex_t lock;
-    uintptr_t bump;      /* next never-used address */
-    uintptr_t committed; /* [base, committed) is read/write */
-    uintptr_t end;
+    uintptr_t bump;                      /* next never-used address */
+    uintptr_t committed;                 /* [base, committed) is read/write */
+    uintptr_t end;                       /* [base, end) is reserved now; it grows up to max_end */
+    uintptr_t max_end;                   /* the range the page map covers */
     uint32_t free_head[USI_SPAN_ORDERS]; /* unit index + 1 of the first free span; 0: none */
-    size_t reserved;
+    size_t reserved;                     /* end - base (also read without the lock, for reports) */
+    size_t side_bytes; /* the page map's side arrays, mapped for the whole range */
 } pages = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static inline size_t span_bytes(unsigned order)
@@ -45,32 +47,44 @@ static inline uint32_t unit_of(uintptr_t addr)
 }
 
 /*
- * The address-space budget (design §2): under RLIMIT_AS, uslab's own mappings (the
- * reservation, its side arrays and the tag table) take at most a quarter of the limit, so
- * the system allocator keeps three quarters for large blocks. The tag table (4 GiB) is
- * kept only when it is at most half of that budget; without it every free takes the slow
- * path's page-map lookup (correct, a few instructions more). Below the smallest useful
+ * The address-space budget (design §2). RLIMIT_AS counts every mapping, PROT_NONE too, so
+ * uslab's own mappings grow with use: at first only INITIAL_RESERVE of the range is
+ * reserved and there is no tag table; the reservation grows in place (doubling, with
+ * MAP_FIXED_NOREPLACE right after its end, in the hole found at initialisation) when the
+ * bump pointer reaches its end, and the tag table is mapped once frees show the program
+ * uses slabs (usi_pages_try_tags). Under a finite RLIMIT_AS, as read at each step, uslab's
+ * mappings stay within a quarter of it, so the system allocator keeps three quarters; the
+ * tag table (4 GiB) only when that leaves room for it twice. Below the smallest useful
  * reservation uslab steps aside: the caller disables slabs.
  */
-#define BUDGET_SHARE  4                                      /* of RLIMIT_AS */
-#define MIN_RESERVE   ((size_t)64 << 20)                     /* eight spans of the largest order */
-#define SIDE_PER_UNIT (sizeof(uintptr_t) + sizeof(uint32_t)) /* map + link entries */
+#define BUDGET_SHARE    4                  /* of RLIMIT_AS */
+#define MIN_RESERVE     ((size_t)64 << 20) /* eight largest spans */
+#define INITIAL_RESERVE ((size_t)64 << 20)
+#define SIDE_PER_UNIT   (sizeof(uintptr_t) + sizeof(uint32_t) + sizeof(uint16_t))
+#define TAG_BYTES       (NTAGS * sizeof(uint16_t))
+
+static uint16_t *side_tags; /* nunits entries: each unit's tag, the tag table's source */
+
+/* Bytes uslab may still map under RLIMIT_AS (SIZE_MAX without a limit). */
+static size_t budget_left(void)
+{
+    size_t limit = usi_os_address_limit();
+    if (limit == SIZE_MAX)
+        return SIZE_MAX;
+    size_t used = pages.reserved + pages.side_bytes + (unit_tags ? TAG_BYTES : 0);
+    return limit / BUDGET_SHARE > used ? limit / BUDGET_SHARE - used : 0;
+}
 
 int usi_pages_init(void)
 {
     size_t align = span_bytes(USI_SPAN_ORDERS - 1);
     size_t size = usi_options.reserve_bytes;
     size_t limit = usi_os_address_limit();
-    int with_tags = 1;
     if (limit != SIZE_MAX) {
+        /* The side arrays cover the whole range; reserve at least the first piece. */
         size_t budget = limit / BUDGET_SHARE;
-        size_t tag_bytes = NTAGS * sizeof(uint16_t);
-        with_tags = budget >= 2 * tag_bytes;
-        if (with_tags)
-            budget -= tag_bytes;
-        /* The reservation is mapped with `align` bytes of slack, then trimmed. */
-        budget = budget > align ? budget - align : 0;
-        size_t fit = budget / (USI_UNIT_SIZE + SIDE_PER_UNIT) * USI_UNIT_SIZE;
+        budget = budget > align + INITIAL_RESERVE ? budget - align - INITIAL_RESERVE : 0;
+        size_t fit = budget / SIDE_PER_UNIT * USI_UNIT_SIZE;
         if (size > fit)
             size = fit;
     }
@@ -78,41 +92,31 @@ int usi_pages_init(void)
         errno = ENOMEM;
         return -1;
     }
+    /* Find a hole for the whole range, keep its first piece: the kernel places other
+     * mappings top-down, from the hole's upper end, so the range can grow upwards. */
     void *base = usi_os_reserve(&size, align, MIN_RESERVE);
     if (!base)
         return -1;
+    size_t first = size < INITIAL_RESERVE ? size : INITIAL_RESERVE;
+    usi_os_unmap((char *)base + first, size - first);
     size_t nunits = size >> USI_UNIT_SHIFT;
     uintptr_t *map = usi_os_map(nunits * sizeof(uintptr_t));
     uint32_t *link = usi_os_map(nunits * sizeof(uint32_t));
-    uint16_t *tags = with_tags ? usi_os_map_zero_ro(NTAGS * sizeof(uint16_t)) : NULL;
-    int ok = map && link && (uintptr_t)base + size <= ((uintptr_t)1 << USI_ADDRESS_BITS);
-    if (ok && tags) {
-        /* Only the tags over the reservation are ever written: make that window writable. */
-        uintptr_t first = ((uintptr_t)base >> USI_UNIT_SHIFT) * sizeof(uint16_t);
-        uintptr_t last = (((uintptr_t)base + size) >> USI_UNIT_SHIFT) * sizeof(uint16_t);
-        first &= ~(uintptr_t)(USI_PAGE_SIZE - 1);
-        last = (last + USI_PAGE_SIZE - 1) & ~(uintptr_t)(USI_PAGE_SIZE - 1);
-        if (usi_os_commit((char *)tags + first, last - first) != 0) {
-            usi_os_unmap(tags, NTAGS * sizeof(uint16_t));
-            tags = NULL; /* work without: frees take the page-map lookup */
-        }
-    }
-    if (!ok) {
+    uint16_t *tags = usi_os_map(nunits * sizeof(uint16_t));
+    if (!map || !link || !tags || (uintptr_t)base + size > ((uintptr_t)1 << USI_ADDRESS_BITS)) {
         usi_os_unmap(map, nunits * sizeof(uintptr_t));
         usi_os_unmap(link, nunits * sizeof(uint32_t));
-        usi_os_unmap(tags, NTAGS * sizeof(uint16_t));
-        usi_os_unmap(base, size);
+        usi_os_unmap(tags, nunits * sizeof(uint16_t));
+        usi_os_unmap(base, first);
         errno = ENOMEM;
         return -1;
     }
-    if (tags) {
-        unit_tags = tags;
-        __atomic_store_n(&usi_unit_tags, tags, __ATOMIC_RELEASE);
-        __atomic_store_n(&usi_unit_tag_mask, NTAGS - 1, __ATOMIC_RELEASE); /* after the table */
-    }
+    side_tags = tags;
     pages.bump = pages.committed = (uintptr_t)base;
-    pages.end = (uintptr_t)base + size;
-    pages.reserved = size;
+    pages.end = (uintptr_t)base + first;
+    pages.max_end = (uintptr_t)base + size;
+    __atomic_store_n(&pages.reserved, first, __ATOMIC_RELAXED);
+    pages.side_bytes = nunits * SIDE_PER_UNIT;
     usi_pagemap.base = (uintptr_t)base;
     usi_pagemap.map = map;
     usi_pagemap.link = link;
@@ -121,14 +125,69 @@ int usi_pages_init(void)
     return 0;
 }
 
+/* Under pages.lock: reserves more of the range after pages.end so that [.., need) is
+ * reserved; doubles the reservation when the budget and the neighbours allow. */
+static int grow(uintptr_t need)
+{
+    size_t align = span_bytes(USI_SPAN_ORDERS - 1);
+    if (need > pages.max_end)
+        return -1;
+    size_t least = ((need - pages.end) + align - 1) & ~(align - 1);
+    size_t want = pages.reserved > least ? pages.reserved : least;
+    if (want > pages.max_end - pages.end)
+        want = pages.max_end - pages.end;
+    size_t left = budget_left();
+    if (want > left)
+        want = left & ~(align - 1);
+    if (want < least)
+        return -1;
+    if (usi_os_reserve_at((void *)pages.end, want) != 0 &&
+        (want == least || usi_os_reserve_at((void *)pages.end, want = least) != 0))
+        return -1;
+    pages.end += want;
+    __atomic_store_n(&pages.reserved, pages.end - usi_pagemap.base, __ATOMIC_RELAXED);
+    return 0;
+}
+
 int usi_pages_have_tags(void)
 {
-    return unit_tags != NULL;
+    return __atomic_load_n(&unit_tags, __ATOMIC_RELAXED) != NULL;
+}
+
+void usi_pages_try_tags(void)
+{
+    if (usi_pages_have_tags() || !usi_pagemap.nunits)
+        return;
+    usi_lock(&pages.lock);
+    if (!unit_tags && budget_left() >= 2 * TAG_BYTES) {
+        uint16_t *tags = usi_os_map_zero_ro(TAG_BYTES);
+        /* Only the tags over the range are ever written: make that window writable. */
+        uintptr_t first = (usi_pagemap.base >> USI_UNIT_SHIFT) * sizeof(uint16_t);
+        uintptr_t last = (pages.max_end >> USI_UNIT_SHIFT) * sizeof(uint16_t);
+        first &= ~(uintptr_t)(USI_PAGE_SIZE - 1);
+        last = (last + USI_PAGE_SIZE - 1) & ~(uintptr_t)(USI_PAGE_SIZE - 1);
+        if (tags && usi_os_commit((char *)tags + first, last - first) != 0) {
+            usi_os_unmap(tags, TAG_BYTES);
+            tags = NULL;
+        }
+        if (tags) {
+            uintptr_t t0 = usi_pagemap.base >> USI_UNIT_SHIFT;
+            for (uint32_t u = 0; u < unit_of(pages.end); u++)
+                if (side_tags[u])
+                    tags[t0 + u] = side_tags[u];
+            /* The table before the mask: a reader that sees the mask sees the table
+             * (usi_unit_tag loads them in that order). */
+            __atomic_store_n(&unit_tags, tags, __ATOMIC_RELEASE);
+            __atomic_store_n(&usi_unit_tags, tags, __ATOMIC_RELEASE);
+            __atomic_store_n(&usi_unit_tag_mask, NTAGS - 1, __ATOMIC_RELEASE);
+        }
+    }
+    usi_unlock(&pages.lock);
 }
 
 size_t usi_pages_reserved_bytes(void)
 {
-    return pages.reserved;
+    return __atomic_load_n(&pages.reserved, __ATOMIC_RELAXED);
 }
 
 static void free_push(uintptr_t addr, unsigned order)
@@ -152,7 +211,7 @@ static uintptr_t bump_take(unsigned order)
 {
     size_t size = span_bytes(order);
     uintptr_t start = (pages.bump + size - 1) & ~(uintptr_t)(size - 1);
-    if (start + size > pages.end || start + size < start)
+    if (start + size < start || (start + size > pages.end && grow(start + size) != 0))
         return 0;
     if (start + size > pages.committed) {
         uintptr_t want = (start + size + CHUNK - 1) & ~(uintptr_t)(CHUNK - 1);
@@ -205,11 +264,14 @@ void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t u
 {
     uint32_t u = unit_of((uintptr_t)span);
     uintptr_t t = (uintptr_t)span >> USI_UNIT_SHIFT;
+    usi_lock(&pages.lock); /* against usi_pages_try_tags copying side_tags */
     for (size_t i = 0; i < ((size_t)1 << order); i++) {
         __atomic_store_n(&usi_pagemap.map[u + i], entry, __ATOMIC_RELEASE);
+        side_tags[u + i] = unit_tag;
         if (unit_tags)
             __atomic_store_n(&unit_tags[t + i], unit_tag, __ATOMIC_RELEASE);
     }
+    usi_unlock(&pages.lock);
 }
 
 void usi_pages_prefork(void)

@@ -171,6 +171,30 @@ static void test_spans(void)
     ptrset_free(&seen);
 }
 
+/* The reservation grows in place, doubling, as spans are taken past its end. */
+static void test_growth(void)
+{
+    enum { N = 40 };
+    unsigned order = USI_SPAN_ORDERS - 1;
+    size_t bytes = USI_UNIT_SIZE << order;
+    char *s[N];
+    size_t before = usi_pages_reserved_bytes();
+    for (int i = 0; i < N; i++) {
+        s[i] = usi_pages_alloc_span(order);
+        CHECK(s[i] != NULL, "span %d of 8 MiB (reserved %zu MiB)", i,
+              usi_pages_reserved_bytes() >> 20);
+        CHECK((uintptr_t)s[i] - usi_pagemap.base + bytes <= usi_pages_reserved_bytes(),
+              "span inside what is reserved");
+        s[i][0] = 1; /* committed */
+        s[i][bytes - 1] = 1;
+    }
+    size_t after = usi_pages_reserved_bytes();
+    printf("reservation grew from %zu to %zu MiB\n", before >> 20, after >> 20);
+    CHECK(after >= before + (size_t)N * bytes / 2 && after > before, "the reservation grew");
+    for (int i = 0; i < N; i++)
+        usi_pages_free_span(s[i], order);
+}
+
 int main(void)
 {
     void *p = uslab_malloc(1); /* initialises uslab */
@@ -180,11 +204,19 @@ int main(void)
     CHECK(usi_pagemap_lookup(p) != 0, "malloc block is ours");
     unsigned id = (unsigned)(usi_pagemap_lookup(p) & USI_ID_MASK);
     CHECK(id >= 1 && id <= usi_nclasses, "malloc block in a class cache");
+    /* Mapped lazily (design §2): no tag table, and only the first 64 MiB reserved, until
+     * the program shows it uses slabs. */
+    CHECK(!usi_pages_have_tags() && usi_unit_tag(p) == 0, "no tag table at first");
+    CHECK(usi_pages_reserved_bytes() == (size_t)64 << 20, "first piece: %zu",
+          usi_pages_reserved_bytes());
+    usi_pages_try_tags();
+    CHECK(usi_pages_have_tags(), "tag table mapped (no RLIMIT_AS in this test)");
     CHECK(usi_unit_tag(p) == (unsigned)(id * sizeof(struct usi_magpair)),
           "unit tag of a malloc block: %u", usi_unit_tag(p));
     uslab_free(p);
     test_foreign_pointers();
     test_object_lookup();
     test_spans();
+    test_growth();
     TEST_DONE();
 }
