@@ -376,6 +376,18 @@ extern struct usi_pagemap usi_pagemap;
 extern const uint16_t *usi_unit_tags; /* 2^(47-16) entries; see above */
 extern uintptr_t usi_unit_tag_mask;
 
+/* ThreadSanitizer does not see the ordering of the asm below: it gets the atomic path. */
+#if defined(__SANITIZE_THREAD__)
+#define USI_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define USI_TSAN 1
+#endif
+#endif
+#ifndef USI_TSAN
+#define USI_TSAN 0
+#endif
+
 static inline unsigned usi_unit_tag(const void *p)
 {
     /* Both words change once, when the table is mapped (usi_pages_try_tags): the table
@@ -385,7 +397,7 @@ static inline unsigned usi_unit_tag(const void *p)
      * that sees the old mask (0) reads entry 0 of either table: 0. */
     uintptr_t idx = ((uintptr_t)p >> USI_UNIT_SHIFT) & usi_unit_tag_mask;
     const uint16_t *tags;
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !USI_TSAN
     __asm__("mov %1, %0" : "=r"(tags) : "m"(usi_unit_tags), "r"(idx));
 #else
     idx = ((uintptr_t)p >> USI_UNIT_SHIFT) & __atomic_load_n(&usi_unit_tag_mask, __ATOMIC_ACQUIRE);

@@ -122,15 +122,26 @@ static void *usi_malloc(size_t size)
 
 /* ---- free ---------------------------------------------------------------------------- */
 
-static USI_NOINLINE void free_slow(void *p)
+/* `tag`: the unit tag usi_free read (0: it did not take the block back from memcheck). */
+static USI_NOINLINE void free_slow(void *p, unsigned tag)
 {
     uintptr_t e = usi_pagemap_lookup(p);
     if (USI_LIKELY(is_class_id(e & USI_ID_MASK))) {
         /* The fast path missed: a full magazine, or no tag table yet (design §2): every
          * 1024th such free tries to map it (a racy count: a hint). */
         static unsigned untagged;
-        if (USI_UNLIKELY(!usi_pages_have_tags()) && (++untagged & 1023) == 0)
-            usi_pages_try_tags();
+        if (USI_UNLIKELY(!usi_pages_have_tags())) {
+            unsigned n = __atomic_load_n(&untagged, __ATOMIC_RELAXED) + 1;
+            __atomic_store_n(&untagged, n, __ATOMIC_RELAXED);
+            if ((n & 1023) == 0)
+                usi_pages_try_tags();
+        }
+#ifdef USLAB_VALGRIND
+        if (tag == 0) /* usi_free took it back only when it had a tag */
+            USI_VG_TAKEBACK(p);
+#else
+        (void)tag;
+#endif
         usi_tcache_free(&usi_class_caches[e & USI_ID_MASK], p);
         return;
     }
@@ -156,7 +167,7 @@ static void usi_free(void *p)
         mp->top = t + 1;
         return;
     }
-    free_slow(p);
+    free_slow(p, tag);
 }
 
 /* ---- the rest of the family ------------------------------------------------------------ */
