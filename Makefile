@@ -1,7 +1,8 @@
 # Thin wrapper over CMake: each target is a configure, a build and a ctest or runner line.
 #   make          build libuslab.so, libuslab.a, libuslab-preload.so (in ./build)
 #   make test     everything CI runs: a clang-format check, the test suite, glibc's malloc
-#                 tests under uslab, then under UBSan, TSan and memcheck
+#                 tests under uslab, the suite again built and run on uslab (test-selfhost),
+#                 then under UBSan, TSan and memcheck
 #                 (a Valgrind client-request build), then 60 s of fuzzing
 #   make check    just the test suite of ./build (the quick inner loop)
 #   make layers   the layer check of docs/design.md §1 on ./build's objects (ctest label layers)
@@ -10,7 +11,7 @@ JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all configure check layers test test-glibc test-ubsan test-tsan test-valgrind fuzz clean format format-check
+.PHONY: all configure check layers test test-glibc test-selfhost test-ubsan test-tsan test-valgrind fuzz clean format format-check
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -29,7 +30,7 @@ layers: all
 	cd $(BUILD) && $(CTEST) -R '^layers_selftest$$'
 	python3 tools/check_layers.py $(LAYERS_FLAGS) docs/design.md @$(BUILD)/tests/layers/objects.txt
 
-test: format-check check test-glibc test-ubsan test-tsan test-valgrind fuzz
+test: format-check check test-glibc test-selfhost test-ubsan test-tsan test-valgrind fuzz
 
 # glibc 2.36's own malloc tests (from Debian's glibc-source tarball, built at test time in
 # $(BUILD)/glibc-tests), each run under plain glibc and under libuslab-preload.so:
@@ -37,6 +38,24 @@ test: format-check check test-glibc test-ubsan test-tsan test-valgrind fuzz
 # unless CI is set.
 test-glibc: all
 	python3 tests/glibc/run.py --build $(BUILD) --jobs $(JOBS)
+
+# Self-hosting: a fresh configure, build and test run of build-selfhost with LD_PRELOAD set to
+# $(BUILD)'s preload library, so cmake, make, the compilers (cc1, as, ld), ctest, python and
+# the tests all allocate from uslab. The library is a copy (in build-selfhost-lib), so that a
+# rebuild of $(BUILD) never replaces a library in use. The probe first proves the preload
+# takes effect (the loader only warns about a library it cannot preload). Left out: label
+# preload, whose tests set or unset LD_PRELOAD for the program they run, so the outer preload
+# changes nothing they test (they run in make check) and they are half of ctest's time here.
+# Other tests that must run without a preload library unset LD_PRELOAD themselves.
+SELFHOST_LIB = $(CURDIR)/build-selfhost-lib/libuslab-preload.so
+SELFHOST = env LD_PRELOAD=$(SELFHOST_LIB)
+test-selfhost: all
+	rm -rf build-selfhost build-selfhost-lib
+	mkdir build-selfhost-lib && cp $(BUILD)/libuslab-preload.so $(SELFHOST_LIB)
+	$(SELFHOST) $(BUILD)/tests/preload/preload_probe uslab
+	$(SELFHOST) cmake -S . -B build-selfhost $(CMAKE_FLAGS) > /dev/null
+	$(SELFHOST) cmake --build build-selfhost -j $(JOBS)
+	cd build-selfhost && $(SELFHOST) $(CTEST) -LE preload
 
 # The API library and its tests under UndefinedBehaviorSanitizer (preload tests excluded:
 # the preload library is never sanitized).
@@ -79,7 +98,7 @@ test-valgrind:
 	cd build-vg && $(CTEST) -L valgrind
 
 clean:
-	rm -rf $(BUILD) build-ubsan build-tsan build-vg build-fuzz
+	rm -rf $(BUILD) build-selfhost build-selfhost-lib build-ubsan build-tsan build-vg build-fuzz
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc' '*.cpp')

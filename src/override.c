@@ -6,11 +6,14 @@
  *
  * A throwing operator new that cannot allocate calls the installed new_handler and retries,
  * as the standard asks; with no handler it throws std::bad_alloc through libstdc++'s
- * std::__throw_bad_alloc, which is present in every process that can call operator new
- * (both are weak references, resolved from the program's libstdc++).
+ * std::__throw_bad_alloc. Both functions are looked up when an allocation fails, not bound
+ * when uslab loads: the C++ runtime may arrive later, with a module that a C program
+ * dlopens (as Python loads an extension), and then often outside the global scope.
  */
+#define _GNU_SOURCE
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 
 void *usi_malloc_for_new(size_t size);
@@ -18,19 +21,51 @@ void usi_free_for_delete(void *p);
 void *usi_aligned_for_new(size_t align, size_t size);
 
 typedef void (*new_handler_fn)(void);
-extern new_handler_fn _ZSt15get_new_handlerv(void) __attribute__((weak));
-extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+typedef new_handler_fn (*get_new_handler_fn)(void);
+typedef void (*throw_bad_alloc_fn)(void);
+
+#define STDCXX_SONAME "libstdc++.so.6"
+
+/*
+ * The C++ runtime's function `name`, or NULL if there is none: from the global scope, as a
+ * link-time reference would bind it (a program linked with libstdc++, a module loaded
+ * RTLD_GLOBAL), else from libstdc++ wherever it was loaded (a module loaded RTLD_LOCAL
+ * brings it, outside the global scope).
+ *
+ * Only on the failure path, with no lock of uslab's held (the allocation has returned):
+ * dlsym and dlopen take the dynamic linker's lock, which is recursive, so this is safe also
+ * in a constructor that dlopen runs, and they may call malloc (an error string), which is
+ * uslab's small-size path, never operator new. Nothing is cached: libstdc++ may be loaded
+ * after a failure found none, or unloaded with the module that brought it.
+ */
+static void *cxx_runtime_symbol(const char *name)
+{
+    void *f = dlsym(RTLD_DEFAULT, name);
+    if (!f) {
+        void *h = dlopen(STDCXX_SONAME, RTLD_LAZY | RTLD_NOLOAD); /* only if loaded */
+        if (h) {
+            f = dlsym(h, name);
+            dlclose(h); /* drops only this reference: the C++ code calling us holds its own */
+        }
+    }
+    (void)dlerror(); /* leave no error of these lookups for the program's dlerror() */
+    return f;
+}
 
 /* Returns a block or NULL after the new_handler loop; throws if `nothrow` is false. */
 static USI_NOINLINE void *new_failed(size_t align, size_t size, int nothrow)
 {
+    get_new_handler_fn get_handler =
+        (get_new_handler_fn)(uintptr_t)cxx_runtime_symbol("_ZSt15get_new_handlerv");
     for (;;) {
-        new_handler_fn h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+        new_handler_fn h = get_handler ? get_handler() : NULL;
         if (!h) {
             if (nothrow)
                 return NULL;
-            if (_ZSt17__throw_bad_allocv)
-                _ZSt17__throw_bad_allocv();
+            throw_bad_alloc_fn throw_bad_alloc =
+                (throw_bad_alloc_fn)(uintptr_t)cxx_runtime_symbol("_ZSt17__throw_bad_allocv");
+            if (throw_bad_alloc)
+                throw_bad_alloc();
             usi_report_fatal("operator new(%zu): out of memory", size);
         }
         h();

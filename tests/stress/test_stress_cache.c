@@ -55,7 +55,7 @@ static struct cstate {
     size_t size, align, cap;
     struct rec *live;
     size_t nlive;
-    long ctor, dtor, bad_dtor;
+    long ctor, dtor, bad_dtor; /* atomic: a destructor may run on the purger thread */
     uint64_t allocs;
 } cs[NCACHES];
 
@@ -71,7 +71,7 @@ static int stress_ctor(void *obj, void *arg)
 {
     struct cstate *s = arg;
     pattern_fill(obj, s->size, ctor_id(obj));
-    s->ctor++;
+    __atomic_fetch_add(&s->ctor, 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -79,9 +79,9 @@ static void stress_dtor(void *obj, void *arg)
 {
     struct cstate *s = arg;
     if (pattern_check(obj, s->size, ctor_id(obj)) != (size_t)-1)
-        s->bad_dtor++;
+        __atomic_fetch_add(&s->bad_dtor, 1, __ATOMIC_RELAXED);
     memset(obj, 0xdd, s->size < 16 ? s->size : 16);
-    s->dtor++;
+    __atomic_fetch_add(&s->dtor, 1, __ATOMIC_RELAXED);
 }
 
 static void create(int k)
@@ -140,9 +140,12 @@ static void free_all_and_destroy(int k)
     while (s->nlive)
         uslab_cache_free(s->c, release(k, s->nlive - 1));
     uslab_cache_destroy(s->c);
-    CHECK(s->ctor == s->dtor, "cache %d destroyed: ctor %ld != dtor %ld", k, s->ctor, s->dtor);
-    CHECK(s->bad_dtor == 0, "cache %d: destructor saw %ld objects not in constructed state", k,
-          s->bad_dtor);
+    /* destroy has waited for destructors running elsewhere */
+    long ctor = __atomic_load_n(&s->ctor, __ATOMIC_RELAXED);
+    long dtor = __atomic_load_n(&s->dtor, __ATOMIC_RELAXED);
+    long bad = __atomic_load_n(&s->bad_dtor, __ATOMIC_RELAXED);
+    CHECK(ctor == dtor, "cache %d destroyed: ctor %ld != dtor %ld", k, ctor, dtor);
+    CHECK(bad == 0, "cache %d: destructor saw %ld objects not in constructed state", k, bad);
 }
 
 int main(int argc, char **argv)

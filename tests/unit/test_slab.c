@@ -8,7 +8,9 @@
 #include "testutil.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void check_geometry(const struct uslab_cache *c, size_t size, size_t align)
 {
@@ -203,6 +205,13 @@ static void test_slab_check(void)
     uslab_cache_destroy(c);
 }
 
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
 static void test_lists(void)
 {
     uslab_cache_t *c =
@@ -246,22 +255,33 @@ static void test_lists(void)
     CHECK(again == objs[0] || c->lists[USI_SLAB_PARTIAL].count >= 1, "reuse");
     objs[0] = again;
     /* Give everything back. With a purge delay, empty slabs stay (stamped) until they have
-     * been idle long enough; the newest `empty_reserve` of them stay for good. */
+     * been idle long enough; the newest `empty_reserve` of them stay for good. The stamps are
+     * checked against readings of the clock around the frees, never against a constant: the
+     * monotonic clock may be near 0 (a machine booted a moment ago, a time namespace). The
+     * only arithmetic is t0 - 1, so t0 must not be 0: wait out the clock's first millisecond. */
+    uint64_t t0;
+    while ((t0 = usi_os_now_ms()) == 0)
+        sleep_ms(1);
     usi_slab_put(c, n, objs, &release);
+    uint64_t t1 = usi_os_now_ms();
+    const char *below = getenv("TEST_CLOCK_BELOW_MS"); /* set under a faked clock near 0 */
+    if (below)
+        CHECK(t0 < strtoull(below, NULL, 10), "clock at %llu ms, not below %s: not faked",
+              (unsigned long long)t0, below);
     CHECK(c->slab_inuse == 0, "slab_inuse 0");
     CHECK(c->lists[USI_SLAB_FULL].count == 0 && c->lists[USI_SLAB_PARTIAL].count == 0,
           "no full or partial slabs");
     CHECK(release == NULL && c->lists[USI_SLAB_EMPTY].count == 4 && c->purge_pending,
           "delayed purge: 4 empty slabs kept, purge pending");
-    /* The monotonic clock may be small (a machine that booted a minute ago): an instant
-     * before the slabs emptied is half of now, not now minus a constant. */
-    uint64_t now = usi_os_now_ms();
-    CHECK(now > 0, "the monotonic clock runs");
-    CHECK(usi_slab_detach_idle(c, c->empty_reserve, now / 2 - 1, &release) ==
-                  4 - c->empty_reserve &&
+    for (struct usi_slab *s = c->lists[USI_SLAB_EMPTY].first; s; s = s->next)
+        CHECK(s->empty_since_ms >= t0 && s->empty_since_ms <= t1,
+              "empty slab stamped %llu ms, outside the frees' [%llu, %llu]",
+              (unsigned long long)s->empty_since_ms, (unsigned long long)t0,
+              (unsigned long long)t1);
+    CHECK(usi_slab_detach_idle(c, c->empty_reserve, t0 - 1, &release) == 4 - c->empty_reserve &&
               release == NULL,
-          "slabs emptied now are not idle yet");
-    CHECK(usi_slab_detach_idle(c, c->empty_reserve, now, &release) == 0 && release != NULL,
+          "slabs emptied after the instant given are not idle yet");
+    CHECK(usi_slab_detach_idle(c, c->empty_reserve, t1, &release) == 0 && release != NULL,
           "idle slabs beyond the reserve are detached");
     CHECK(c->lists[USI_SLAB_EMPTY].count == c->empty_reserve, "empty reserve %zu, kept %zu",
           c->empty_reserve, c->lists[USI_SLAB_EMPTY].count);
