@@ -43,10 +43,46 @@ int usi_os_commit(void *addr, size_t size)
     return mprotect(addr, size, PROT_READ | PROT_WRITE);
 }
 
-void usi_os_purge(void *addr, size_t size)
+int usi_os_purge(void *addr, size_t size)
 {
-    /* MADV_DONTNEED, not MADV_FREE: resident memory drops at once, as users measure it. */
-    madvise(addr, size, MADV_DONTNEED);
+    /* MADV_DONTNEED, not MADV_FREE: resident memory drops at once, as users measure it. It
+     * fails (EINVAL) on pages locked by mlock or mlockall, which keep their contents. */
+    return madvise(addr, size, MADV_DONTNEED);
+}
+
+int usi_os_replace(void *addr, size_t size)
+{
+    void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return p == addr ? 0 : -1;
+}
+
+int usi_os_map_at(void *addr, size_t size)
+{
+    void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == addr)
+        return 0;
+    if (p != MAP_FAILED) /* a kernel before 4.17 took the address as a mere hint */
+        munmap(p, size);
+    return -1;
+}
+
+int usi_os_is_mapped(const void *addr, size_t size)
+{
+    /* mincore fails with ENOMEM when part of the range is unmapped; the residency bits are
+     * not needed, only the answer, so the range is asked about in small steps. */
+    unsigned char vec[64];
+    const size_t step = sizeof vec * USI_PAGE_SIZE;
+    for (size_t off = 0; off < size; off += step) {
+        size_t n = size - off < step ? size - off : step;
+        int tries = 0;
+        while (mincore((char *)addr + off, n, vec) != 0) {
+            if (errno != EAGAIN || ++tries == 100)
+                return 0;
+        }
+    }
+    return 1;
 }
 
 void *usi_os_map(size_t size)

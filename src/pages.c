@@ -8,10 +8,13 @@
  * then by splitting a larger free span. Alignment gaps left by the bump pointer are put on
  * the smaller orders' free lists, so no address space is lost. Free-list links live in a
  * side array (usi_pagemap.link), never in the purged span, so a free span stays unbacked.
+ * A freed span always reads as zero when reused, even where the kernel refuses to purge it
+ * (span_discard).
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <string.h>
 
 #define CHUNK ((size_t)4 << 20) /* commit granularity (mprotect calls) */
 #define NTAGS ((size_t)1 << (USI_ADDRESS_BITS - USI_UNIT_SHIFT))
@@ -32,6 +35,7 @@ static struct {
     uintptr_t end;
     uint32_t free_head[USI_SPAN_ORDERS]; /* unit index + 1 of the first free span; 0: none */
     size_t reserved;
+    size_t abandoned; /* bytes of spans that could not be made zero again (free_span) */
 } pages = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static inline size_t span_bytes(unsigned order)
@@ -151,12 +155,52 @@ void *usi_pages_alloc_span(unsigned order)
     return (void *)s;
 }
 
+/*
+ * Makes a freed span read as zero, giving its memory back where the kernel lets us
+ * (design §2). The slab layer trusts that: a reused span's header and bitmap must be zero.
+ * MADV_DONTNEED fails on locked pages (mlock, mlockall): then a fresh mapping goes over the
+ * span. If that fails too, the span holds its old contents, or nothing where the kernel
+ * unmapped it before failing: a mapped span is zeroed by hand, a hole is filled with zero
+ * pages unless something else took it. Returns -1 when none of that worked.
+ */
+static int span_discard(void *span, size_t size)
+{
+    if (usi_os_purge(span, size) == 0 || usi_os_replace(span, size) == 0)
+        return 0;
+    if (usi_os_is_mapped(span, size)) {
+        USI_VG_UNDEFINED(span, size);
+        memset(span, 0, size);
+        return 0;
+    }
+    return usi_os_map_at(span, size);
+}
+
 void usi_pages_free_span(void *span, unsigned order)
 {
-    usi_os_purge(span, span_bytes(order)); /* outside the lock: madvise can be slow */
+    /* Outside the lock: madvise can be slow, the fallbacks more so. */
+    if (span_discard(span, span_bytes(order)) != 0) {
+        /* Neither zero nor surely ours: never reused; only its address space is lost. */
+        usi_lock(&pages.lock);
+        int first = pages.abandoned == 0;
+        pages.abandoned += span_bytes(order);
+        usi_unlock(&pages.lock);
+        if (first)
+            usi_report_warn("span %p (%zu KiB) could not be purged, replaced or zeroed; its "
+                            "address space is abandoned",
+                            span, span_bytes(order) >> 10);
+        return;
+    }
     usi_lock(&pages.lock);
     free_push((uintptr_t)span, order);
     usi_unlock(&pages.lock);
+}
+
+size_t usi_pages_abandoned_bytes(void)
+{
+    usi_lock(&pages.lock);
+    size_t n = pages.abandoned;
+    usi_unlock(&pages.lock);
+    return n;
 }
 
 void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t unit_tag)
