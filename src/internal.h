@@ -208,6 +208,14 @@ void usi_os_sleep_ms(size_t ms);
 uint32_t usi_os_gettid(void);
 /* After fork, in the child: the thread holds no uslab lock any more. */
 void usi_os_postfork_child(void);
+#ifdef USLAB_FAULT_INJECTION
+/* Test builds only (design §2): makes the os layer's mmap, mprotect, madvise and munmap
+ * fail at random. spec: "rate[,seed[,calls]]" as USLAB_FAULTS, or NULL: no more faults.
+ * Returns 0, or -1 (EINVAL) for a bad spec. Exported for the tests, not in uslab.h. */
+USLAB_API int uslab_faults_set(const char *spec);
+/* Failures injected so far into the calls of these letters ("mrpauh"). */
+USLAB_API unsigned long uslab_faults_injected(const char *calls);
+#endif
 
 /* The system allocator, for sizes uslab does not serve: glibc's __libc_* entry points in
  * the preload library (which exports malloc itself), the process's malloc otherwise. */
