@@ -80,6 +80,13 @@ static void postfork_child(void)
 
 int usi_init_slow(void)
 {
+    /* Once initialisation has failed, every malloc comes here: answer without the lock, or
+     * a fork child would inherit it held by a thread of the parent and hang (the fork
+     * handlers that cover the other locks are registered only on success). */
+    if (__atomic_load_n(&init_failed, __ATOMIC_ACQUIRE)) {
+        errno = ENOMEM;
+        return -1;
+    }
     usi_lock(&init_lock);
     if (usi_initialized || init_failed) {
         usi_unlock(&init_lock);
@@ -92,7 +99,7 @@ int usi_init_slow(void)
     usi_options_read();
     usi_debug_read_options();
     if (usi_pages_init() != 0) {
-        init_failed = 1;
+        __atomic_store_n(&init_failed, 1, __ATOMIC_RELEASE);
         usi_unlock(&init_lock);
         usi_report_warn("cannot reserve address space; slabs disabled");
         errno = ENOMEM;
