@@ -140,11 +140,10 @@ static void churn(int rounds, uint64_t seed)
 int main(void)
 {
     int locked = lock_everything() == 0;
+    CHECK(uslab_faults_set(locked ? NULL : "1,1,a") == 0, "fault switch");
     if (locked) {
         CHECK(locked_kib() > 0, "mlockall succeeded, but VmLck is 0");
         printf("mlockall: %lu KiB locked\n", locked_kib());
-    } else {
-        CHECK(uslab_faults_set("1,1,a") == 0, "fault switch");
     }
     /* Phase 1: purges fail, the pages layer replaces the spans. */
     churn(6, 1);

@@ -8,6 +8,7 @@
  *   zero         the replacement fails too: the span is zeroed by hand
  *   hole         the failed replacement unmapped the span: zero pages are mapped into it
  *   abandon      the hole cannot be refilled either: the span is never handed out again
+ * A span zeroed by hand stays resident; the next purge that works purges it too.
  * Before the pages layer looked at the purge's result, "purge" got its old contents back.
  */
 #define _GNU_SOURCE
@@ -61,6 +62,37 @@ static void test_reused_zero(const char *name, const char *faults, const char *l
     usi_pages_free_span(s, ORDER);
 }
 
+/* Pages of the span in memory (mincore). */
+static size_t resident_pages(const void *span)
+{
+    unsigned char vec[(USI_UNIT_SIZE << ORDER) / USI_PAGE_SIZE];
+    CHECK(mincore((void *)span, span_size(), vec) == 0, "mincore");
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof vec; i++)
+        n += vec[i] & 1;
+    return n;
+}
+
+static void test_resident_purged_later(void)
+{
+    unsigned char *a = usi_pages_alloc_span(ORDER), *b = usi_pages_alloc_span(ORDER);
+    CHECK(a && b, "two spans");
+    memset(a, 0xa5, span_size());
+    memset(b, 0x5a, span_size());
+    CHECK(uslab_faults_set("1,1,ar") == 0, "faults");
+    usi_pages_free_span(a, ORDER);
+    CHECK(uslab_faults_set(NULL) == 0, "faults off");
+    CHECK(all_zero(a, span_size()), "zeroed by hand");
+    CHECK(resident_pages(a) == span_size() / USI_PAGE_SIZE, "a span zeroed by hand: resident");
+    usi_pages_free_span(b, ORDER); /* purged: and a with it */
+    CHECK(resident_pages(b) == 0, "a purged span holds no memory");
+    CHECK(resident_pages(a) == 0, "the span zeroed by hand is purged by the next purge");
+    unsigned char *x = usi_pages_alloc_span(ORDER), *y = usi_pages_alloc_span(ORDER);
+    CHECK(x && y && all_zero(x, span_size()) && all_zero(y, span_size()), "reused: zero");
+    usi_pages_free_span(x, ORDER);
+    usi_pages_free_span(y, ORDER);
+}
+
 static void test_abandon(void)
 {
     size_t abandoned = usi_pages_abandoned_bytes();
@@ -110,6 +142,7 @@ int main(void)
     test_reused_zero("purge", "1,1,a", "a");
     test_reused_zero("zero", "1,1,ar", "r");
     test_reused_zero("hole", "1,1,arh", "h");
+    test_resident_purged_later();
     test_abandon();
     test_slabs();
     TEST_DONE();
