@@ -385,8 +385,9 @@ static inline unsigned usi_unit_tag(const void *p)
 }
 
 int usi_pages_init(void);
-/* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero where
- * never written or purged. NULL when the reservation is exhausted. */
+/* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero (fresh,
+ * purged, or zeroed by hand where the purge failed: design §2). NULL (ENOMEM) when the
+ * reservation is exhausted or the kernel refuses to commit more of it. */
 void *usi_pages_alloc_span(unsigned order);
 /* Purges the span and makes it available again, reading as zero; its page-map entries
  * must be clear. A span that can be neither purged, replaced nor zeroed is abandoned. */
