@@ -463,8 +463,10 @@ void usi_debug_leak_report(void)
     struct leak_table lt = {.cap = 1u << 16};
     size_t bytes = lt.cap * sizeof(struct leak_group);
     lt.groups = usi_os_map(bytes);
-    if (!lt.groups)
+    if (!lt.groups) { /* say so: silence would read as "no leaks" */
+        out("uslab: leak report: no memory for its table\n");
         return;
+    }
     usi_registry_for_each(leak_scan_cache, &lt);
     /* Largest first: compact the table, then insertion sort (no allocation). */
     size_t n = 0;

@@ -195,10 +195,22 @@ void *usi_os_reserve(size_t *size, size_t align, size_t min);
 /* PROT_NONE at exactly addr, never over an existing mapping; 0 or -1. */
 int usi_os_reserve_at(void *addr, size_t size);
 int usi_os_commit(void *addr, size_t size); /* make reserved memory read/write */
-void usi_os_purge(void *addr, size_t size); /* give pages back; they read as zero */
+int usi_os_purge(void *addr, size_t size);  /* give pages back; 0, or -1: see below */
 void *usi_os_map(size_t size);              /* fresh zeroed read/write memory */
 void *usi_os_map_zero_ro(size_t size);      /* read-only zeros, no commit charge */
 void usi_os_unmap(void *addr, size_t size);
+/* usi_os_purge (MADV_DONTNEED) returns 0, and the pages read as zero; or -1 (e.g. EINVAL:
+ * the range is locked by mlock or mlockall), and the contents may be unchanged, in part or
+ * whole. The pages layer then falls back on the functions below (design §2). */
+/* Puts a fresh private read/write mapping (zero pages, no memory) over [addr, addr + size)
+ * with MAP_FIXED: 0, or -1 with the old mapping unchanged or, on kernels that unmap before
+ * they fail, the range unmapped: a hole another mapping of the process may take. */
+int usi_os_replace(void *addr, size_t size);
+/* Maps zero pages read/write at addr only if nothing is mapped anywhere in the range
+ * (MAP_FIXED_NOREPLACE): 0, or -1 and nothing changed. */
+int usi_os_map_at(void *addr, size_t size);
+/* 1 if every page of the range is mapped (mincore; no side effect), else 0. */
+int usi_os_is_mapped(const void *addr, size_t size);
 const char *usi_os_getenv(const char *name); /* no allocation, no interposable call */
 void usi_os_write_err(const char *buf, size_t len);
 uint64_t usi_os_now_ms(void); /* monotonic, coarse; may be small on a freshly booted machine */
@@ -212,6 +224,14 @@ void usi_os_prefork(void);
 void usi_os_postfork_parent(void);
 /* glibc's __libc_single_threaded: no other thread was ever started. */
 int usi_os_single_threaded(void);
+#ifdef USLAB_FAULT_INJECTION
+/* Test builds only (design §2): makes the os layer's mmap, mprotect, madvise and munmap
+ * fail at random. spec: "rate[,seed[,calls]]" as USLAB_FAULTS, or NULL: no more faults.
+ * Returns 0, or -1 (EINVAL) for a bad spec. Exported for the tests, not in uslab.h. */
+USLAB_API int uslab_faults_set(const char *spec);
+/* Failures injected so far into the calls of these letters ("mrpauh"). */
+USLAB_API unsigned long uslab_faults_injected(const char *calls);
+#endif
 
 /* The system allocator, for sizes uslab does not serve: glibc's __libc_* entry points in
  * the preload library (which exports malloc itself), the process's malloc otherwise. */
@@ -413,11 +433,15 @@ int usi_pages_init(void);
 int usi_pages_have_tags(void);
 /* Maps the unit-tag table if RLIMIT_AS leaves room for it (design §2); cold. */
 void usi_pages_try_tags(void);
-/* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero where
- * never written or purged. NULL when the reservation is exhausted. */
+/* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero (fresh,
+ * purged, or zeroed by hand where the purge failed: design §2). NULL (ENOMEM) when the
+ * reservation is exhausted or the kernel refuses to commit more of it. */
 void *usi_pages_alloc_span(unsigned order);
-/* Purges the span and makes it available again; its page-map entries must be clear. */
+/* Purges the span and makes it available again, reading as zero; its page-map entries
+ * must be clear. A span that can be neither purged, replaced nor zeroed is abandoned. */
 void usi_pages_free_span(void *span, unsigned order);
+/* Bytes of spans abandoned so far (design §2). */
+size_t usi_pages_abandoned_bytes(void);
 /* Sets the page-map entries and unit tags of every unit of the span. */
 void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t unit_tag);
 void usi_pages_prefork(void);

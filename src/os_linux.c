@@ -18,6 +18,177 @@
 
 extern char **environ;
 
+#ifdef USLAB_FAULT_INJECTION
+/* ---- fault injection (test builds only; docs/design.md §2) ----------------------------- */
+
+/*
+ * USLAB_FAULTS=rate[,seed[,calls]], read at the first call that could fail, or the same
+ * string given to uslab_faults_set at run time, makes the kernel calls of this file fail
+ * at random: the call is not made, and it returns failure with errno set as the kernel
+ * would. `rate` is a fraction from 0 to 1 (up to 9 decimals), `seed` a decimal number
+ * (default 1), `calls` letters of the calls that may fail (default "mrpau"):
+ *   m  mmap of new memory (reservation, side arrays, thread caches, usi_os_map_at)
+ *   r  mmap with MAP_FIXED over memory in use (usi_os_replace)
+ *   p  mprotect    a  madvise    u  munmap
+ *   h  an injected MAP_FIXED failure first unmaps the range, as some kernels do
+ * The n-th decision of the process fails when the top half of splitmix64(seed + n) is
+ * below rate * 2^32: deterministic for a seed and an order of calls. One atomic counter,
+ * no lock and no allocation, so it works from inside malloc and in a fork child.
+ */
+static const char fault_letters[] = "mrpauh"; /* letter i is bit i of the mask */
+#define FAULT_MMAP     0x01u
+#define FAULT_REPLACE  0x02u
+#define FAULT_MPROTECT 0x04u
+#define FAULT_MADVISE  0x08u
+#define FAULT_MUNMAP   0x10u
+#define FAULT_HOLE     0x20u
+#define FAULT_DEFAULT  0x1fu
+
+static struct {
+    uint64_t config; /* threshold << 8 | mask: one word, so a change is seen whole */
+    uint64_t seed;
+    uint64_t decided;          /* decisions made: n of the next one */
+    unsigned long injected[6]; /* failures injected, per letter */
+    int env_read;              /* USLAB_FAULTS read (or overridden) */
+} faults;
+
+static int fault_parse(const char *s, uint64_t *config, uint64_t *seed)
+{
+    uint64_t whole = 0, frac = 0, scale = 1;
+    int digits = 0;
+    for (; *s >= '0' && *s <= '9'; s++, digits++)
+        whole = whole > 1 ? 2 : whole * 10 + (uint64_t)(*s - '0');
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++, digits++)
+            if (scale < 1000000000u) {
+                frac = frac * 10 + (uint64_t)(*s - '0');
+                scale *= 10;
+            }
+    if (!digits || whole > 1 || (whole == 1 && frac))
+        return -1;
+    uint64_t threshold = whole ? (uint64_t)1 << 32 : (frac << 32) / scale;
+    *seed = 1;
+    unsigned mask = FAULT_DEFAULT;
+    if (*s == ',') {
+        s++;
+        if (*s < '0' || *s > '9')
+            return -1;
+        for (*seed = 0; *s >= '0' && *s <= '9'; s++)
+            *seed = *seed * 10 + (uint64_t)(*s - '0');
+    }
+    if (*s == ',') {
+        mask = 0;
+        for (s++; *s && *s != ','; s++) {
+            const char *l = strchr(fault_letters, *s);
+            if (!l)
+                return -1;
+            mask |= 1u << (l - fault_letters);
+        }
+    }
+    if (*s)
+        return -1;
+    *config = threshold << 8 | mask;
+    return 0;
+}
+
+static void fault_configure(uint64_t config, uint64_t seed)
+{
+    __atomic_store_n(&faults.config, 0, __ATOMIC_RELEASE); /* no decision with a mixed seed */
+    __atomic_store_n(&faults.seed, seed, __ATOMIC_RELAXED);
+    __atomic_store_n(&faults.decided, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&faults.env_read, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&faults.config, config, __ATOMIC_RELEASE);
+}
+
+int uslab_faults_set(const char *spec)
+{
+    uint64_t config = 0, seed = 1;
+    if (spec && fault_parse(spec, &config, &seed) != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    fault_configure(config, seed);
+    return 0;
+}
+
+unsigned long uslab_faults_injected(const char *calls)
+{
+    unsigned long n = 0;
+    for (const char *c = calls; c && *c; c++) {
+        const char *l = strchr(fault_letters, *c);
+        if (l)
+            n += __atomic_load_n(&faults.injected[l - fault_letters], __ATOMIC_RELAXED);
+    }
+    return n;
+}
+
+/* Whether this call of the kind `bit` fails (errno then set to err). */
+static int fault(unsigned bit, int err)
+{
+    if (!__atomic_load_n(&faults.env_read, __ATOMIC_ACQUIRE)) {
+        int expected = 0;
+        if (__atomic_compare_exchange_n(&faults.env_read, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            const char *v = usi_os_getenv("USLAB_FAULTS");
+            uint64_t config = 0, seed = 1;
+            if (v && fault_parse(v, &config, &seed) == 0)
+                fault_configure(config, seed);
+            else if (v) {
+                static const char msg[] = "uslab: USLAB_FAULTS: expected rate[,seed[,calls]]\n";
+                usi_os_write_err(msg, sizeof msg - 1);
+            }
+        }
+    }
+    uint64_t config = __atomic_load_n(&faults.config, __ATOMIC_ACQUIRE);
+    if (!(config & bit))
+        return 0;
+    uint64_t n = __atomic_fetch_add(&faults.decided, 1, __ATOMIC_RELAXED);
+    uint64_t x = __atomic_load_n(&faults.seed, __ATOMIC_RELAXED) + n * 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    if ((x >> 32) >= (config >> 8))
+        return 0;
+    __atomic_fetch_add(&faults.injected[__builtin_ctz(bit)], 1, __ATOMIC_RELAXED);
+    errno = err;
+    return 1;
+}
+
+static void *faulty_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    if (fault(flags & MAP_FIXED ? FAULT_REPLACE : FAULT_MMAP, ENOMEM)) {
+        if ((flags & MAP_FIXED) &&
+            (__atomic_load_n(&faults.config, __ATOMIC_RELAXED) & FAULT_HOLE)) {
+            __atomic_fetch_add(&faults.injected[__builtin_ctz(FAULT_HOLE)], 1, __ATOMIC_RELAXED);
+            munmap(addr, len);
+        }
+        return MAP_FAILED;
+    }
+    return mmap(addr, len, prot, flags, fd, off);
+}
+
+static int faulty_mprotect(void *addr, size_t len, int prot)
+{
+    return fault(FAULT_MPROTECT, ENOMEM) ? -1 : mprotect(addr, len, prot);
+}
+
+static int faulty_madvise(void *addr, size_t len, int advice)
+{
+    return fault(FAULT_MADVISE, EINVAL) ? -1 : madvise(addr, len, advice);
+}
+
+static int faulty_munmap(void *addr, size_t len)
+{
+    return fault(FAULT_MUNMAP, ENOMEM) ? -1 : munmap(addr, len);
+}
+
+/* Every kernel call below goes through the functions above. */
+#define mmap     faulty_mmap
+#define mprotect faulty_mprotect
+#define madvise  faulty_madvise
+#define munmap   faulty_munmap
+#endif /* USLAB_FAULT_INJECTION */
+
 size_t usi_os_address_limit(void)
 {
     struct rlimit rl;
@@ -69,10 +240,46 @@ int usi_os_commit(void *addr, size_t size)
     return mprotect(addr, size, PROT_READ | PROT_WRITE);
 }
 
-void usi_os_purge(void *addr, size_t size)
+int usi_os_purge(void *addr, size_t size)
 {
-    /* MADV_DONTNEED, not MADV_FREE: resident memory drops at once, as users measure it. */
-    madvise(addr, size, MADV_DONTNEED);
+    /* MADV_DONTNEED, not MADV_FREE: resident memory drops at once, as users measure it. It
+     * fails (EINVAL) on pages locked by mlock or mlockall, which keep their contents. */
+    return madvise(addr, size, MADV_DONTNEED);
+}
+
+int usi_os_replace(void *addr, size_t size)
+{
+    void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return p == addr ? 0 : -1;
+}
+
+int usi_os_map_at(void *addr, size_t size)
+{
+    void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == addr)
+        return 0;
+    if (p != MAP_FAILED) /* a kernel before 4.17 took the address as a mere hint */
+        munmap(p, size);
+    return -1;
+}
+
+int usi_os_is_mapped(const void *addr, size_t size)
+{
+    /* mincore fails with ENOMEM when part of the range is unmapped; the residency bits are
+     * not needed, only the answer, so the range is asked about in small steps. */
+    unsigned char vec[64];
+    const size_t step = sizeof vec * USI_PAGE_SIZE;
+    for (size_t off = 0; off < size; off += step) {
+        size_t n = size - off < step ? size - off : step;
+        int tries = 0;
+        while (mincore((char *)addr + off, n, vec) != 0) {
+            if (errno != EAGAIN || ++tries == 100)
+                return 0;
+        }
+    }
+    return 1;
 }
 
 void *usi_os_map(size_t size)

@@ -8,10 +8,13 @@
  * then by splitting a larger free span. Alignment gaps left by the bump pointer are put on
  * the smaller orders' free lists, so no address space is lost. Free-list links live in a
  * side array (usi_pagemap.link), never in the purged span, so a free span stays unbacked.
+ * A freed span always reads as zero when reused, even where the kernel refuses to purge it
+ * (span_discard).
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <string.h>
 
 #define CHUNK ((size_t)4 << 20) /* commit granularity (mprotect calls) */
 #define NTAGS ((size_t)1 << (USI_ADDRESS_BITS - USI_UNIT_SHIFT))
@@ -32,8 +35,13 @@ static struct {
     uintptr_t end;                       /* [base, end) is reserved now; it grows up to max_end */
     uintptr_t max_end;                   /* the range the page map covers */
     uint32_t free_head[USI_SPAN_ORDERS]; /* unit index + 1 of the first free span; 0: none */
-    size_t reserved;                     /* end - base (also read without the lock, for reports) */
+    /* Free spans that could not be purged and were zeroed by hand (span_discard): they read
+     * as zero but hold memory, so they are reused first and purged again once a purge works. */
+    uint32_t resident_head[USI_SPAN_ORDERS];
+    size_t nresident;  /* spans on the resident lists */
+    size_t reserved;   /* end - base (also read without the lock, for reports) */
     size_t side_bytes; /* the page map's side arrays, mapped for the whole range */
+    size_t abandoned;  /* bytes of spans that could not be made zero again (free_span) */
 } pages = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static inline size_t span_bytes(unsigned order)
@@ -190,20 +198,35 @@ size_t usi_pages_reserved_bytes(void)
     return __atomic_load_n(&pages.reserved, __ATOMIC_RELAXED);
 }
 
-static void free_push(uintptr_t addr, unsigned order)
+/* Push and pop on one of the two sets of free lists (free_head or resident_head). */
+static void span_push(uint32_t *heads, uintptr_t addr, unsigned order)
 {
     uint32_t u = unit_of(addr);
-    usi_pagemap.link[u] = pages.free_head[order];
-    pages.free_head[order] = u + 1;
+    usi_pagemap.link[u] = heads[order];
+    heads[order] = u + 1;
+    if (heads == pages.resident_head) /* read without the lock by usi_pages_free_span */
+        __atomic_fetch_add(&pages.nresident, 1, __ATOMIC_RELAXED);
+}
+
+static uintptr_t span_pop(uint32_t *heads, unsigned order)
+{
+    uint32_t head = heads[order];
+    if (!head)
+        return 0;
+    heads[order] = usi_pagemap.link[head - 1];
+    if (heads == pages.resident_head)
+        __atomic_fetch_sub(&pages.nresident, 1, __ATOMIC_RELAXED);
+    return usi_pagemap.base + ((uintptr_t)(head - 1) << USI_UNIT_SHIFT);
+}
+
+static void free_push(uintptr_t addr, unsigned order)
+{
+    span_push(pages.free_head, addr, order);
 }
 
 static uintptr_t free_pop(unsigned order)
 {
-    uint32_t head = pages.free_head[order];
-    if (!head)
-        return 0;
-    pages.free_head[order] = usi_pagemap.link[head - 1];
-    return usi_pagemap.base + ((uintptr_t)(head - 1) << USI_UNIT_SHIFT);
+    return span_pop(pages.free_head, order);
 }
 
 /* Takes a span from the bump pointer; gaps below the aligned start go to the free lists. */
@@ -236,28 +259,99 @@ static uintptr_t bump_take(unsigned order)
 void *usi_pages_alloc_span(unsigned order)
 {
     usi_lock(&pages.lock);
-    uintptr_t s = free_pop(order);
+    uintptr_t s = span_pop(pages.resident_head, order); /* backed already: first */
+    if (!s)
+        s = free_pop(order);
     if (!s)
         s = bump_take(order);
     for (unsigned o = order + 1; !s && o < USI_SPAN_ORDERS; o++) {
-        uintptr_t big = free_pop(o);
+        uint32_t *heads = pages.free_head;
+        uintptr_t big = span_pop(heads, o);
+        if (!big)
+            big = span_pop(heads = pages.resident_head, o);
         if (!big)
             continue;
-        /* Split: keep the lowest piece, give the upper halves back to the free lists. */
+        /* Split: keep the lowest piece, give the upper halves back to the same lists. */
         for (unsigned k = o; k > order; k--)
-            free_push(big + span_bytes(k - 1), k - 1);
+            span_push(heads, big + span_bytes(k - 1), k - 1);
         s = big;
     }
     usi_unlock(&pages.lock);
     return (void *)s; /* NULL: the caller says why (errno untouched here) */
 }
 
+enum { PURGED, REPLACED, ZEROED, ABANDONED };
+
+/*
+ * Makes a freed span read as zero, giving its memory back where the kernel lets us
+ * (design §2). The slab layer trusts that: a reused span's header and bitmap must be zero.
+ * MADV_DONTNEED fails on locked pages (mlock, mlockall): then a fresh mapping goes over the
+ * span. If that fails too, the span holds its old contents, or nothing where the kernel
+ * unmapped it before failing: a mapped span is zeroed by hand (and stays resident), a hole
+ * is filled with zero pages unless something else took it. ABANDONED: none of that worked.
+ */
+static int span_discard(void *span, size_t size)
+{
+    if (usi_os_purge(span, size) == 0)
+        return PURGED;
+    if (usi_os_replace(span, size) == 0)
+        return REPLACED;
+    if (usi_os_is_mapped(span, size)) {
+        USI_VG_UNDEFINED(span, size);
+        memset(span, 0, size);
+        return ZEROED;
+    }
+    return usi_os_map_at(span, size) == 0 ? REPLACED : ABANDONED;
+}
+
+/* After a purge that worked: one span zeroed by hand earlier gets its purge now. Only
+ * MADV_DONTNEED: a failed replacement could leave a hole in a span on a free list. */
+static void purge_one_resident(void)
+{
+    uintptr_t s = 0;
+    unsigned o;
+    usi_lock(&pages.lock);
+    for (o = 0; o < USI_SPAN_ORDERS; o++)
+        if ((s = span_pop(pages.resident_head, o)) != 0)
+            break;
+    usi_unlock(&pages.lock);
+    if (!s)
+        return;
+    int purged = usi_os_purge((void *)s, span_bytes(o)) == 0;
+    usi_lock(&pages.lock);
+    span_push(purged ? pages.free_head : pages.resident_head, s, o);
+    usi_unlock(&pages.lock);
+}
+
 void usi_pages_free_span(void *span, unsigned order)
 {
-    usi_os_purge(span, span_bytes(order)); /* outside the lock: madvise can be slow */
+    /* Outside the lock: madvise can be slow, the fallbacks more so. */
+    int how = span_discard(span, span_bytes(order));
+    if (how == ABANDONED) {
+        /* Neither zero nor surely ours: never reused; only its address space is lost. */
+        usi_lock(&pages.lock);
+        int first = pages.abandoned == 0;
+        pages.abandoned += span_bytes(order);
+        usi_unlock(&pages.lock);
+        if (first)
+            usi_report_warn("span %p (%zu KiB) could not be purged, replaced or zeroed; its "
+                            "address space is abandoned",
+                            span, span_bytes(order) >> 10);
+        return;
+    }
     usi_lock(&pages.lock);
-    free_push((uintptr_t)span, order);
+    span_push(how == ZEROED ? pages.resident_head : pages.free_head, (uintptr_t)span, order);
     usi_unlock(&pages.lock);
+    if (how == PURGED && __atomic_load_n(&pages.nresident, __ATOMIC_RELAXED))
+        purge_one_resident();
+}
+
+size_t usi_pages_abandoned_bytes(void)
+{
+    usi_lock(&pages.lock);
+    size_t n = pages.abandoned;
+    usi_unlock(&pages.lock);
+    return n;
 }
 
 void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t unit_tag)

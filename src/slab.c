@@ -7,8 +7,9 @@
  * allocated objects) sits at the start, then a colour offset, then the objects. There is
  * no per-object header. Objects are handed out from the slab's free list first, then by a
  * bump index over never-used objects, so pages of a fresh slab are touched only as objects
- * are used. Spans always read as zero when they arrive (fresh or purged), so the header
- * needs no clearing. This layer runs only when a magazine is filled or emptied.
+ * are used. Spans always read as zero when they arrive (fresh, purged, or zeroed by the
+ * pages layer where a purge fails), so the header needs no clearing. This layer runs only
+ * when a magazine is filled or emptied.
  */
 #include "internal.h"
 

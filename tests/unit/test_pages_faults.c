@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_pages_faults.c - a freed span reads as zero when it is reused, whichever way the
+ * pages layer had to make it so (docs/design.md §2). Each case fills a span with a pattern,
+ * frees it while the fault switch makes the os layer's calls fail, and takes the same span
+ * back (the free list is last in, first out):
+ *   purge        MADV_DONTNEED fails (as under mlockall): a MAP_FIXED mapping replaces it
+ *   zero         the replacement fails too: the span is zeroed by hand
+ *   hole         the failed replacement unmapped the span: zero pages are mapped into it
+ *   abandon      the hole cannot be refilled either: the span is never handed out again
+ * A span zeroed by hand stays resident; the next purge that works purges it too.
+ * Before the pages layer looked at the purge's result, "purge" got its old contents back.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "faults.h"
+#include "internal.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+#define ORDER 1 /* 128 KiB */
+
+static size_t span_size(void)
+{
+    return USI_UNIT_SIZE << ORDER;
+}
+
+static int all_zero(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* Frees a span full of 0xa5 under `faults`, then allocates again with no faults. */
+static unsigned char *cycle(const char *faults, unsigned char **freed)
+{
+    unsigned char *s = usi_pages_alloc_span(ORDER);
+    CHECK(s, "a span");
+    memset(s, 0xa5, span_size());
+    CHECK(uslab_faults_set(faults) == 0, "fault spec %s", faults);
+    usi_pages_free_span(s, ORDER);
+    CHECK(uslab_faults_set(NULL) == 0, "faults off");
+    *freed = s;
+    unsigned char *again = usi_pages_alloc_span(ORDER);
+    CHECK(again, "a span again");
+    return again;
+}
+
+static void test_reused_zero(const char *name, const char *faults, const char *letters)
+{
+    unsigned long before = uslab_faults_injected(letters);
+    size_t abandoned = usi_pages_abandoned_bytes();
+    unsigned char *freed, *s = cycle(faults, &freed);
+    CHECK(uslab_faults_injected(letters) > before, "%s: faults %s were injected", name, letters);
+    CHECK(s == freed, "%s: the freed span %p is reused (got %p)", name, (void *)freed, (void *)s);
+    CHECK(all_zero(s, span_size()), "%s: the reused span reads as zero", name);
+    CHECK(usi_pages_abandoned_bytes() == abandoned, "%s: nothing abandoned", name);
+    memset(s, 1, span_size()); /* writable, too */
+    usi_pages_free_span(s, ORDER);
+}
+
+/* Pages of the span in memory (mincore). */
+static size_t resident_pages(const void *span)
+{
+    unsigned char vec[(USI_UNIT_SIZE << ORDER) / USI_PAGE_SIZE];
+    CHECK(mincore((void *)span, span_size(), vec) == 0, "mincore");
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof vec; i++)
+        n += vec[i] & 1;
+    return n;
+}
+
+static void test_resident_purged_later(void)
+{
+    unsigned char *a = usi_pages_alloc_span(ORDER), *b = usi_pages_alloc_span(ORDER);
+    CHECK(a && b, "two spans");
+    memset(a, 0xa5, span_size());
+    memset(b, 0x5a, span_size());
+    CHECK(uslab_faults_set("1,1,ar") == 0, "faults");
+    usi_pages_free_span(a, ORDER);
+    CHECK(uslab_faults_set(NULL) == 0, "faults off");
+    CHECK(all_zero(a, span_size()), "zeroed by hand");
+    CHECK(resident_pages(a) == span_size() / USI_PAGE_SIZE, "a span zeroed by hand: resident");
+    usi_pages_free_span(b, ORDER); /* purged: and a with it */
+    CHECK(resident_pages(b) == 0, "a purged span holds no memory");
+    CHECK(resident_pages(a) == 0, "the span zeroed by hand is purged by the next purge");
+    unsigned char *x = usi_pages_alloc_span(ORDER), *y = usi_pages_alloc_span(ORDER);
+    CHECK(x && y && all_zero(x, span_size()) && all_zero(y, span_size()), "reused: zero");
+    usi_pages_free_span(x, ORDER);
+    usi_pages_free_span(y, ORDER);
+}
+
+static void test_abandon(void)
+{
+    size_t abandoned = usi_pages_abandoned_bytes();
+    unsigned char *freed, *s = cycle("1,1,arhm", &freed);
+    CHECK(usi_pages_abandoned_bytes() == abandoned + span_size(), "the span is abandoned");
+    CHECK(s != freed, "an abandoned span is not handed out again");
+    CHECK(all_zero(s, span_size()), "the span handed out instead reads as zero");
+    usi_pages_free_span(s, ORDER);
+    /* The hole is in the middle of the reservation: plug it, so that no later mapping of
+     * this process lands there. */
+    void *plug = mmap(freed, span_size(), PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    CHECK(plug == freed, "plug the hole at %p", (void *)freed);
+}
+
+/* Slabs on spans freed under faults: objects and slab headers stay consistent. */
+static void test_slabs(void)
+{
+    uslab_cache_t *c = uslab_cache_create("faults", 200, 0, NULL, NULL, NULL, NULL, 0);
+    CHECK(c, "create");
+    enum { N = 3000 };
+    static void *objs[N];
+    static const char *const modes[] = {"1,1,a", "1,1,ar", "1,1,arh", NULL};
+    for (int round = 0; round < 8; round++) {
+        for (int i = 0; i < N; i++) {
+            objs[i] = uslab_cache_alloc(c);
+            CHECK(objs[i], "alloc %d", i);
+            memset(objs[i], round + 1, 200);
+        }
+        for (int i = 0; i < N; i++) {
+            const unsigned char *p = objs[i];
+            for (int k = 0; k < 200; k++)
+                CHECK(p[k] == round + 1, "round %d object %d byte %d", round, i, k);
+        }
+        for (int i = 0; i < N; i++)
+            uslab_cache_free(c, objs[i]);
+        CHECK(uslab_faults_set(modes[round % 4]) == 0, "faults");
+        uslab_reap(); /* every empty slab goes back to the pages layer */
+        CHECK(uslab_faults_set(NULL) == 0, "faults off");
+    }
+    uslab_cache_destroy(c);
+}
+
+int main(void)
+{
+    CHECK(usi_ensure_init() == 0, "init");
+    test_reused_zero("purge", "1,1,a", "a");
+    test_reused_zero("zero", "1,1,ar", "r");
+    test_reused_zero("hole", "1,1,arh", "h");
+    test_resident_purged_later();
+    test_abandon();
+    test_slabs();
+    TEST_DONE();
+}
