@@ -18,8 +18,8 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                    "glibc's allocator"},
     [USI_SETTING_RESERVE] = {"USLAB_RESERVE", USI_SETTING_KIND_SIZE, USI_SETTINGS_RESERVE_DEFAULT,
                              "256G", (size_t)64 << 20, (size_t)1 << 46,
-                             "address space reserved for slabs (only reserved, not committed; "
-                             "shrunk if refused, and to fit a quarter of RLIMIT_AS)"},
+                             "address space for slabs (reserved as it is used, never committed "
+                             "ahead; uslab keeps to a quarter of RLIMIT_AS)"},
     [USI_SETTING_EMPTY_SLABS] = {"USLAB_EMPTY_SLABS", USI_SETTING_KIND_NUMBER,
                                  USI_SETTINGS_EMPTY_SLABS_DEFAULT, "1", 0, 1024,
                                  "empty slabs each cache keeps instead of returning them to the "
