@@ -104,7 +104,7 @@ static void put_raw(struct uslab_cache *c, size_t n, void *const *objs)
     usi_lock(&c->lock);
     int was_pending = c->purge_pending;
     usi_slab_put(c, n, objs, &release);
-    if (USI_UNLIKELY(c->starved))
+    if (USI_UNLIKELY(__atomic_load_n(&c->starved, __ATOMIC_RELAXED)))
         __atomic_store_n(&c->starved, 0, __ATOMIC_RELAXED); /* a slab has room again */
     int kick = c->purge_pending && !was_pending;
     usi_unlock(&c->lock);
