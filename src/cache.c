@@ -109,7 +109,7 @@ void uslab_cache_destroy(uslab_cache_t *c)
     usi_lock(&c->lock);
     usi_slab_detach_empty(c, 0, &release);
     usi_unlock(&c->lock);
-    usi_slab_release(release, c->slab_size);
+    usi_slab_release(c, release);
     pthread_mutex_destroy(&c->lock);
     usi_objects_unfill(&usi_descriptor_cache, 1, (void *const *)&c);
 }

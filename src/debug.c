@@ -266,8 +266,8 @@ void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj
         uintptr_t off = (uintptr_t)obj - c->obj_offset - (uintptr_t)s->objs;
         if (off < (uintptr_t)c->nobjs * c->stride)
             slot = s->objs + off / c->stride * c->stride;
-        out("INFO: slab %p objects=%u used=%u colour=%u first object %p\n", (void *)s, c->nobjs,
-            s->inuse, s->colour, (void *)s->objs);
+        out("INFO: slab %p objects=%u used=%u colour=%u first object %p\n", (void *)s->span,
+            c->nobjs, s->inuse, s->colour, (void *)s->objs);
     }
     if (slot && slot + c->obj_offset == (const char *)obj && c->debug) {
         struct tail *t = tail_of(c, slot);

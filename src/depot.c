@@ -198,6 +198,18 @@ void usi_depot_put(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **ov
     usi_unlock(&c->lock);
 }
 
+int usi_depot_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p)
+{
+    int found = 0;
+    usi_lock(&c->lock);
+    found = usi_slab_holds(c, e, p);
+    for (const struct usi_mag *m = c->depot_full; m && !found; m = m->next)
+        for (uint32_t i = 0; i < m->rounds && !found; i++)
+            found = m->objs[i] == p;
+    usi_unlock(&c->lock);
+    return found;
+}
+
 void usi_depot_dispose(struct uslab_cache *c, struct usi_mag *m)
 {
     USI_ASSERT_NO_LOCK();

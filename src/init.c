@@ -46,8 +46,8 @@ static void init_classes(void)
         char name[32];
         usi_sizeclass_name(id, name);
         struct uslab_cache *c = &usi_class_caches[id];
-        if (usi_init_cache(c, name, s, align, NULL, NULL, NULL, NULL, USI_CACHE_KEEP_ERRNO, id,
-                           id) != 0)
+        if (usi_init_cache(c, name, s, align, NULL, NULL, NULL, NULL,
+                           USI_CACHE_KEEP_ERRNO | USI_CACHE_LATTICE, id, id) != 0)
             usi_report_fatal("size class %u: its cache id is taken", id);
         c->unit_tag = (uint16_t)c->pair_offset;
     }
@@ -131,6 +131,8 @@ int usi_init_slow(void)
                             "every call goes to the system allocator");
         return -1;
     }
+    usi_slab_secret = (uintptr_t)usi_os_random64(); /* keys first (docs/security.md) */
+    usi_objects_set_key(usi_os_random64());
     init_classes(); /* the malloc classes take the first ids */
     if (usi_init_cache(&usi_descriptor_cache, "uslab-cache", sizeof(struct uslab_cache), 64, NULL,
                        NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL,

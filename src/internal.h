@@ -139,15 +139,19 @@ struct uslab_cache {
     size_t align;          /* power of two, <= page size */
     size_t stride;         /* object size in the slab: size rounded up to align, >= 8 */
     uint64_t stride_recip; /* ceil(2^32 / stride): object index by multiplication (slab.c) */
+    /* USI_CACHE_LATTICE caches (the malloc classes): ceil(2^64 / stride), the constant of
+     * free()'s start-of-object check (design §8, docs/security.md); 0 for other caches. */
+    uint64_t lattice;
     uslab_ctor_fn ctor;
     uslab_dtor_fn dtor;
     uslab_reclaim_fn reclaim;
     void *arg;
+    uint64_t callbacks_check; /* keyed hash of ctor, dtor, reclaim, arg (objects.c) */
     /* slab geometry (usi_slab_geometry) */
     size_t slab_size;
     unsigned slab_order;
     uint32_t nobjs;        /* objects per slab */
-    uint32_t first_offset; /* header + bitmap, rounded up to align */
+    uint32_t first_offset; /* where objects start in the span: 0, or a guard page (internal) */
     uint32_t colour_max;   /* largest colour offset */
     uint32_t colour_step;
     unsigned debug;        /* USI_DEBUG_* letters enabled for this cache (debug.c) */
@@ -172,6 +176,7 @@ struct uslab_cache {
 
     pthread_mutex_t lock;
     uint32_t colour_next;
+    uint64_t random_state; /* USLAB_HARDEN=random: the order of fresh slabs (slab.c) */
     struct usi_slab_list_head lists[USI_SLAB_NLISTS];
     struct usi_mag *depot_full, *depot_empty;
     size_t depot_nfull, depot_nempty;
@@ -211,6 +216,16 @@ int usi_os_replace(void *addr, size_t size);
 int usi_os_map_at(void *addr, size_t size);
 /* 1 if every page of the range is mapped (mincore; no side effect), else 0. */
 int usi_os_is_mapped(const void *addr, size_t size);
+/* Makes read/write memory inaccessible again (PROT_NONE): a guard page. 0, or -1. */
+int usi_os_guard(void *addr, size_t size);
+/* Fresh zeroed read/write memory of size bytes (page multiple) with a PROT_NONE guard page
+ * on each side, so that no linear overflow of a neighbouring mapping reaches it; NULL. */
+void *usi_os_map_guarded(size_t size);
+void usi_os_unmap_guarded(void *addr, size_t size);
+/* A 64-bit value derived from the kernel's per-exec random bytes (AT_RANDOM), mixed so it
+ * reveals nothing of what glibc derives from them (stack and pointer guards); each call
+ * gives another. No system call, no allocation. */
+uint64_t usi_os_random64(void);
 const char *usi_os_getenv(const char *name); /* no allocation, no interposable call */
 void usi_os_write_err(const char *buf, size_t len);
 uint64_t usi_os_now_ms(void); /* monotonic, coarse; may be small on a freshly booted machine */
@@ -324,6 +339,8 @@ void usi_registry_postfork(int child);
 /* Flag of the malloc classes: running out of slab memory leaves errno alone (malloc falls
  * back to the system allocator, and a successful malloc must not change errno). */
 #define USI_CACHE_KEEP_ERRNO 0x4000u
+/* Flag of the malloc classes: objects on the stride lattice, free()'s checks (§8). */
+#define USI_CACHE_LATTICE 0x2000u
 
 /* Reads USLAB_DEBUG, USLAB_DEBUG_CONTINUE, USLAB_LEAKS (at initialisation). */
 void usi_debug_read_options(void);
@@ -389,8 +406,35 @@ struct usi_pagemap {
     size_t nunits;  /* units in the range; 0 before initialisation */
     uintptr_t *map; /* nunits entries: (slab | cache id) or 0 */
     uint32_t *link; /* nunits entries: free-span list links (unit index + 1, 0 = end) */
+    char *meta;     /* nunits records of USI_SLAB_META_BYTES: slab headers (slab.c) */
+    uint64_t *bits; /* nunits * USI_SLAB_BITS_BYTES: slab allocation bitmaps (slab.c) */
 };
 extern struct usi_pagemap usi_pagemap;
+
+/*
+ * Slab metadata lives out of the spans (design §3, docs/security.md), so no linear overflow
+ * of a user block reaches it: per 64 KiB unit, a header record and a bitmap of one bit per
+ * 16 bytes. A slab of 2^k units uses the record of its first unit and the bitmaps of all
+ * its units, which are contiguous. Both arrays are reserved PROT_NONE for the whole range
+ * and made read/write together with the spans they describe (the bump pointer's commit),
+ * so they cost memory only where slabs are and are never touched by mlockall elsewhere.
+ */
+#define USI_SLAB_META_BYTES 128
+#define USI_SLAB_BITS_BYTES 512 /* 4096 objects of 16 bytes per unit */
+#define USI_MIN_STRIDE      16  /* the smallest object slot of any cache */
+_Static_assert(USI_SLAB_BITS_BYTES * 8 * USI_MIN_STRIDE == USI_UNIT_SIZE,
+               "a unit's bitmap has a bit for every slot of the smallest stride");
+
+/* The header record of the slab (or free span) at span, and its bitmap. */
+static inline void *usi_pages_meta(uintptr_t span)
+{
+    return usi_pagemap.meta + ((span - usi_pagemap.base) >> USI_UNIT_SHIFT) * USI_SLAB_META_BYTES;
+}
+static inline uint64_t *usi_pages_bits(uintptr_t span)
+{
+    return usi_pagemap.bits +
+           ((span - usi_pagemap.base) >> USI_UNIT_SHIFT) * (USI_SLAB_BITS_BYTES / 8);
+}
 
 #define USI_ADDRESS_BITS 47
 extern const uint16_t *usi_unit_tags; /* 2^(47-16) entries; see above */
@@ -438,10 +482,15 @@ void usi_pages_try_tags(void);
  * reservation is exhausted or the kernel refuses to commit more of it. */
 void *usi_pages_alloc_span(unsigned order);
 /* Purges the span and makes it available again, reading as zero; its page-map entries
- * must be clear. A span that can be neither purged, replaced nor zeroed is abandoned. */
-void usi_pages_free_span(void *span, unsigned order);
+ * must be clear. A span that can be neither purged, replaced nor zeroed is abandoned.
+ * guard: bytes of guard page (PROT_NONE, usi_pages_guard) at each end, made read/write
+ * again first, or 0. */
+void usi_pages_free_span(void *span, unsigned order, size_t guard);
 /* Bytes of spans abandoned so far (design §2). */
 size_t usi_pages_abandoned_bytes(void);
+/* A guard page inside a span of an internal cache (design §3): PROT_NONE. 0, or -1 with
+ * nothing changed. usi_pages_free_span takes the guards off. */
+int usi_pages_guard(void *addr, size_t size);
 /* Sets the page-map entries and unit tags of every unit of the span. */
 void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t unit_tag);
 void usi_pages_prefork(void);
@@ -462,31 +511,47 @@ static inline uintptr_t usi_pagemap_lookup(const void *p)
 /* ------------------------------------------------------------------------------------ */
 
 /*
- * A slab: a span whose first bytes hold this header, then a colour offset, then nobjs
- * objects of cache->stride bytes. Invariants (all under cache->lock; usi_slab_check tests
+ * A slab: a span of nobjs objects of cache->stride bytes, from span + first_offset + colour
+ * on; its header (this record) and its bitmap are in the pages layer's side arrays, never
+ * in the span (docs/security.md). Invariants (all under cache->lock; usi_slab_check tests
  * them, USI_ASSERT samples them):
  *  - inuse = number of objects outside the slab (in magazines or with the user);
  *  - objects with index >= bump have never been handed out (their pages may be untouched);
- *  - freelist links the other free objects through the word at link_offset: they are
- *    unconstructed, so the link overwrites nothing the user can see;
+ *  - freelist links the other free objects through the word at link_offset, encoded as
+ *    next ^ usi_slab_secret ^ (address of the word) (safe-linking); every decoded link is
+ *    checked before use: an object of this slab below bump whose bit is clear. The objects
+ *    are unconstructed, so the link overwrites nothing a user can see;
  *  - bit i of alloc_map is set iff object i is outside the slab (exact double-free check),
  *    so the bitmap's population count is inuse;
  *  - list says which of the cache's lists holds the slab: EMPTY iff inuse == 0,
  *    FULL iff inuse == nobjs, PARTIAL otherwise. A slab moves only when that changes.
  *    USI_SLAB_NLISTS: detached, on its way back to the pages layer.
+ *  - USI_CACHE_LATTICE caches: the low 32 bits of every object's address are a multiple
+ *    of stride (colour is that phase), which free() checks without a lookup (§8).
  */
 struct usi_slab {
     struct uslab_cache *cache;
     struct usi_slab *next, *prev;
-    void *freelist;
-    char *objs; /* first object: span + cache->first_offset + colour */
+    void *freelist;      /* first free object (plain: the header is out of users' reach) */
+    char *objs;          /* first object: span + cache->first_offset + colour */
+    char *span;          /* the span (64 KiB << cache->slab_order, aligned to its size) */
+    uint64_t *alloc_map; /* the span's bitmap in the side array */
     uint32_t inuse;
     uint32_t bump;
     uint32_t colour;
     uint8_t list;
     uint64_t empty_since_ms; /* when inuse last became 0 (usi_os_now_ms) */
-    uint64_t alloc_map[];
 };
+_Static_assert(sizeof(struct usi_slab) <= USI_SLAB_META_BYTES, "a slab header fits its record");
+
+/* The slab of a non-zero page-map entry. */
+static inline struct usi_slab *usi_slab_of_entry(uintptr_t entry)
+{
+    return (struct usi_slab *)usi_pages_meta(entry & ~USI_ID_MASK);
+}
+
+/* The free-list key (safe-linking), set once by init.c before the first slab exists. */
+extern uintptr_t usi_slab_secret;
 
 /* Slab geometry of a cache, fixed at creation. */
 void usi_slab_geometry(struct uslab_cache *c);
@@ -505,8 +570,17 @@ size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab
  * the lock. */
 size_t usi_slab_detach_idle(struct uslab_cache *c, size_t keep, uint64_t before_ms,
                             struct usi_slab **release);
-/* Returns detached slabs to the pages layer; returns the bytes released. No lock needed. */
-size_t usi_slab_release(struct usi_slab *list, size_t slab_size);
+/* Returns detached slabs of c to the pages layer; returns the bytes released. No lock
+ * needed. */
+size_t usi_slab_release(struct uslab_cache *c, struct usi_slab *list);
+/* For free() of p, whose page-map entry e names a slab of c: the index of the object p
+ * starts, or UINT32_MAX (an interior or stray pointer); *block is set to the start of the
+ * object p falls in, or NULL. No lock: it reads constants of a live slab. */
+uint32_t usi_slab_index_of(const struct uslab_cache *c, uintptr_t e, const void *p,
+                           const void **block);
+/* Whether object p of c (page-map entry e) is back in its slab (free). Caller holds the
+ * cache lock. */
+int usi_slab_holds(const struct uslab_cache *c, uintptr_t e, const void *p);
 /* Checks every invariant of slab s of c (above); returns NULL, or what is broken. Caller
  * holds cache->lock. O(objects). Used by tests and by USLAB_DEBUG=F. */
 const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s);
@@ -532,6 +606,8 @@ void usi_purge_postfork_child(void);
 /* reclaim retry, constructors and destructors (Bonwick 1994 §3)                          */
 /* ------------------------------------------------------------------------------------ */
 
+/* The key of the callbacks' check (docs/security.md); init.c sets it once, first. */
+void usi_objects_set_key(uint64_t key);
 /* Sets up the slab side of a cache descriptor (name, sizes, debug layout, callbacks, slab
  * geometry, lock); no id and no magazines yet. */
 void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size, size_t align,
@@ -587,6 +663,9 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
 struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full,
                                     struct usi_mag **over);
 void usi_depot_put(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over);
+/* Whether p, a block of c (page-map entry e), is in a full magazine of the depot or back
+ * in its slab: part of free()'s double-free check. Takes the cache lock. */
+int usi_depot_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p);
 /* Destructs a handed-back magazine's objects into their slabs (runs destructors: no lock
  * held) and keeps the empty magazine. Follows m->next: disposes a whole list. */
 void usi_depot_dispose(struct uslab_cache *c, struct usi_mag *m);
@@ -619,7 +698,13 @@ struct usi_magpair {
     void **base;
     void **limit;
     struct usi_mag *prev;
-};
+    /* The cache's `lattice` (malloc classes: free()'s start-of-object check, §8), copied
+     * when the thread first uses the pair; 0 elsewhere, and in blank pairs: free() then
+     * takes the slow path. One cache line per pair. */
+    uint64_t lattice;
+    uint64_t lattice_bound; /* the same value: two fields, so that free() reads each once
+                               as a memory operand (no register load: one instruction less) */
+} __attribute__((aligned(64)));
 
 static inline struct usi_mag *usi_pair_loaded(const struct usi_magpair *mp)
 {
@@ -642,10 +727,11 @@ struct usi_tcache {
     size_t pairs_bytes;                     /* npairs * sizeof(struct usi_magpair) */
     uint32_t npairs;
     uint32_t exchanging; /* id of the pair its owner is changing, 0: none (fork, §7) */
-    /* (size + 7) >> 3 -> offset of the malloc class's pair from pairs[0]: a copy of
-     * usi_tcache_size_offsets, kept here so malloc's lookup needs no other base address.
-     * All 0 in the sentinel (pair 0, empty). */
-    uint16_t class_offset[USI_SMALL_MAX / 8 + 1];
+    /* size -> offset of the malloc class's pair from pairs[0], for sizes up to
+     * USI_SMALL_MAX: a copy of usi_tcache_size_offsets, kept here so malloc's lookup needs
+     * no other base address, indexed by the size itself (no rounding instruction). All 0
+     * in the sentinel (pair 0, empty). */
+    uint16_t class_offset[USI_SMALL_MAX + 1];
     struct usi_magpair pairs[];
 };
 _Static_assert((USI_RESERVED_IDS + 1) * sizeof(struct usi_magpair) <= UINT16_MAX,
@@ -656,7 +742,7 @@ _Static_assert((USI_RESERVED_IDS + 1) * sizeof(struct usi_magpair) <= UINT16_MAX
 extern __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec")));
 
 /* The template of class_offset[] for new thread caches (filled by usi_tcache_init). */
-extern uint16_t usi_tcache_size_offsets[USI_SMALL_MAX / 8 + 1];
+extern uint16_t usi_tcache_size_offsets[USI_SMALL_MAX + 1];
 /* Creates the thread-exit key and the class_offset template from usi_class_small. */
 void usi_tcache_init(void);
 /* Gives a registered cache its pair (pair_offset) if it has magazines. */
@@ -672,6 +758,10 @@ size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs);
 void usi_tcache_flush_own(struct uslab_cache *c);
 /* Moves every thread's magazines of c to c's depot (cache destroy). */
 void usi_tcache_flush_all(struct uslab_cache *c);
+/* free()'s exact double-free check, after the key matched (design §8): whether p, a
+ * block of c, is already free: in the calling thread's magazines of c, in c's depot or
+ * back in its slab (e: p's page-map entry). Takes the cache lock. */
+int usi_tcache_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p);
 /* Objects cached in every thread's magazines for cache c (racy, for statistics). */
 size_t usi_tcache_cached_objects(const struct uslab_cache *c);
 /* Bytes that magazines held by threads may cache (capacity * stride, summed over every

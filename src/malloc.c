@@ -64,6 +64,30 @@ static void vg_handout(void *p)
 #define USI_VG_HANDOUT_BLOCK(p) ((void)0)
 #endif
 
+/* ---- the free() checks (design §8, docs/security.md) ----------------------------------- */
+
+/*
+ * Two checks run on every free of a malloc block before it enters a magazine:
+ *  - start of a block: a malloc class's objects lie where the low 32 bits of the address
+ *    are a multiple of the stride (slab.c lays them out so), and for a 32-bit n,
+ *    stride divides n iff n * M mod 2^64 < M with M = ceil(2^64 / stride) (Lemire, Kaser &
+ *    Kurz 2019): one multiply and one compare, M from the thread's pair (0 where there is
+ *    none, which sends everything else to the slow path);
+ *  - double free: free writes the block's own address into its second word, the key, and
+ *    every malloc path clears it; a free that finds the key takes the exact check.
+ */
+typedef uintptr_t usi_word __attribute__((may_alias));
+
+static inline int on_lattice(const void *p, uint64_t lattice, uint64_t bound)
+{
+    return (uint64_t)(uint32_t)(uintptr_t)p * lattice < bound;
+}
+
+static inline uintptr_t *key_of(void *p)
+{
+    return (usi_word *)p + 1;
+}
+
 /* ---- malloc ------------------------------------------------------------------------- */
 
 /* A class cache's block, or NULL when its slabs cannot grow; errno unchanged either way
@@ -77,8 +101,11 @@ static inline __attribute__((always_inline)) void *class_alloc(unsigned id)
     if (USI_UNLIKELY(usi_objects_starved(c)))
         return NULL;
     void *p = usi_tcache_alloc(c); /* errno untouched: USI_CACHE_KEEP_ERRNO */
-    if (USI_LIKELY(p != NULL))
+    if (USI_LIKELY(p != NULL)) {
         USI_VG_HANDOUT(c, p);
+        *key_of(p) = 0;
+        USI_VG_UNDEFINED(key_of(p), sizeof(uintptr_t));
+    }
     return p;
 }
 
@@ -97,23 +124,28 @@ static inline struct usi_magpair *pair_at(struct usi_tcache *tc, unsigned offset
     return (struct usi_magpair *)(void *)((char *)tc->pairs + offset);
 }
 
-/* The fast path: one table load, the thread pointer, pop the loaded magazine. */
+/* The fast path: one table load, the thread pointer, pop the loaded magazine, clear the
+ * block's free key. */
 static void *usi_malloc(size_t size)
 {
     if (USI_LIKELY(size <= USI_SMALL_MAX)) {
         struct usi_tcache *tc = usi_tls;
-        struct usi_magpair *mp = pair_at(tc, tc->class_offset[(size + 7) >> 3]);
+        struct usi_magpair *mp = pair_at(tc, tc->class_offset[size]);
 #ifdef USLAB_VALGRIND
         void *p = usi_pair_pop(mp);
         if (p) {
             USI_VG_HANDOUT_BLOCK(p);
+            *key_of(p) = 0;
+            USI_VG_UNDEFINED(key_of(p), sizeof(uintptr_t));
             return p;
         }
 #else
         void **t = mp->top;
         if (USI_LIKELY(t != mp->base)) {
             mp->top = --t;
-            return *t;
+            void *p = *t;
+            *key_of(p) = 0;
+            return p;
         }
 #endif
     }
@@ -122,13 +154,57 @@ static void *usi_malloc(size_t size)
 
 /* ---- free ---------------------------------------------------------------------------- */
 
+/* An interior or stray pointer into a malloc slab: never enters a magazine. */
+static USI_COLD USI_NORETURN void bad_block(const struct uslab_cache *c, const void *p,
+                                            const void *block, const char *fn)
+{
+    char what[200];
+    if (block)
+        snprintf(what, sizeof what, "%s(%p): invalid pointer: %zu bytes into the %s block at %p",
+                 fn, p, (size_t)((const char *)p - (const char *)block), c->name, block);
+    else
+        snprintf(what, sizeof what,
+                 "%s(%p): invalid pointer: inside a %s slab, not the start of a block", fn, p,
+                 c->name);
+    if (usi_debug_enabled)
+        usi_debug_bug(c->name, what);
+    usi_report_fatal("%s", what);
+}
+
+static USI_COLD USI_NORETURN void double_free(const struct uslab_cache *c, const void *p)
+{
+    char what[160];
+    snprintf(what, sizeof what, "free(%p): double free (the %s block is already free)", p, c->name);
+    if (usi_debug_enabled)
+        usi_debug_bug(c->name, what);
+    usi_report_fatal("%s", what);
+}
+
+/* The exact checks of a malloc block p of class c (page-map entry e) that the fast path
+ * did not take: the start of a block, then, when the key is there, whether it is free
+ * already; then the key is written. Debug classes have no magazines: the slab layer checks
+ * their frees exactly, and their words belong to red zones and poison. */
+static void check_block(struct uslab_cache *c, uintptr_t e, void *p)
+{
+    const void *block;
+    if (c->debug)
+        return;
+    if (USI_UNLIKELY(usi_slab_index_of(c, e, p, &block) == UINT32_MAX))
+        bad_block(c, p, block, "free");
+    USI_VG_DEFINED(key_of(p), sizeof(uintptr_t));
+    if (USI_UNLIKELY(*key_of(p) == (uintptr_t)p) && usi_tcache_block_is_free(c, e, p))
+        double_free(c, p);
+    *key_of(p) = (uintptr_t)p;
+}
+
 /* `tag`: the unit tag usi_free read (0: it did not take the block back from memcheck). */
 static USI_NOINLINE void free_slow(void *p, unsigned tag)
 {
     uintptr_t e = usi_pagemap_lookup(p);
     if (USI_LIKELY(is_class_id(e & USI_ID_MASK))) {
-        /* The fast path missed: a full magazine, or no tag table yet (design §2): every
-         * 1024th such free tries to map it (a racy count: a hint). */
+        /* The fast path missed: a full magazine, the key, a pointer off the lattice, or no
+         * tag table yet (design §2): every 1024th such free tries to map it (a racy count:
+         * a hint). */
         static unsigned untagged;
         if (USI_UNLIKELY(!usi_pages_have_tags())) {
             unsigned n = __atomic_load_n(&untagged, __ATOMIC_RELAXED) + 1;
@@ -136,13 +212,15 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
             if ((n & 1023) == 0)
                 usi_pages_try_tags();
         }
+        struct uslab_cache *c = &usi_class_caches[e & USI_ID_MASK];
+        check_block(c, e, p);
 #ifdef USLAB_VALGRIND
         if (tag == 0) /* usi_free took it back only when it had a tag */
             USI_VG_TAKEBACK(p);
 #else
         (void)tag;
 #endif
-        usi_tcache_free(&usi_class_caches[e & USI_ID_MASK], p);
+        usi_tcache_free(c, p);
         return;
     }
     if (!p)
@@ -152,22 +230,27 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
 }
 
 /* The fast path: the unit tag of p's 64 KiB unit names its pair (pair 0, which never holds
- * a magazine, for anything that is not a malloc block); push onto the loaded magazine. */
+ * a magazine, for anything that is not a malloc block); check that p starts a block and
+ * is not free already (above), push onto the loaded magazine, write the key. */
 static void usi_free(void *p)
 {
-    unsigned tag = usi_unit_tag(p);
 #ifdef USLAB_VALGRIND
-    if (tag)
-        USI_VG_TAKEBACK(p);
-#endif
+    free_slow(p, 0); /* memcheck build: the checks read the block before it is taken back */
+#else
+    unsigned tag = usi_unit_tag(p);
     struct usi_magpair *mp = pair_at(usi_tls, tag);
-    void **t = mp->top;
-    if (USI_LIKELY(t != mp->limit)) {
-        *t = p;
-        mp->top = t + 1;
-        return;
+    if (USI_LIKELY(on_lattice(p, mp->lattice, mp->lattice_bound)) &&
+        USI_LIKELY(*key_of(p) != (uintptr_t)p)) {
+        void **t = mp->top;
+        if (USI_LIKELY(t != mp->limit)) {
+            *t = p;
+            mp->top = t + 1;
+            *key_of(p) = (uintptr_t)p;
+            return;
+        }
     }
     free_slow(p, tag);
+#endif
 }
 
 /* ---- the rest of the family ------------------------------------------------------------ */

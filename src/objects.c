@@ -16,6 +16,41 @@
 #include <errno.h>
 #include <stdio.h>
 
+/* The callbacks' key, set once by init.c (usi_objects_set_key) before any cache exists. */
+static uint64_t callbacks_key;
+
+void usi_objects_set_key(uint64_t key)
+{
+    callbacks_key = key;
+}
+
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* A keyed hash of the callback pointers and their argument, bound to the descriptor's
+ * address: a stray or hostile write to any of them is caught before the call
+ * (docs/security.md). */
+static uint64_t callbacks_hash(const struct uslab_cache *c)
+{
+    uint64_t h = mix(callbacks_key ^ (uint64_t)(uintptr_t)c);
+    h = mix(h ^ (uint64_t)(uintptr_t)c->ctor);
+    h = mix(h ^ (uint64_t)(uintptr_t)c->dtor);
+    h = mix(h ^ (uint64_t)(uintptr_t)c->reclaim);
+    return mix(h ^ (uint64_t)(uintptr_t)c->arg);
+}
+
+static void check_callbacks(const struct uslab_cache *c)
+{
+    if (USI_UNLIKELY(c->callbacks_check != callbacks_hash(c)))
+        usi_report_fatal("cache %s (descriptor %p): its callback pointers were overwritten; "
+                         "not calling them",
+                         c->name, (const void *)c);
+}
+
 void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size, size_t align,
                             uslab_ctor_fn ctor, uslab_dtor_fn dtor, uslab_reclaim_fn reclaim,
                             void *arg, unsigned flags)
@@ -29,8 +64,8 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
     c->size = size;
     c->align = align;
     c->stride = (size + align - 1) & ~(align - 1);
-    if (c->stride < sizeof(void *))
-        c->stride = sizeof(void *);
+    if (c->stride < USI_MIN_STRIDE) /* the side bitmaps have a bit per 16 bytes (§3) */
+        c->stride = USI_MIN_STRIDE;
     c->debug = usi_debug_flags_for(c->name, flags);
     if (c->debug)
         usi_debug_layout(c); /* red zones and tracking records widen the slot */
@@ -38,6 +73,7 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
     c->dtor = dtor;
     c->reclaim = reclaim;
     c->arg = arg;
+    c->callbacks_check = callbacks_hash(c);
     usi_slab_geometry(c);
     c->stride_recip = (((uint64_t)1 << 32) + c->stride - 1) / c->stride;
     if (flags & USLAB_CACHE_NOCOLOUR)
@@ -52,6 +88,7 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
 static void destruct(struct uslab_cache *c, void *obj)
 {
     USI_ASSERT_NO_LOCK();
+    check_callbacks(c);
     USI_VG_DEFINED(obj, c->size);
     c->dtor(obj, c->arg);
     USI_VG_NOACCESS(obj, c->size);
@@ -61,6 +98,7 @@ static void destruct(struct uslab_cache *c, void *obj)
 static int construct(struct uslab_cache *c, void *obj)
 {
     USI_ASSERT_NO_LOCK();
+    check_callbacks(c);
     USI_VG_UNDEFINED(obj, c->size);
     int saved = errno;
     errno = 0;
@@ -86,6 +124,7 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
     usi_unlock(&c->lock);
     if (got < n && reclaim && c->reclaim) {
         USI_ASSERT_NO_LOCK();
+        check_callbacks(c);
         c->reclaim(c->arg);
         usi_lock(&c->lock);
         got += usi_slab_take(c, n - got, objs + got);
@@ -109,7 +148,7 @@ static void put_raw(struct uslab_cache *c, size_t n, void *const *objs)
     int kick = c->purge_pending && !was_pending;
     usi_unlock(&c->lock);
     if (release)
-        usi_slab_release(release, c->slab_size);
+        usi_slab_release(c, release);
     if (kick)
         usi_purge_kick();
 }

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/single_threaded.h>
@@ -280,6 +281,56 @@ int usi_os_is_mapped(const void *addr, size_t size)
         }
     }
     return 1;
+}
+
+int usi_os_guard(void *addr, size_t size)
+{
+    return mprotect(addr, size, PROT_NONE);
+}
+
+void *usi_os_map_guarded(size_t size)
+{
+    size_t total = size + 2 * USI_PAGE_SIZE;
+    char *p = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (mprotect(p + USI_PAGE_SIZE, size, PROT_READ | PROT_WRITE) != 0) {
+        munmap(p, total);
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p + USI_PAGE_SIZE;
+}
+
+void usi_os_unmap_guarded(void *addr, size_t size)
+{
+    if (addr)
+        munmap((char *)addr - USI_PAGE_SIZE, size + 2 * USI_PAGE_SIZE);
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+uint64_t usi_os_random64(void)
+{
+    /* AT_RANDOM: 16 bytes the kernel puts on the stack of every exec. glibc takes its stack
+     * and pointer guards from them, so they are never used as they are: each value is two
+     * one-way-ish mixes of both words, the address of this library (ASLR) and a counter. */
+    static uint64_t calls;
+    uint64_t r[2] = {0, 0};
+    const void *at = (const void *)getauxval(AT_RANDOM);
+    if (at)
+        memcpy(r, at, sizeof r);
+    uint64_t n = __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+    uint64_t a = mix64(r[0] ^ mix64(n * 0x9e3779b97f4a7c15ull));
+    uint64_t b = mix64(r[1] + mix64((uint64_t)(uintptr_t)&calls ^ n));
+    return mix64(a ^ (b << 1 | b >> 63)) ^ b;
 }
 
 void *usi_os_map(size_t size)

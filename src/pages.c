@@ -68,8 +68,10 @@ static inline uint32_t unit_of(uintptr_t addr)
 #define BUDGET_SHARE    4                  /* of RLIMIT_AS */
 #define MIN_RESERVE     ((size_t)64 << 20) /* eight largest spans */
 #define INITIAL_RESERVE ((size_t)64 << 20)
-#define SIDE_PER_UNIT   (sizeof(uintptr_t) + sizeof(uint32_t) + sizeof(uint16_t))
-#define TAG_BYTES       (NTAGS * sizeof(uint16_t))
+#define SIDE_PER_UNIT                                                                              \
+    (sizeof(uintptr_t) + sizeof(uint32_t) + sizeof(uint16_t) + USI_SLAB_META_BYTES +               \
+     USI_SLAB_BITS_BYTES)
+#define TAG_BYTES (NTAGS * sizeof(uint16_t))
 
 static uint16_t *side_tags; /* nunits entries: each unit's tag, the tag table's source */
 
@@ -92,7 +94,8 @@ int usi_pages_init(void)
         /* The side arrays cover the whole range; reserve at least the first piece. */
         size_t budget = limit / BUDGET_SHARE;
         budget = budget > align + INITIAL_RESERVE ? budget - align - INITIAL_RESERVE : 0;
-        size_t fit = budget / SIDE_PER_UNIT * USI_UNIT_SIZE;
+        /* The range itself can never outgrow the budget: no wider page map than that. */
+        size_t fit = budget / (SIDE_PER_UNIT + USI_UNIT_SIZE) * USI_UNIT_SIZE;
         if (size > fit)
             size = fit;
     }
@@ -111,10 +114,18 @@ int usi_pages_init(void)
     uintptr_t *map = usi_os_map(nunits * sizeof(uintptr_t));
     uint32_t *link = usi_os_map(nunits * sizeof(uint32_t));
     uint16_t *tags = usi_os_map(nunits * sizeof(uint16_t));
-    if (!map || !link || !tags || (uintptr_t)base + size > ((uintptr_t)1 << USI_ADDRESS_BITS)) {
+    /* Slab headers and bitmaps: PROT_NONE until their spans are committed (bump_take). */
+    size_t meta_bytes = nunits * USI_SLAB_META_BYTES, bits_bytes = nunits * USI_SLAB_BITS_BYTES;
+    size_t got_meta = meta_bytes, got_bits = bits_bytes;
+    char *meta = usi_os_reserve(&got_meta, USI_PAGE_SIZE, meta_bytes);
+    uint64_t *bits = usi_os_reserve(&got_bits, USI_PAGE_SIZE, bits_bytes);
+    if (!map || !link || !tags || !meta || !bits ||
+        (uintptr_t)base + size > ((uintptr_t)1 << USI_ADDRESS_BITS)) {
         usi_os_unmap(map, nunits * sizeof(uintptr_t));
         usi_os_unmap(link, nunits * sizeof(uint32_t));
         usi_os_unmap(tags, nunits * sizeof(uint16_t));
+        usi_os_unmap(meta, meta_bytes);
+        usi_os_unmap(bits, bits_bytes);
         usi_os_unmap(base, first);
         errno = ENOMEM;
         return -1;
@@ -128,6 +139,8 @@ int usi_pages_init(void)
     usi_pagemap.base = (uintptr_t)base;
     usi_pagemap.map = map;
     usi_pagemap.link = link;
+    usi_pagemap.meta = meta;
+    usi_pagemap.bits = bits;
     /* Published last: lookups see nunits == 0 (nothing is ours) until the map exists. */
     __atomic_store_n(&usi_pagemap.nunits, nunits, __ATOMIC_RELEASE);
     return 0;
@@ -240,7 +253,11 @@ static uintptr_t bump_take(unsigned order)
         uintptr_t want = (start + size + CHUNK - 1) & ~(uintptr_t)(CHUNK - 1);
         if (want > pages.end)
             want = pages.end;
-        if (usi_os_commit((void *)pages.committed, want - pages.committed) != 0)
+        /* The spans' headers and bitmaps first (chunks are whole pages of both). */
+        uintptr_t u0 = unit_of(pages.committed), u1 = unit_of(want);
+        if (usi_os_commit(usi_pages_meta(pages.committed), (u1 - u0) * USI_SLAB_META_BYTES) != 0 ||
+            usi_os_commit(usi_pages_bits(pages.committed), (u1 - u0) * USI_SLAB_BITS_BYTES) != 0 ||
+            usi_os_commit((void *)pages.committed, want - pages.committed) != 0)
             return 0;
         pages.committed = want;
     }
@@ -290,12 +307,16 @@ enum { PURGED, REPLACED, ZEROED, ABANDONED };
  * unmapped it before failing: a mapped span is zeroed by hand (and stays resident), a hole
  * is filled with zero pages unless something else took it. ABANDONED: none of that worked.
  */
-static int span_discard(void *span, size_t size)
+static int span_discard(void *span, size_t size, int guarded)
 {
-    if (usi_os_purge(span, size) == 0)
+    /* A span whose guard pages are still PROT_NONE needs a fresh mapping, and can be
+     * neither purged nor zeroed by hand. */
+    if (!guarded && usi_os_purge(span, size) == 0)
         return PURGED;
     if (usi_os_replace(span, size) == 0)
         return REPLACED;
+    if (guarded)
+        return ABANDONED;
     if (usi_os_is_mapped(span, size)) {
         USI_VG_UNDEFINED(span, size);
         memset(span, 0, size);
@@ -323,10 +344,13 @@ static void purge_one_resident(void)
     usi_unlock(&pages.lock);
 }
 
-void usi_pages_free_span(void *span, unsigned order)
+void usi_pages_free_span(void *span, unsigned order, size_t guard)
 {
+    /* Guard pages back to read/write; where that fails, the whole span is replaced. */
+    int guarded = guard && (usi_os_commit(span, guard) != 0 ||
+                            usi_os_commit((char *)span + span_bytes(order) - guard, guard) != 0);
     /* Outside the lock: madvise can be slow, the fallbacks more so. */
-    int how = span_discard(span, span_bytes(order));
+    int how = span_discard(span, span_bytes(order), guarded);
     if (how == ABANDONED) {
         /* Neither zero nor surely ours: never reused; only its address space is lost. */
         usi_lock(&pages.lock);
@@ -352,6 +376,11 @@ size_t usi_pages_abandoned_bytes(void)
     size_t n = pages.abandoned;
     usi_unlock(&pages.lock);
     return n;
+}
+
+int usi_pages_guard(void *addr, size_t size)
+{
+    return usi_os_guard(addr, size);
 }
 
 void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t unit_tag)

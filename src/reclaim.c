@@ -25,7 +25,7 @@ static size_t release_empty(struct uslab_cache *c, int all, uint64_t before_ms, 
     if (more && (c->purge_pending || c->depot_nfull || c->depot_nempty))
         *more = 1;
     usi_unlock(&c->lock);
-    return release ? usi_slab_release(release, c->slab_size) : 0;
+    return release ? usi_slab_release(c, release) : 0;
 }
 
 struct pass {

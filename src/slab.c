@@ -3,37 +3,51 @@
  * slab.c - the slab layer (docs/design.md §3): slabs of one object size, colouring, exact
  * free-object tracking and the partial/full/empty lists of a cache.
  *
- * A slab is a span from the pages layer. Its header (struct usi_slab and a bitmap of
- * allocated objects) sits at the start, then a colour offset, then the objects. There is
- * no per-object header. Objects are handed out from the slab's free list first, then by a
- * bump index over never-used objects, so pages of a fresh slab are touched only as objects
- * are used. Spans always read as zero when they arrive (fresh, purged, or zeroed by the
- * pages layer where a purge fails), so the header needs no clearing. This layer runs only
- * when a magazine is filled or emptied.
+ * A slab is a span from the pages layer holding only objects: its header (struct usi_slab)
+ * and its bitmap of allocated objects are in the pages layer's side arrays, out of reach of
+ * an overflow (docs/security.md). Objects are handed out from the slab's free list first,
+ * then by a bump index over never-used objects, so pages of a fresh slab are touched only
+ * as objects are used. Free-list links are encoded with a secret and their own address
+ * and checked when decoded. Slabs of uslab's internal caches (descriptors, magazines) keep
+ * a guard page at each end. This layer runs only when a magazine is filled or emptied.
  */
 #include "internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static inline size_t round_up(size_t x, size_t a)
+uintptr_t usi_slab_secret;
+
+/* Bytes of guard page at each end of a span of c: internal caches only. */
+static size_t guard_bytes(const struct uslab_cache *c)
 {
-    return (x + a - 1) & ~(a - 1);
+    return (c->flags & USI_CACHE_INTERNAL) ? USI_PAGE_SIZE : 0;
 }
 
-/* Objects that fit in a slab of slab_size bytes, and the offset of the first one. */
-static uint32_t slab_fit(size_t slab_size, size_t stride, size_t align, uint32_t *first)
+static size_t gcd(size_t a, size_t b)
 {
-    size_t n = (slab_size - sizeof(struct usi_slab)) / stride;
-    for (;;) {
-        size_t off = round_up(sizeof(struct usi_slab) + 8 * ((n + 63) / 64), align);
-        size_t fit = off < slab_size ? (slab_size - off) / stride : 0;
-        if (fit >= n) {
-            *first = (uint32_t)off;
-            return (uint32_t)n;
-        }
-        n = fit;
+    while (b) {
+        size_t t = a % b;
+        a = b;
+        b = t;
     }
+    return a;
+}
+
+/* Objects of c that fit in a slab of slab_size bytes, whatever its colour. A lattice
+ * cache's objects start at the first address whose low 32 bits are a multiple of stride:
+ * a span aligned to slab_size (a divisor of 2^32) starts at a phase that is a multiple of
+ * gcd(stride, slab_size), at worst stride - gcd bytes in. */
+static uint32_t slab_fit(const struct uslab_cache *c, size_t slab_size)
+{
+    size_t usable = slab_size - 2 * guard_bytes(c);
+    if (c->flags & USI_CACHE_LATTICE) {
+        size_t worst = c->stride - gcd(c->stride, slab_size);
+        usable = usable > worst ? usable - worst : 0;
+    }
+    size_t n = usable / c->stride;
+    size_t bits = (size_t)USI_SLAB_BITS_BYTES * 8 * (slab_size >> USI_UNIT_SHIFT);
+    return (uint32_t)(n < bits ? n : bits);
 }
 
 void usi_slab_geometry(struct uslab_cache *c)
@@ -44,11 +58,10 @@ void usi_slab_geometry(struct uslab_cache *c)
     double best_waste = 2.0;
     for (unsigned order = 0; order < USI_SPAN_ORDERS; order++) {
         size_t slab = USI_UNIT_SIZE << order;
-        uint32_t first;
-        uint32_t n = slab_fit(slab, c->stride, c->align, &first);
+        uint32_t n = slab_fit(c, slab);
         if (n == 0)
             continue;
-        double waste = (double)(slab - first - (size_t)n * c->stride) / (double)slab;
+        double waste = (double)(slab - (size_t)n * c->stride) / (double)slab;
         if (n >= 8 && waste <= 0.125) {
             best = order;
             break;
@@ -60,11 +73,14 @@ void usi_slab_geometry(struct uslab_cache *c)
     }
     c->slab_order = best;
     c->slab_size = USI_UNIT_SIZE << best;
-    c->nobjs = slab_fit(c->slab_size, c->stride, c->align, &c->first_offset);
-    size_t left = c->slab_size - c->first_offset - (size_t)c->nobjs * c->stride;
+    c->nobjs = slab_fit(c, c->slab_size);
+    c->first_offset = (uint32_t)guard_bytes(c);
+    size_t left = c->slab_size - 2 * guard_bytes(c) - (size_t)c->nobjs * c->stride;
     c->colour_step = (uint32_t)(c->align > 64 ? c->align : 64);
-    c->colour_max = (uint32_t)(left - left % c->colour_step);
+    /* A lattice cache's colour is its phase, set by the span's address. */
+    c->colour_max = (c->flags & USI_CACHE_LATTICE) ? 0 : (uint32_t)(left - left % c->colour_step);
     c->colour_next = 0;
+    c->lattice = (c->flags & USI_CACHE_LATTICE) && !c->debug ? UINT64_MAX / c->stride + 1 : 0;
 }
 
 /* ---- lists: a slab moves only when its state (empty, partial, full) changes ---------- */
@@ -112,18 +128,41 @@ static unsigned state_of(const struct uslab_cache *c, const struct usi_slab *s)
 
 static struct usi_slab *slab_create(struct uslab_cache *c)
 {
-    struct usi_slab *s = usi_pages_alloc_span(c->slab_order);
-    if (!s)
+    char *span = usi_pages_alloc_span(c->slab_order);
+    if (!span)
         return NULL;
-    USI_VG_DEFINED(
-        s, c->slab_size); /* reads as zero, even where objects of another cache were freed */
-    /* The span reads as zero: freelist, inuse, bump and the bitmap start cleared. */
+    size_t guard = guard_bytes(c);
+    if (guard && (usi_pages_guard(span, guard) != 0 ||
+                  usi_pages_guard(span + c->slab_size - guard, guard) != 0)) {
+        usi_pages_free_span(span, c->slab_order, guard);
+        return NULL;
+    }
+    /* reads as zero, even where objects of another cache were freed */
+    USI_VG_DEFINED(span + guard, c->slab_size - 2 * guard);
+    struct usi_slab *s = usi_pages_meta((uintptr_t)span);
+    memset(s, 0, sizeof *s);
+    s->alloc_map = usi_pages_bits((uintptr_t)span);
+    memset(s->alloc_map, 0, 8 * (((size_t)c->nobjs + 63) / 64));
     s->cache = c;
-    s->colour = c->colour_next;
-    c->colour_next =
-        c->colour_next + c->colour_step > c->colour_max ? 0 : c->colour_next + c->colour_step;
-    s->objs = (char *)s + c->first_offset + s->colour;
-    usi_pages_set_owner(s, c->slab_order, (uintptr_t)s | c->id, c->unit_tag);
+    s->span = span;
+    if (c->flags & USI_CACHE_LATTICE) {
+        uint32_t low = (uint32_t)(uintptr_t)span; /* the phase of the lattice in this span */
+        s->colour = (uint32_t)((c->stride - low % c->stride) % c->stride);
+    } else {
+        s->colour = c->colour_next;
+        c->colour_next =
+            c->colour_next + c->colour_step > c->colour_max ? 0 : c->colour_next + c->colour_step;
+    }
+    s->objs = span + c->first_offset + s->colour;
+    if (c->lattice) {
+        /* Points of the lattice past the last object (at most two: the phase left room, or a
+         * part of an object before the span's end) pass free()'s one-multiply check; their
+         * key word makes free() take the exact check, which refuses them (design §8). */
+        char *end = span + c->slab_size;
+        for (char *q = s->objs + (size_t)c->nobjs * c->stride; q + 16 <= end; q += c->stride)
+            ((uintptr_t *)(void *)q)[1] = (uintptr_t)q;
+    }
+    usi_pages_set_owner(span, c->slab_order, (uintptr_t)span | c->id, c->unit_tag);
     list_push(c, s, USI_SLAB_EMPTY);
     c->slabs_created++;
     return s;
@@ -162,8 +201,9 @@ const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s
             return "free list leaves the slab's used objects";
         if (s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63)))
             return "free list holds an allocated object";
-        USI_VG_DEFINED(slot + c->link_offset, sizeof(void *));
-        slot = *(char *const *)(slot + c->link_offset);
+        const uintptr_t *link = (const uintptr_t *)(const void *)(slot + c->link_offset);
+        USI_VG_DEFINED(link, sizeof *link);
+        slot = (const char *)(*link ^ usi_slab_secret ^ (uintptr_t)link);
     }
     if (free_listed != s->bump - s->inuse)
         return "free list length does not match the free objects below bump";
@@ -176,7 +216,7 @@ static USI_COLD void check_or_report(struct uslab_cache *c, struct usi_slab *s)
     const char *bad = usi_slab_check(c, s);
     if (bad) {
         char what[160];
-        snprintf(what, sizeof what, "Slab %p corrupted: %s", (void *)s, bad);
+        snprintf(what, sizeof what, "Slab %p corrupted: %s", (void *)s->span, bad);
         usi_debug_report(c, s, s->objs, what);
     }
 }
@@ -200,6 +240,28 @@ void usi_slab_bad_pointer(const struct uslab_cache *c, const void *p, uintptr_t 
                      owner ? owner->name : "(destroyed)");
 }
 
+/* A decoded free-list link that fails its check: an object was written after it was
+ * freed (or uslab's side arrays were). Never followed: report and abort. */
+static USI_COLD USI_NORETURN void bad_link(struct uslab_cache *c, struct usi_slab *s,
+                                           const char *slot, uintptr_t value)
+{
+    char what[200];
+    snprintf(what, sizeof what,
+             "free list of %s corrupted in slab %p: the link in free object %p decodes to %p, "
+             "not a free object of the slab (written after free?)",
+             c->name, (void *)s->span, (const void *)slot, (void *)value);
+    if (c->debug)
+        usi_debug_bug(c->name, what);
+    usi_report_fatal("%s", what);
+}
+
+/* Whether idx is an object of s handed out before and now free: what a link may name. */
+static inline int link_ok(const struct uslab_cache *c, const struct usi_slab *s, uint32_t idx)
+{
+    (void)c;
+    return idx < s->bump && !(s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63)));
+}
+
 size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
 {
     size_t got = 0;
@@ -215,11 +277,20 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
             char *slot;
             uint32_t idx;
             if (s->freelist) {
-                slot = s->freelist;
-                USI_VG_DEFINED(slot + c->link_offset, sizeof(void *));
-                s->freelist = *(void **)(slot + c->link_offset);
-                USI_VG_UNDEFINED(slot + c->link_offset, sizeof(void *));
+                slot = s->freelist; /* checked when it became the head */
                 idx = slab_index(c, s, slot);
+                uintptr_t *link = (uintptr_t *)(void *)(slot + c->link_offset);
+                USI_VG_DEFINED(link, sizeof *link);
+                uintptr_t next = *link ^ usi_slab_secret ^ (uintptr_t)link;
+                if (next) {
+                    uint32_t nidx = slab_index(c, s, (const void *)next);
+                    if (USI_UNLIKELY(nidx == UINT32_MAX || nidx == idx || !link_ok(c, s, nidx)))
+                        bad_link(c, s, slot, next);
+                }
+                if (!c->debug)
+                    *link = 0; /* a fresh block never shows an encoded link */
+                USI_VG_UNDEFINED(link, sizeof *link);
+                s->freelist = (void *)next;
             } else {
                 idx = s->bump++;
                 slot = s->objs + (size_t)idx * c->stride;
@@ -243,11 +314,11 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
     struct usi_slab *s = NULL; /* the slab of the previous object: neighbours often share one */
     for (size_t i = 0; i < n; i++) {
         void *p = objs[i];
-        if (!s || (uintptr_t)p - (uintptr_t)s >= c->slab_size || s->list == USI_SLAB_NLISTS) {
+        if (!s || (uintptr_t)p - (uintptr_t)s->span >= c->slab_size || s->list == USI_SLAB_NLISTS) {
             uintptr_t e = usi_pagemap_lookup(p);
             if (USI_UNLIKELY(e == 0 || (e & USI_ID_MASK) != c->id))
                 usi_slab_bad_pointer(c, p, e);
-            s = (struct usi_slab *)(e & ~USI_ID_MASK);
+            s = usi_slab_of_entry(e);
         }
         char *slot = (char *)p - c->obj_offset;
         uint32_t idx = slab_index(c, s, slot);
@@ -258,7 +329,7 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
             }
             usi_report_fatal("free of invalid pointer %p in cache %s: not the start of an object "
                              "(slab %p, object size %zu)",
-                             p, c->name, (void *)s, c->stride);
+                             p, c->name, (void *)s->span, c->stride);
         }
         uint64_t bit = (uint64_t)1 << (idx & 63);
         if (USI_UNLIKELY(!(s->alloc_map[idx >> 6] & bit))) {
@@ -267,14 +338,15 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
                 continue;
             }
             usi_report_fatal("double free of %p in cache %s (object %u of slab %p is already free)",
-                             p, c->name, idx, (void *)s);
+                             p, c->name, idx, (void *)s->span);
         }
         if (USI_UNLIKELY(c->debug))
             usi_debug_on_free(c, s, slot);
         s->alloc_map[idx >> 6] &= ~bit;
-        USI_VG_UNDEFINED(slot + c->link_offset, sizeof(void *));
-        *(void **)(slot + c->link_offset) = s->freelist;
-        USI_VG_NOACCESS(slot + c->link_offset, sizeof(void *));
+        uintptr_t *link = (uintptr_t *)(void *)(slot + c->link_offset);
+        USI_VG_UNDEFINED(link, sizeof *link);
+        *link = (uintptr_t)s->freelist ^ usi_slab_secret ^ (uintptr_t)link;
+        USI_VG_NOACCESS(link, sizeof *link);
         s->freelist = slot;
         s->inuse--;
         c->slab_inuse--;
@@ -338,18 +410,38 @@ size_t usi_slab_detach_idle(struct uslab_cache *c, size_t keep, uint64_t before_
     return left;
 }
 
-size_t usi_slab_release(struct usi_slab *list, size_t slab_size)
+size_t usi_slab_release(struct uslab_cache *c, struct usi_slab *list)
 {
-    unsigned order = 0;
-    while ((USI_UNIT_SIZE << order) < slab_size)
-        order++;
-    size_t bytes = 0;
+    size_t bytes = 0, guard = guard_bytes(c);
     while (list) {
-        struct usi_slab *next = list->next; /* read before the span is purged */
-        usi_pages_set_owner(list, order, 0, 0);
-        usi_pages_free_span(list, order);
-        bytes += slab_size;
+        struct usi_slab *next = list->next;
+        char *span = list->span;
+        usi_pages_set_owner(span, c->slab_order, 0, 0);
+        usi_pages_free_span(span, c->slab_order, guard);
+        bytes += c->slab_size;
         list = next;
     }
     return bytes;
+}
+
+uint32_t usi_slab_index_of(const struct uslab_cache *c, uintptr_t e, const void *p,
+                           const void **block)
+{
+    const struct usi_slab *s = usi_slab_of_entry(e);
+    const char *slot = (const char *)p - c->obj_offset;
+    uintptr_t off = (uintptr_t)slot - (uintptr_t)s->objs;
+    *block = off < (uintptr_t)c->nobjs * c->stride
+                 ? s->objs + (off / c->stride) * c->stride + c->obj_offset
+                 : NULL;
+    return slab_index(c, s, slot);
+}
+
+int usi_slab_holds(const struct uslab_cache *c, uintptr_t e, const void *p)
+{
+    const struct usi_slab *s = usi_slab_of_entry(e);
+    if (s->cache != c || s->list == USI_SLAB_NLISTS)
+        return 0;
+    uint32_t idx = slab_index(c, s, (const char *)p - c->obj_offset);
+    return idx != UINT32_MAX && idx < s->bump &&
+           !(s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63)));
 }

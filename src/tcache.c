@@ -51,7 +51,7 @@ static struct usi_tcache *registry;
 static pthread_key_t exit_key;
 
 size_t usi_tcache_bytes;
-uint16_t usi_tcache_size_offsets[USI_SMALL_MAX / 8 + 1];
+uint16_t usi_tcache_size_offsets[USI_SMALL_MAX + 1];
 
 /* Bytes the magazines of a pair may cache (the sentinel has capacity 0). */
 static size_t pair_bytes(const struct uslab_cache *c, const struct usi_magpair *mp)
@@ -190,7 +190,7 @@ static struct usi_tcache *tcache_map(uint32_t want_pairs)
     }
     size_t bytes = sizeof(struct usi_tcache) + (size_t)want_pairs * sizeof(struct usi_magpair);
     bytes = (bytes + USI_PAGE_SIZE - 1) & ~(size_t)(USI_PAGE_SIZE - 1);
-    struct usi_tcache *tc = usi_os_map(bytes);
+    struct usi_tcache *tc = usi_os_map_guarded(bytes);
     if (!tc)
         return NULL;
     pthread_mutex_init(&tc->lock, NULL);
@@ -227,7 +227,7 @@ static struct usi_tcache *tcache_get(uintptr_t id)
     usi_tls = fresh;
     usi_unlock(&registry_lock);
     if (tc != &sentinel.tc)
-        usi_os_unmap(tc, tc->map_bytes);
+        usi_os_unmap_guarded(tc, tc->map_bytes);
     /* May allocate (glibc's second-level key blocks); usi_tls is already set. */
     pthread_setspecific(exit_key, fresh);
     return fresh;
@@ -240,6 +240,15 @@ static struct usi_tcache *tcache_get(uintptr_t id)
 static inline int pair_is_blank(const struct usi_magpair *mp)
 {
     return mp->prev == NULL;
+}
+
+/* The thread's first slow path on a blank pair: the empty magazines, the free() check. */
+static inline void pair_open(const struct uslab_cache *c, struct usi_magpair *mp)
+{
+    if (pair_is_blank(mp)) {
+        pair_clear(mp);
+        mp->lattice = mp->lattice_bound = c->lattice;
+    }
 }
 
 /* The exchange of the alloc slow path (under exchange_begin): leaves an object in the
@@ -318,8 +327,7 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
         return usi_objects_alloc(c);
     struct usi_magpair *mp = &tc->pairs[c->id];
     exchange_begin(tc, c->id);
-    if (pair_is_blank(mp))
-        pair_clear(mp);
+    pair_open(c, mp);
     int ok = alloc_exchange(c, mp);
     void *p = ok ? usi_pair_pop(mp) : NULL;
     exchange_end(tc);
@@ -336,8 +344,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     }
     struct usi_magpair *mp = &tc->pairs[c->id];
     exchange_begin(tc, c->id);
-    if (pair_is_blank(mp))
-        pair_clear(mp);
+    pair_open(c, mp);
     if (usi_pair_push(mp, p)) {
         exchange_end(tc);
         return;
@@ -496,13 +503,14 @@ static void tcache_thread_exit(void *arg)
     }
     usi_unlock(&registry_lock);
     if (!keep)
-        usi_os_unmap(tc, tc->map_bytes);
+        usi_os_unmap_guarded(tc, tc->map_bytes);
 }
 
 void usi_tcache_init(void)
 {
-    for (size_t i = 0; i <= USI_SMALL_MAX / 8; i++)
-        usi_tcache_size_offsets[i] = (uint16_t)(usi_class_small[i] * sizeof(struct usi_magpair));
+    for (size_t size = 0; size <= USI_SMALL_MAX; size++)
+        usi_tcache_size_offsets[size] =
+            (uint16_t)(usi_class_small[(size + 7) >> 3] * sizeof(struct usi_magpair));
     pthread_key_create(&exit_key, tcache_thread_exit);
 }
 
@@ -542,10 +550,27 @@ void usi_tcache_adopt_orphans(void)
              * magazines are lost to the child, never put back twice (design §7). */
             tcache_flush_every(tc, 0, __atomic_load_n(&tc->exchanging, __ATOMIC_ACQUIRE));
             registry_remove(tc);
-            usi_os_unmap(tc, tc->map_bytes);
+            usi_os_unmap_guarded(tc, tc->map_bytes);
         }
         tc = next;
     }
+}
+
+int usi_tcache_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p)
+{
+    struct usi_tcache *tc = usi_tls;
+    if (c->pair_offset < tc->pairs_bytes) {
+        const struct usi_magpair *mp = usi_tcache_pair(tc, c->pair_offset);
+        if (!pair_is_blank(mp)) {
+            for (void **t = mp->base; t < mp->top; t++)
+                if (*t == p)
+                    return 1;
+            for (uint32_t i = 0; i < mp->prev->rounds; i++)
+                if (mp->prev->objs[i] == p)
+                    return 1;
+        }
+    }
+    return usi_depot_block_is_free(c, e, p);
 }
 
 size_t usi_tcache_cached_objects(const struct uslab_cache *c)

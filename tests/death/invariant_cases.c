@@ -50,7 +50,7 @@ int main(int argc, char **argv)
          * next operation on that slab must report it. */
         void *p = uslab_cache_alloc(c);
         uintptr_t e = usi_pagemap_lookup(p);
-        struct usi_slab *s = (struct usi_slab *)(e & ~USI_ID_MASK);
+        struct usi_slab *s = usi_slab_of_entry(e);
         CHECK(s && c->nobjs > 2, "slab of the object");
         s->alloc_map[0] ^= (uint64_t)1 << (c->nobjs - 1 < 63 ? c->nobjs - 1 : 63);
         uslab_cache_free(c, p);

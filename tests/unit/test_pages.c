@@ -62,10 +62,11 @@ static void test_object_lookup(void)
             uintptr_t e = usi_pagemap_lookup(objs[i]);
             CHECK((e & USI_ID_MASK) == c->id, "id of object: %lu, cache id %lu",
                   (unsigned long)(e & USI_ID_MASK), (unsigned long)c->id);
-            struct usi_slab *s = (struct usi_slab *)(e & ~USI_ID_MASK);
-            CHECK((uintptr_t)s % c->slab_size == 0, "slab aligned to its size");
+            struct usi_slab *s = usi_slab_of_entry(e);
+            CHECK(s->span == (char *)(e & ~USI_ID_MASK), "header names its span");
+            CHECK((uintptr_t)s->span % c->slab_size == 0, "slab aligned to its size");
             CHECK((uintptr_t)objs[i] >= (uintptr_t)s->objs &&
-                      (uintptr_t)objs[i] + c->size <= (uintptr_t)s + c->slab_size,
+                      (uintptr_t)objs[i] + c->size <= (uintptr_t)s->span + c->slab_size,
                   "object inside its slab");
             CHECK(s->cache == c, "slab header names the cache");
             CHECK(usi_unit_tag(objs[i]) == 0, "a user cache's object has no unit tag");
@@ -147,7 +148,7 @@ static void test_spans(void)
     for (unsigned order = 0; order < USI_SPAN_ORDERS; order++) {
         char *s = spans[order][PER_ORDER - 1];
         size_t bytes = USI_UNIT_SIZE << order;
-        usi_pages_free_span(s, order);
+        usi_pages_free_span(s, order, 0);
         char *again = usi_pages_alloc_span(order);
         CHECK(again == s, "freed span of order %u is reused (%p, got %p)", order, (void *)s,
               (void *)again);
@@ -158,7 +159,7 @@ static void test_spans(void)
      * distinct. */
     for (unsigned order = 0; order < USI_SPAN_ORDERS; order++)
         for (int i = 0; i < PER_ORDER; i++)
-            usi_pages_free_span(spans[order][i], order);
+            usi_pages_free_span(spans[order][i], order, 0);
     struct ptrset seen;
     ptrset_init(&seen, 4096);
     for (int i = 0; i < 1024; i++) {
@@ -193,7 +194,7 @@ static void test_growth(void)
     printf("reservation grew from %zu to %zu MiB\n", before >> 20, after >> 20);
     CHECK(after >= before + (size_t)N * bytes / 2 && after > before, "the reservation grew");
     for (int i = 0; i < N; i++)
-        usi_pages_free_span(s[i], order);
+        usi_pages_free_span(s[i], order, 0);
 }
 
 int main(void)

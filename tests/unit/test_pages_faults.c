@@ -41,7 +41,7 @@ static unsigned char *cycle(const char *faults, unsigned char **freed)
     CHECK(s, "a span");
     memset(s, 0xa5, span_size());
     CHECK(uslab_faults_set(faults) == 0, "fault spec %s", faults);
-    usi_pages_free_span(s, ORDER);
+    usi_pages_free_span(s, ORDER, 0);
     CHECK(uslab_faults_set(NULL) == 0, "faults off");
     *freed = s;
     unsigned char *again = usi_pages_alloc_span(ORDER);
@@ -59,7 +59,7 @@ static void test_reused_zero(const char *name, const char *faults, const char *l
     CHECK(all_zero(s, span_size()), "%s: the reused span reads as zero", name);
     CHECK(usi_pages_abandoned_bytes() == abandoned, "%s: nothing abandoned", name);
     memset(s, 1, span_size()); /* writable, too */
-    usi_pages_free_span(s, ORDER);
+    usi_pages_free_span(s, ORDER, 0);
 }
 
 /* Pages of the span in memory (mincore). */
@@ -80,17 +80,17 @@ static void test_resident_purged_later(void)
     memset(a, 0xa5, span_size());
     memset(b, 0x5a, span_size());
     CHECK(uslab_faults_set("1,1,ar") == 0, "faults");
-    usi_pages_free_span(a, ORDER);
+    usi_pages_free_span(a, ORDER, 0);
     CHECK(uslab_faults_set(NULL) == 0, "faults off");
     CHECK(all_zero(a, span_size()), "zeroed by hand");
     CHECK(resident_pages(a) == span_size() / USI_PAGE_SIZE, "a span zeroed by hand: resident");
-    usi_pages_free_span(b, ORDER); /* purged: and a with it */
+    usi_pages_free_span(b, ORDER, 0); /* purged: and a with it */
     CHECK(resident_pages(b) == 0, "a purged span holds no memory");
     CHECK(resident_pages(a) == 0, "the span zeroed by hand is purged by the next purge");
     unsigned char *x = usi_pages_alloc_span(ORDER), *y = usi_pages_alloc_span(ORDER);
     CHECK(x && y && all_zero(x, span_size()) && all_zero(y, span_size()), "reused: zero");
-    usi_pages_free_span(x, ORDER);
-    usi_pages_free_span(y, ORDER);
+    usi_pages_free_span(x, ORDER, 0);
+    usi_pages_free_span(y, ORDER, 0);
 }
 
 static void test_abandon(void)
@@ -100,12 +100,44 @@ static void test_abandon(void)
     CHECK(usi_pages_abandoned_bytes() == abandoned + span_size(), "the span is abandoned");
     CHECK(s != freed, "an abandoned span is not handed out again");
     CHECK(all_zero(s, span_size()), "the span handed out instead reads as zero");
-    usi_pages_free_span(s, ORDER);
+    usi_pages_free_span(s, ORDER, 0);
     /* The hole is in the middle of the reservation: plug it, so that no later mapping of
      * this process lands there. */
     void *plug = mmap(freed, span_size(), PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     CHECK(plug == freed, "plug the hole at %p", (void *)freed);
+}
+
+/* A span of an internal cache has PROT_NONE guard pages (design §3). Freed while mprotect
+ * fails, the guards cannot be taken off: a fresh mapping replaces the span (it could be
+ * neither purged into a usable span nor zeroed by hand); failing that too, the span is
+ * abandoned, never handed out with a guard page in it. */
+static void test_guarded(void)
+{
+    for (int fail_replace = 0; fail_replace < 2; fail_replace++) {
+        size_t abandoned = usi_pages_abandoned_bytes();
+        unsigned char *s = usi_pages_alloc_span(ORDER);
+        CHECK(s, "a span");
+        memset(s, 0xa5, span_size());
+        CHECK(usi_pages_guard(s, USI_PAGE_SIZE) == 0 &&
+                  usi_pages_guard(s + span_size() - USI_PAGE_SIZE, USI_PAGE_SIZE) == 0,
+              "guard pages");
+        CHECK(uslab_faults_set(fail_replace ? "1,1,pr" : "1,1,p") == 0, "faults");
+        usi_pages_free_span(s, ORDER, USI_PAGE_SIZE);
+        CHECK(uslab_faults_set(NULL) == 0, "faults off");
+        unsigned char *again = usi_pages_alloc_span(ORDER);
+        CHECK(again, "a span again");
+        if (fail_replace) {
+            CHECK(usi_pages_abandoned_bytes() == abandoned + span_size(), "abandoned");
+            CHECK(again != s, "a span with guard pages is not handed out again");
+        } else {
+            CHECK(again == s, "the replaced span is reused");
+            CHECK(usi_pages_abandoned_bytes() == abandoned, "nothing abandoned");
+        }
+        CHECK(all_zero(again, span_size()), "the span reads as zero");
+        memset(again, 1, span_size()); /* writable at both ends */
+        usi_pages_free_span(again, ORDER, 0);
+    }
 }
 
 /* Slabs on spans freed under faults: objects and slab headers stay consistent. */
@@ -139,6 +171,7 @@ static void test_slabs(void)
 int main(void)
 {
     CHECK(usi_ensure_init() == 0, "init");
+    test_guarded();
     test_reused_zero("purge", "1,1,a", "a");
     test_reused_zero("zero", "1,1,ar", "r");
     test_reused_zero("hole", "1,1,arh", "h");

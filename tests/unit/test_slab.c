@@ -18,33 +18,24 @@ static void check_geometry(const struct uslab_cache *c, size_t size, size_t alig
     if (want_align < 8)
         want_align = 8;
     CHECK(c->align == want_align, "align %zu for size %zu align %zu", c->align, size, align);
-    CHECK(c->stride >= size && c->stride % c->align == 0 && c->stride >= 8, "stride %zu",
-          c->stride);
-    CHECK(c->stride < size + c->align, "stride %zu too big for size %zu", c->stride, size);
+    size_t want_stride = (size + c->align - 1) & ~(c->align - 1);
+    if (want_stride < USI_MIN_STRIDE)
+        want_stride = USI_MIN_STRIDE;
+    CHECK(c->stride == want_stride, "stride %zu for size %zu align %zu", c->stride, size, align);
     CHECK(c->slab_size == (USI_UNIT_SIZE << c->slab_order), "slab size");
     CHECK(c->slab_order < USI_SPAN_ORDERS, "slab order");
     CHECK(c->nobjs > 0, "size %zu align %zu: no objects", size, align);
-    size_t header = sizeof(struct usi_slab) + 8 * ((c->nobjs + 63) / 64);
-    CHECK(c->first_offset >= header, "header %zu overlaps objects at %u", header, c->first_offset);
-    CHECK(c->first_offset % c->align == 0, "first offset %u not aligned to %zu", c->first_offset,
-          c->align);
+    /* The header and bitmap are in side arrays (design §3): objects start at the span. */
+    CHECK(c->first_offset == 0, "objects of a user cache start at %u", c->first_offset);
     size_t used = c->first_offset + (size_t)c->nobjs * c->stride;
     CHECK(used + c->colour_max <= c->slab_size,
           "size %zu: objects (%zu bytes) + colour %u exceed slab %zu", size, used, c->colour_max,
           c->slab_size);
-    /* One more object would not fit. */
-    /* Close to the most objects that fit: slab_fit may lose what the bitmap words it
-     * over-estimated would have held, no more. */
-    size_t best = c->nobjs;
-    for (;;) {
-        size_t h = sizeof(struct usi_slab) + 8 * ((best + 1 + 63) / 64);
-        h = (h + c->align - 1) & ~(c->align - 1);
-        if (h + (best + 1) * c->stride > c->slab_size)
-            break;
-        best++;
-    }
-    CHECK((best - c->nobjs) * c->stride <= 8 * ((best + 63) / 64) + c->align,
-          "size %zu: %u objects, %zu would fit", size, c->nobjs, best);
+    /* Every object that fits is used, up to the bitmap's bit per 16 bytes. */
+    size_t fit = c->slab_size / c->stride;
+    size_t bits = (size_t)USI_SLAB_BITS_BYTES * 8 * (c->slab_size >> USI_UNIT_SHIFT);
+    CHECK(c->nobjs == (fit < bits ? fit : bits), "size %zu: %u objects, %zu fit", size, c->nobjs,
+          fit);
     CHECK(c->colour_max % c->align == 0 && c->colour_step % c->align == 0, "colour alignment");
     double waste = (double)(c->slab_size - used) / (double)c->slab_size;
     if (c->nobjs >= 8 && size <= 65536)
@@ -97,10 +88,10 @@ static void test_geometry(void)
 /* Successive slabs of a cache with slack start their objects at different offsets. */
 static void test_colouring(unsigned flags)
 {
-    /* 200-byte objects in a 64K slab leave slack; with align 64 there are several colours. */
+    /* 200-byte objects in a 64K slab leave slack (136 bytes with align 8: three colours). */
     static const struct {
         size_t size, align;
-    } cases[] = {{200, 64}, {100, 0}, {3000, 0}, {1000, 512}, {24, 8}, {5000, 4096}};
+    } cases[] = {{200, 8}, {200, 64}, {100, 0}, {3000, 0}, {1000, 512}, {24, 8}, {5000, 4096}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         uslab_cache_t *c = uslab_cache_create("colour", cases[k].size, cases[k].align, NULL, NULL,
                                               NULL, NULL, USLAB_CACHE_NOMAGAZINE | flags);
@@ -120,7 +111,7 @@ static void test_colouring(unsigned flags)
             memset(objs[i], (int)(i & 0xff), cases[k].size);
             uintptr_t slab = usi_pagemap_lookup(objs[i]) & ~USI_ID_MASK;
             if (slab != last_slab) {
-                struct usi_slab *s = (struct usi_slab *)slab;
+                struct usi_slab *s = usi_slab_of_entry(usi_pagemap_lookup(objs[i]));
                 CHECK(noff < 16, "too many slabs");
                 offsets[noff++] = (uintptr_t)s->objs - slab;
                 last_slab = slab;
@@ -153,7 +144,7 @@ static void test_colouring(unsigned flags)
         uslab_cache_destroy(c);
     }
     /* Colouring must have effect for the common case of a cache with slack. */
-    uslab_cache_t *c = uslab_cache_create("slack", 200, 64, NULL, NULL, NULL, NULL, 0);
+    uslab_cache_t *c = uslab_cache_create("slack", 200, 8, NULL, NULL, NULL, NULL, 0);
     CHECK(c && c->colour_max > 0, "a 200-byte cache has colours (max %u)", c ? c->colour_max : 0);
     uslab_cache_destroy(c);
 }
@@ -180,7 +171,7 @@ static void test_slab_check(void)
     CHECK(usi_slab_take(c, 6, objs) == 6, "take 6");
     struct usi_slab *release = NULL;
     usi_slab_put(c, 2, objs + 4, &release); /* two on the free list */
-    struct usi_slab *s = (struct usi_slab *)(usi_pagemap_lookup(objs[0]) & ~USI_ID_MASK);
+    struct usi_slab *s = usi_slab_of_entry(usi_pagemap_lookup(objs[0]));
     CHECK(usi_slab_check(c, s) == NULL, "a sound slab passes");
     s->inuse++;
     CHECK(usi_slab_check(c, s) != NULL, "inuse off by one");
@@ -291,7 +282,7 @@ static void test_lists(void)
     for (struct usi_slab *s = release; s; s = s->next)
         released++;
     CHECK(released + c->empty_reserve == 4, "released %zu slabs", released);
-    CHECK(usi_slab_release(release, c->slab_size) == released * c->slab_size, "bytes");
+    CHECK(usi_slab_release(c, release) == released * c->slab_size, "bytes");
     for (size_t i = 0; i < n; i++) {
         uintptr_t e = usi_pagemap_lookup(objs[i]);
         CHECK(e == 0 || (e & USI_ID_MASK) == c->id, "released slabs are unmapped");
@@ -303,6 +294,53 @@ static void test_lists(void)
     uslab_cache_destroy(c);
 }
 
+/* The malloc classes' lattice (design §8): every block's address has low 32 bits that are
+ * a multiple of its class's stride, and free()'s one-multiply test of that is exact. */
+static void test_lattice(void)
+{
+    void *warm = uslab_malloc(1); /* initialises the classes */
+    uslab_free(warm);
+    struct rng r = {11};
+    for (unsigned id = 1; id <= usi_nclasses; id++) {
+        const struct uslab_cache *c = &usi_class_caches[id];
+        uint64_t m = c->lattice;
+        CHECK(c->flags & USI_CACHE_LATTICE, "%s is a lattice cache", c->name);
+        CHECK(m == UINT64_MAX / c->stride + 1, "%s: lattice constant", c->name);
+        /* Exact on every offset a slab can have (below 2^23), and on random 32-bit values,
+         * the multiples next to 2^32 included. */
+        for (uint64_t n = 0; n < ((uint64_t)1 << 23); n += 1 + (n & 7))
+            CHECK((n * m < m) == (n % c->stride == 0), "%s: n=%llu", c->name,
+                  (unsigned long long)n);
+        for (int k = 0; k < 20000; k++) {
+            uint64_t n = rng_next(&r) & 0xffffffffu;
+            uint64_t q = (0xffffffffu / c->stride - (uint64_t)k) * c->stride;
+            CHECK((n * m < m) == (n % c->stride == 0), "%s: n=%llu", c->name,
+                  (unsigned long long)n);
+            CHECK(q * m < m && (q + 8) * m >= m, "%s: multiple %llu", c->name,
+                  (unsigned long long)q);
+        }
+        /* Blocks of three slabs' worth. */
+        size_t n = 3 * (size_t)c->nobjs + 1;
+        void **blocks = malloc(n * sizeof *blocks);
+        CHECK(blocks, "malloc");
+        for (size_t i = 0; i < n; i++) {
+            blocks[i] = uslab_malloc(c->size);
+            CHECK(blocks[i], "malloc %zu", c->size);
+            uintptr_t e = usi_pagemap_lookup(blocks[i]);
+            CHECK((e & USI_ID_MASK) == id, "%s: block %p of class %lu", c->name, blocks[i],
+                  (unsigned long)(e & USI_ID_MASK));
+            CHECK((uint32_t)(uintptr_t)blocks[i] % c->stride == 0, "%s: block %p off the lattice",
+                  c->name, blocks[i]);
+            struct usi_slab *s = usi_slab_of_entry(e);
+            CHECK((char *)blocks[i] + c->stride <= s->span + c->slab_size,
+                  "%s: block %p ends past its slab", c->name, blocks[i]);
+        }
+        for (size_t i = 0; i < n; i++)
+            uslab_free(blocks[i]);
+        free(blocks);
+    }
+}
+
 int main(void)
 {
     test_geometry();
@@ -310,5 +348,6 @@ int main(void)
     test_colouring(USLAB_CACHE_NOCOLOUR);
     test_lists();
     test_slab_check();
+    test_lattice();
     TEST_DONE();
 }
