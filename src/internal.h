@@ -539,6 +539,7 @@ struct usi_slab {
     uint32_t inuse;
     uint32_t bump;
     uint32_t colour;
+    uint32_t free_idx; /* index of the object freelist points to (when it is not NULL) */
     uint8_t list;
     uint64_t empty_since_ms; /* when inuse last became 0 (usi_os_now_ms) */
 };

@@ -194,6 +194,8 @@ const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s
         bits += (size_t)__builtin_popcountll(s->alloc_map[w]);
     if (bits != s->inuse)
         return "allocation bitmap does not match the objects in use";
+    if (s->freelist && slab_index(c, s, s->freelist) != s->free_idx)
+        return "free list head and its index disagree";
     size_t free_listed = 0;
     for (const char *slot = s->freelist; slot; free_listed++) {
         uint32_t idx = slab_index(c, s, slot);
@@ -278,7 +280,7 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
             uint32_t idx;
             if (s->freelist) {
                 slot = s->freelist; /* checked when it became the head */
-                idx = slab_index(c, s, slot);
+                idx = s->free_idx;
                 uintptr_t *link = (uintptr_t *)(void *)(slot + c->link_offset);
                 USI_VG_DEFINED(link, sizeof *link);
                 uintptr_t next = *link ^ usi_slab_secret ^ (uintptr_t)link;
@@ -286,6 +288,7 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
                     uint32_t nidx = slab_index(c, s, (const void *)next);
                     if (USI_UNLIKELY(nidx == UINT32_MAX || nidx == idx || !link_ok(c, s, nidx)))
                         bad_link(c, s, slot, next);
+                    s->free_idx = nidx;
                 }
                 if (!c->debug)
                     *link = 0; /* a fresh block never shows an encoded link */
@@ -348,6 +351,7 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         *link = (uintptr_t)s->freelist ^ usi_slab_secret ^ (uintptr_t)link;
         USI_VG_NOACCESS(link, sizeof *link);
         s->freelist = slot;
+        s->free_idx = idx;
         s->inuse--;
         c->slab_inuse--;
         list_move(c, s, state_of(c, s));
