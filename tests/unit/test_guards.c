@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_guards.c - uslab's metadata is out of reach of a linear overflow (docs/security.md,
+ * design §3, §4): slab headers and bitmaps are not in the spans, the slabs of the internal
+ * caches (cache descriptors, magazines) have a PROT_NONE page at each end, and every thread
+ * cache mapping has one on each side. A write into such a guard page faults.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "internal.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The permissions of the mapping that holds addr ("rw-p", "---p"), from /proc/self/maps. */
+static void perms_of(const void *addr, char out[5])
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f, "open /proc/self/maps");
+    strcpy(out, "none");
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char p[5];
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, p) == 3 && (uintptr_t)addr >= lo &&
+            (uintptr_t)addr < hi) {
+            memcpy(out, p, 5);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static int is_guard(const void *addr)
+{
+    char p[5];
+    perms_of(addr, p);
+    return strcmp(p, "---p") == 0;
+}
+
+static int is_rw(const void *addr)
+{
+    char p[5];
+    perms_of(addr, p);
+    return strncmp(p, "rw", 2) == 0;
+}
+
+/* Writing one byte at addr kills a child with SIGSEGV. */
+static int write_faults(volatile char *addr)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        *addr = 1;
+        _exit(0);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
+}
+
+/* The span that holds p (a live object of some cache), with its cache. */
+static char *span_of(const void *p, struct uslab_cache **cache)
+{
+    uintptr_t e = usi_pagemap_lookup(p);
+    CHECK(e != 0, "%p is in a live slab", p);
+    *cache = usi_caches[e & USI_ID_MASK];
+    return (char *)(e & ~USI_ID_MASK);
+}
+
+static void check_internal_span(const void *obj, const char *what)
+{
+    struct uslab_cache *c;
+    char *span = span_of(obj, &c);
+    CHECK(c && (c->flags & USI_CACHE_INTERNAL), "%s: in an internal cache", what);
+    CHECK(c->first_offset == USI_PAGE_SIZE, "%s: objects start after the guard page", what);
+    char *last = span + c->slab_size - USI_PAGE_SIZE;
+    CHECK(is_guard(span) && is_guard(last), "%s (%s): guard pages at %p and %p", what, c->name,
+          (void *)span, (void *)last);
+    CHECK(is_rw((const char *)obj), "%s: the object itself is read/write", what);
+    CHECK((const char *)obj >= span + USI_PAGE_SIZE && (const char *)obj + c->stride <= last,
+          "%s: between the guards", what);
+    CHECK(write_faults(span + USI_PAGE_SIZE - 1) && write_faults(last),
+          "%s: writes into the guard pages fault", what);
+}
+
+int main(void)
+{
+    /* A user cache: its descriptor is an object of the descriptor cache. */
+    uslab_cache_t *c = uslab_cache_create("guards", 100, 0, NULL, NULL, NULL, NULL, 0);
+    CHECK(c, "create");
+    check_internal_span(c, "cache descriptor");
+
+    /* Objects through magazines: the thread's pair holds a magazine, an internal object. */
+    void *objs[200];
+    for (int i = 0; i < 200; i++)
+        CHECK((objs[i] = uslab_cache_alloc(c)) != NULL, "alloc");
+    for (int i = 0; i < 200; i++)
+        uslab_cache_free(c, objs[i]);
+    struct usi_tcache *tc = usi_tls;
+    CHECK(c->id < tc->npairs, "the thread has a pair for the cache");
+    struct usi_magpair *mp = &tc->pairs[c->id];
+    struct usi_mag *m = usi_pair_loaded(mp);
+    CHECK(m != &usi_mag_empty, "a loaded magazine");
+    check_internal_span(m, "magazine");
+
+    /* The thread cache: a guard page on each side of its mapping. */
+    CHECK(tc->map_bytes > 0, "a mapped thread cache");
+    char *lo = (char *)tc - 1, *hi = (char *)tc + tc->map_bytes;
+    CHECK(is_guard(lo) && is_guard(hi) && is_rw(tc), "thread cache %p: guards at %p and %p",
+          (void *)tc, (void *)lo, (void *)hi);
+    CHECK(write_faults(lo) && write_faults(hi), "writes next to the thread cache fault");
+
+    /* A user slab holds only objects: its first object is at the span (no colour for the
+     * first slab) and the header is elsewhere, in the side array. */
+    struct uslab_cache *owner;
+    char *span = span_of(objs[0], &owner);
+    CHECK(owner == c, "the object's slab is the cache's");
+    struct usi_slab *s = usi_slab_of_entry(usi_pagemap_lookup(objs[0]));
+    CHECK((char *)s < span || (char *)s >= span + c->slab_size, "the header is not in the span");
+    CHECK(s->objs >= span && s->objs < span + c->slab_size, "objects are");
+    for (int i = 0; i < 200; i++)
+        CHECK((objs[i] = uslab_cache_alloc(c)) != NULL, "alloc");
+    for (int i = 0; i < 200; i++)
+        uslab_cache_free(c, objs[i]);
+    uslab_cache_destroy(c);
+    TEST_DONE();
+}
