@@ -137,7 +137,7 @@ struct uslab_cache {
     uint16_t unit_tag;     /* tag of its slabs' units (pages.c): 0, or a malloc class's */
     size_t size;           /* what the user asked for */
     size_t align;          /* power of two, <= page size */
-    size_t stride;         /* object size in the slab: size rounded up to align, >= 8 */
+    size_t stride;         /* object size in the slab: size rounded up to align, >= 16 */
     uint64_t stride_recip; /* ceil(2^32 / stride): object index by multiplication (slab.c) */
     /* USI_CACHE_LATTICE caches (the malloc classes): ceil(2^64 / stride), the constant of
      * free()'s start-of-object check (design §8, docs/security.md); 0 for other caches. */
