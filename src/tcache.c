@@ -36,8 +36,12 @@ static struct {
     .tc = {.lock = PTHREAD_MUTEX_INITIALIZER,
            .pairs_bytes = SENTINEL_PAIRS * sizeof(struct usi_magpair),
            .npairs = SENTINEL_PAIRS},
-    .pairs = {[0 ... SENTINEL_PAIRS - 1] = {usi_mag_empty.objs, usi_mag_empty.objs,
-                                            usi_mag_empty.objs, &usi_mag_empty}},
+    .pairs = {[0 ... SENTINEL_PAIRS - 1] = {.top = usi_mag_empty.objs,
+                                            .base = usi_mag_empty.objs,
+                                            .limit = usi_mag_empty.objs,
+                                            .prev = &usi_mag_empty,
+                                            .lattice = 0,
+                                            .lattice_bound = 0}},
 };
 
 __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec"))) = &sentinel.tc;
