@@ -40,7 +40,8 @@ static struct {
     uint32_t resident_head[USI_SPAN_ORDERS];
     size_t nresident;  /* spans on the resident lists */
     size_t reserved;   /* end - base (also read without the lock, for reports) */
-    size_t side_bytes; /* the page map's side arrays, mapped for the whole range */
+    size_t side_bytes; /* side arrays mapped or reserved: map, link, tags for the whole
+                          range; slab headers and bitmaps as far as the reservation */
     size_t abandoned;  /* bytes of spans that could not be made zero again (free_span) */
 } pages = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -65,13 +66,12 @@ static inline uint32_t unit_of(uintptr_t addr)
  * tag table (4 GiB) only when that leaves room for it twice. Below the smallest useful
  * reservation uslab steps aside: the caller disables slabs.
  */
-#define BUDGET_SHARE    4                  /* of RLIMIT_AS */
-#define MIN_RESERVE     ((size_t)64 << 20) /* eight largest spans */
-#define INITIAL_RESERVE ((size_t)64 << 20)
-#define SIDE_PER_UNIT                                                                              \
-    (sizeof(uintptr_t) + sizeof(uint32_t) + sizeof(uint16_t) + USI_SLAB_META_BYTES +               \
-     USI_SLAB_BITS_BYTES)
-#define TAG_BYTES (NTAGS * sizeof(uint16_t))
+#define BUDGET_SHARE       4                  /* of RLIMIT_AS */
+#define MIN_RESERVE        ((size_t)64 << 20) /* eight largest spans */
+#define INITIAL_RESERVE    ((size_t)64 << 20)
+#define SIDE_PER_UNIT      (sizeof(uintptr_t) + sizeof(uint32_t) + sizeof(uint16_t))
+#define SLAB_META_PER_UNIT (USI_SLAB_META_BYTES + USI_SLAB_BITS_BYTES)
+#define TAG_BYTES          (NTAGS * sizeof(uint16_t))
 
 static uint16_t *side_tags; /* nunits entries: each unit's tag, the tag table's source */
 
@@ -95,7 +95,7 @@ int usi_pages_init(void)
         size_t budget = limit / BUDGET_SHARE;
         budget = budget > align + INITIAL_RESERVE ? budget - align - INITIAL_RESERVE : 0;
         /* The range itself can never outgrow the budget: no wider page map than that. */
-        size_t fit = budget / (SIDE_PER_UNIT + USI_UNIT_SIZE) * USI_UNIT_SIZE;
+        size_t fit = budget / (SIDE_PER_UNIT + SLAB_META_PER_UNIT + USI_UNIT_SIZE) * USI_UNIT_SIZE;
         if (size > fit)
             size = fit;
     }
@@ -114,11 +114,22 @@ int usi_pages_init(void)
     uintptr_t *map = usi_os_map(nunits * sizeof(uintptr_t));
     uint32_t *link = usi_os_map(nunits * sizeof(uint32_t));
     uint16_t *tags = usi_os_map(nunits * sizeof(uint16_t));
-    /* Slab headers and bitmaps: PROT_NONE until their spans are committed (bump_take). */
+    /* Slab headers and bitmaps: PROT_NONE until their spans are committed (bump_take), and
+     * reserved, like the range, only as far as the range is: a hole for all of them, of
+     * which the part for the first piece is kept; they grow with the range (grow). */
     size_t meta_bytes = nunits * USI_SLAB_META_BYTES, bits_bytes = nunits * USI_SLAB_BITS_BYTES;
     size_t got_meta = meta_bytes, got_bits = bits_bytes;
     char *meta = usi_os_reserve(&got_meta, USI_PAGE_SIZE, meta_bytes);
     uint64_t *bits = usi_os_reserve(&got_bits, USI_PAGE_SIZE, bits_bytes);
+    size_t first_units = first >> USI_UNIT_SHIFT;
+    if (meta && bits) {
+        usi_os_unmap(meta + first_units * USI_SLAB_META_BYTES,
+                     meta_bytes - first_units * USI_SLAB_META_BYTES);
+        usi_os_unmap((char *)bits + first_units * USI_SLAB_BITS_BYTES,
+                     bits_bytes - first_units * USI_SLAB_BITS_BYTES);
+        meta_bytes = first_units * USI_SLAB_META_BYTES;
+        bits_bytes = first_units * USI_SLAB_BITS_BYTES;
+    }
     if (!map || !link || !tags || !meta || !bits ||
         (uintptr_t)base + size > ((uintptr_t)1 << USI_ADDRESS_BITS)) {
         usi_os_unmap(map, nunits * sizeof(uintptr_t));
@@ -135,7 +146,7 @@ int usi_pages_init(void)
     pages.end = (uintptr_t)base + first;
     pages.max_end = (uintptr_t)base + size;
     __atomic_store_n(&pages.reserved, first, __ATOMIC_RELAXED);
-    pages.side_bytes = nunits * SIDE_PER_UNIT;
+    pages.side_bytes = nunits * SIDE_PER_UNIT + first_units * SLAB_META_PER_UNIT;
     usi_pagemap.base = (uintptr_t)base;
     usi_pagemap.map = map;
     usi_pagemap.link = link;
@@ -157,7 +168,9 @@ static int grow(uintptr_t need)
     size_t want = pages.reserved > least ? pages.reserved : least;
     if (want > pages.max_end - pages.end)
         want = pages.max_end - pages.end;
-    size_t left = budget_left();
+    size_t left = budget_left(); /* for the range and its slab headers and bitmaps */
+    if (left != SIZE_MAX)
+        left = left / (USI_UNIT_SIZE + SLAB_META_PER_UNIT) * USI_UNIT_SIZE;
     if (want > left)
         want = left & ~(align - 1);
     if (want < least)
@@ -165,6 +178,19 @@ static int grow(uintptr_t need)
     if (usi_os_reserve_at((void *)pages.end, want) != 0 &&
         (want == least || usi_os_reserve_at((void *)pages.end, want = least) != 0))
         return -1;
+    /* The side arrays' part for the new units, right after their ends (in their holes). */
+    size_t units = want >> USI_UNIT_SHIFT;
+    void *meta = usi_pages_meta(pages.end), *bits = usi_pages_bits(pages.end);
+    if (usi_os_reserve_at(meta, units * USI_SLAB_META_BYTES) != 0) {
+        usi_os_unmap((void *)pages.end, want);
+        return -1;
+    }
+    if (usi_os_reserve_at(bits, units * USI_SLAB_BITS_BYTES) != 0) {
+        usi_os_unmap(meta, units * USI_SLAB_META_BYTES);
+        usi_os_unmap((void *)pages.end, want);
+        return -1;
+    }
+    pages.side_bytes += units * SLAB_META_PER_UNIT;
     pages.end += want;
     __atomic_store_n(&pages.reserved, pages.end - usi_pagemap.base, __ATOMIC_RELAXED);
     return 0;
