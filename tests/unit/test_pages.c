@@ -189,6 +189,13 @@ static void test_growth(void)
               "span inside what is reserved");
         s[i][0] = 1; /* committed */
         s[i][bytes - 1] = 1;
+        /* ... with its slab headers' and bitmaps' side arrays (they grow with the range) */
+        char *meta = usi_pages_meta((uintptr_t)s[i]);
+        uint64_t *bits = usi_pages_bits((uintptr_t)s[i]);
+        meta[0] = 1;
+        meta[((size_t)1 << order) * USI_SLAB_META_BYTES - 1] = 1;
+        bits[0] = 1;
+        bits[((size_t)1 << order) * USI_SLAB_BITS_BYTES / 8 - 1] = 1;
     }
     size_t after = usi_pages_reserved_bytes();
     printf("reservation grew from %zu to %zu MiB\n", before >> 20, after >> 20);
