@@ -30,6 +30,15 @@
 #define USI_COLD        __attribute__((cold, noinline))
 #define USI_NORETURN    __attribute__((noreturn))
 
+/* splitmix64's finaliser (Steele, Lea & Flood 2014): a bijective mix of 64 bits, for keys
+ * derived from AT_RANDOM (os layer) and keyed hashes (objects.c). */
+static inline uint64_t usi_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Compile-time geometry (docs/design.md §2)                                              */
 /* ------------------------------------------------------------------------------------ */

@@ -24,23 +24,16 @@ void usi_objects_set_key(uint64_t key)
     callbacks_key = key;
 }
 
-static uint64_t mix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* A keyed hash of the callback pointers and their argument, bound to the descriptor's
  * address: a stray or hostile write to any of them is caught before the call
  * (docs/security.md). */
 static uint64_t callbacks_hash(const struct uslab_cache *c)
 {
-    uint64_t h = mix(callbacks_key ^ (uint64_t)(uintptr_t)c);
-    h = mix(h ^ (uint64_t)(uintptr_t)c->ctor);
-    h = mix(h ^ (uint64_t)(uintptr_t)c->dtor);
-    h = mix(h ^ (uint64_t)(uintptr_t)c->reclaim);
-    return mix(h ^ (uint64_t)(uintptr_t)c->arg);
+    uint64_t h = usi_mix64(callbacks_key ^ (uint64_t)(uintptr_t)c);
+    h = usi_mix64(h ^ (uint64_t)(uintptr_t)c->ctor);
+    h = usi_mix64(h ^ (uint64_t)(uintptr_t)c->dtor);
+    h = usi_mix64(h ^ (uint64_t)(uintptr_t)c->reclaim);
+    return usi_mix64(h ^ (uint64_t)(uintptr_t)c->arg);
 }
 
 static void check_callbacks(const struct uslab_cache *c)

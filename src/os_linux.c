@@ -144,10 +144,8 @@ static int fault(unsigned bit, int err)
     if (!(config & bit))
         return 0;
     uint64_t n = __atomic_fetch_add(&faults.decided, 1, __ATOMIC_RELAXED);
-    uint64_t x = __atomic_load_n(&faults.seed, __ATOMIC_RELAXED) + n * 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    x ^= x >> 31;
+    uint64_t x =
+        usi_mix64(__atomic_load_n(&faults.seed, __ATOMIC_RELAXED) + n * 0x9e3779b97f4a7c15ull);
     if ((x >> 32) >= (config >> 8))
         return 0;
     __atomic_fetch_add(&faults.injected[__builtin_ctz(bit)], 1, __ATOMIC_RELAXED);
@@ -310,13 +308,6 @@ void usi_os_unmap_guarded(void *addr, size_t size)
         munmap((char *)addr - USI_PAGE_SIZE, size + 2 * USI_PAGE_SIZE);
 }
 
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 uint64_t usi_os_random64(void)
 {
     /* AT_RANDOM: 16 bytes the kernel puts on the stack of every exec. glibc takes its stack
@@ -328,9 +319,9 @@ uint64_t usi_os_random64(void)
     if (at)
         memcpy(r, at, sizeof r);
     uint64_t n = __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
-    uint64_t a = mix64(r[0] ^ mix64(n * 0x9e3779b97f4a7c15ull));
-    uint64_t b = mix64(r[1] + mix64((uint64_t)(uintptr_t)&calls ^ n));
-    return mix64(a ^ (b << 1 | b >> 63)) ^ b;
+    uint64_t a = usi_mix64(r[0] ^ usi_mix64(n * 0x9e3779b97f4a7c15ull));
+    uint64_t b = usi_mix64(r[1] + usi_mix64((uint64_t)(uintptr_t)&calls ^ n));
+    return usi_mix64(a ^ (b << 1 | b >> 63)) ^ b;
 }
 
 void *usi_os_map(size_t size)
