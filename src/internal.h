@@ -526,10 +526,12 @@ static inline uintptr_t usi_pagemap_lookup(const void *p)
  * them, USI_ASSERT samples them):
  *  - inuse = number of objects outside the slab (in magazines or with the user);
  *  - objects with index >= bump have never been handed out (their pages may be untouched);
- *  - freelist links the other free objects through the word at link_offset, encoded as
- *    next ^ usi_slab_secret ^ (address of the word) (safe-linking); every decoded link is
- *    checked before use: an object of this slab below bump whose bit is clear. The objects
- *    are unconstructed, so the link overwrites nothing a user can see;
+ *  - free_head (index + 1 of the first free object, 0 for none) starts a list of the other
+ *    free objects linked through the word at link_offset, each link the next one's
+ *    index + 1 (0 ends it), encoded as that ^ usi_slab_secret ^ (address of the word)
+ *    (safe-linking); every decoded link is checked before use: an index below bump (so an
+ *    object of this slab, on its boundary) whose bit is clear, not the object itself. The
+ *    objects are unconstructed, so the link overwrites nothing a user can see;
  *  - bit i of alloc_map is set iff object i is outside the slab (exact double-free check),
  *    so the bitmap's population count is inuse;
  *  - list says which of the cache's lists holds the slab: EMPTY iff inuse == 0,
@@ -541,14 +543,13 @@ static inline uintptr_t usi_pagemap_lookup(const void *p)
 struct usi_slab {
     struct uslab_cache *cache;
     struct usi_slab *next, *prev;
-    void *freelist;      /* first free object (plain: the header is out of users' reach) */
     char *objs;          /* first object: span + cache->first_offset + colour */
     char *span;          /* the span (64 KiB << cache->slab_order, aligned to its size) */
     uint64_t *alloc_map; /* the span's bitmap in the side array */
     uint32_t inuse;
     uint32_t bump;
     uint32_t colour;
-    uint32_t free_idx; /* index of the object freelist points to (when it is not NULL) */
+    uint32_t free_head; /* index + 1 of the first free object below bump, 0: none */
     uint8_t list;
     uint64_t empty_since_ms; /* when inuse last became 0 (usi_os_now_ms) */
 };

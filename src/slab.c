@@ -194,18 +194,20 @@ const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s
         bits += (size_t)__builtin_popcountll(s->alloc_map[w]);
     if (bits != s->inuse)
         return "allocation bitmap does not match the objects in use";
-    if (s->freelist && slab_index(c, s, s->freelist) != s->free_idx)
-        return "free list head and its index disagree";
     size_t free_listed = 0;
-    for (const char *slot = s->freelist; slot; free_listed++) {
-        uint32_t idx = slab_index(c, s, slot);
-        if (idx == UINT32_MAX || idx >= s->bump || free_listed >= s->bump)
+    for (uint32_t head = s->free_head; head; free_listed++) {
+        uint32_t idx = head - 1;
+        if (idx >= s->bump || free_listed >= s->bump)
             return "free list leaves the slab's used objects";
         if (s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63)))
             return "free list holds an allocated object";
-        const uintptr_t *link = (const uintptr_t *)(const void *)(slot + c->link_offset);
+        const uintptr_t *link =
+            (const uintptr_t *)(const void *)(s->objs + (size_t)idx * c->stride + c->link_offset);
         USI_VG_DEFINED(link, sizeof *link);
-        slot = (const char *)(*link ^ usi_slab_secret ^ (uintptr_t)link);
+        uintptr_t next = *link ^ usi_slab_secret ^ (uintptr_t)link;
+        if (next > s->bump)
+            return "free list leaves the slab's used objects";
+        head = (uint32_t)next;
     }
     if (free_listed != s->bump - s->inuse)
         return "free list length does not match the free objects below bump";
@@ -247,20 +249,21 @@ void usi_slab_bad_pointer(const struct uslab_cache *c, const void *p, uintptr_t 
 static USI_COLD USI_NORETURN void bad_link(struct uslab_cache *c, struct usi_slab *s,
                                            const char *slot, uintptr_t value)
 {
-    char what[200];
+    char what[240];
     snprintf(what, sizeof what,
-             "free list of %s corrupted in slab %p: the link in free object %p decodes to %p, "
-             "not a free object of the slab (written after free?)",
-             c->name, (void *)s->span, (const void *)slot, (void *)value);
+             "free list of %s corrupted in slab %p: the link in free object %p decodes to "
+             "index %#zx, not a free object of the slab's %u used ones (written after free?)",
+             c->name, (void *)s->span, (const void *)slot, (size_t)(value - 1), s->bump);
     if (c->debug)
         usi_debug_bug(c->name, what);
     usi_report_fatal("%s", what);
 }
 
-/* Whether idx is an object of s handed out before and now free: what a link may name. */
-static inline int link_ok(const struct uslab_cache *c, const struct usi_slab *s, uint32_t idx)
+/* Whether a decoded link names an object of s handed out before and now free: an index
+ * below bump (so inside the slab and on an object boundary by construction) whose bit is
+ * clear. idx is a full word: a forged or corrupted link decodes to any value. */
+static inline int link_ok(const struct usi_slab *s, uintptr_t idx)
 {
-    (void)c;
     return idx < s->bump && !(s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63)));
 }
 
@@ -278,22 +281,18 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
         while (got < n && s->inuse < c->nobjs) {
             char *slot;
             uint32_t idx;
-            if (s->freelist) {
-                slot = s->freelist; /* checked when it became the head */
-                idx = s->free_idx;
+            if (s->free_head) {
+                idx = s->free_head - 1; /* checked when it became the head */
+                slot = s->objs + (size_t)idx * c->stride;
                 uintptr_t *link = (uintptr_t *)(void *)(slot + c->link_offset);
                 USI_VG_DEFINED(link, sizeof *link);
-                uintptr_t next = *link ^ usi_slab_secret ^ (uintptr_t)link;
-                if (next) {
-                    uint32_t nidx = slab_index(c, s, (const void *)next);
-                    if (USI_UNLIKELY(nidx == UINT32_MAX || nidx == idx || !link_ok(c, s, nidx)))
-                        bad_link(c, s, slot, next);
-                    s->free_idx = nidx;
-                }
+                uintptr_t next = *link ^ usi_slab_secret ^ (uintptr_t)link; /* index + 1, or 0 */
+                if (next && USI_UNLIKELY(next - 1 == idx || !link_ok(s, next - 1)))
+                    bad_link(c, s, slot, next);
                 if (!c->debug)
                     *link = 0; /* a fresh block never shows an encoded link */
                 USI_VG_UNDEFINED(link, sizeof *link);
-                s->freelist = (void *)next;
+                s->free_head = (uint32_t)next;
             } else {
                 idx = s->bump++;
                 slot = s->objs + (size_t)idx * c->stride;
@@ -348,10 +347,9 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         s->alloc_map[idx >> 6] &= ~bit;
         uintptr_t *link = (uintptr_t *)(void *)(slot + c->link_offset);
         USI_VG_UNDEFINED(link, sizeof *link);
-        *link = (uintptr_t)s->freelist ^ usi_slab_secret ^ (uintptr_t)link;
+        *link = (uintptr_t)s->free_head ^ usi_slab_secret ^ (uintptr_t)link;
         USI_VG_NOACCESS(link, sizeof *link);
-        s->freelist = slot;
-        s->free_idx = idx;
+        s->free_head = idx + 1;
         s->inuse--;
         c->slab_inuse--;
         list_move(c, s, state_of(c, s));

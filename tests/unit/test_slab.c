@@ -184,11 +184,13 @@ static void test_slab_check(void)
     bad = usi_slab_check(c, s);
     CHECK(bad && strstr(bad, "wrong list"), "list: %s", bad ? bad : "(passed)");
     s->list = USI_SLAB_PARTIAL;
-    void *head = s->freelist;
-    s->freelist = objs[0]; /* an allocated object on the free list */
+    uint32_t head = s->free_head;
+    const void *block;
+    s->free_head = usi_slab_index_of(c, usi_pagemap_lookup(objs[0]), objs[0], &block) + 1;
+    CHECK(s->free_head != 0, "objs[0] has an index"); /* allocated, now on the free list */
     bad = usi_slab_check(c, s);
     CHECK(bad && strstr(bad, "free list"), "free list: %s", bad ? bad : "(passed)");
-    s->freelist = head;
+    s->free_head = head;
     CHECK(usi_slab_check(c, s) == NULL, "sound again");
     usi_slab_put(c, 4, objs, &release);
     check_all_slabs(c, "all back");
