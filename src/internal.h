@@ -289,6 +289,7 @@ struct usi_options {
     size_t purge_delay_ms; /* USLAB_PURGE_DELAY: idle time before empty slabs are purged */
     size_t tcache_max;     /* USLAB_TCACHE_MAX: bound on bytes cached by all threads */
     size_t mag_growth;     /* USLAB_MAGAZINE_GROWTH: magazines grow under contention (0/1) */
+    size_t harden;         /* USLAB_HARDEN: USI_HARDEN_* bits (settings.h) */
 };
 extern struct usi_options usi_options;
 void usi_options_read(void);

@@ -31,6 +31,7 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_PURGE_DELAY] = &usi_options.purge_delay_ms,
     [USI_SETTING_TCACHE_MAX] = &usi_options.tcache_max,
     [USI_SETTING_MAGAZINE_GROWTH] = &usi_options.mag_growth,
+    [USI_SETTING_HARDEN] = &usi_options.harden,
 };
 
 void usi_options_read(void)
@@ -43,6 +44,16 @@ void usi_options_read(void)
         size_t v;
         if (!s)
             continue;
+        if (set->kind == USI_SETTING_KIND_WORDS) {
+            if (usi_settings_parse_words(set, s, &v) == 0) {
+                *option_field[i] = v;
+            } else {
+                char values[128];
+                usi_settings_values(set, values, sizeof values);
+                usi_report_warn("ignoring %s=%s (expected %s)", set->name, s, values);
+            }
+            continue;
+        }
         if (usi_settings_parse_size(s, &v) != 0 || v < set->min || v > set->max) {
             usi_report_warn("ignoring %s=%s (expected a size from %zu to %zu)", set->name, s,
                             set->min, set->max);

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
+static const char *const harden_words[] = {"random", NULL}; /* USI_HARDEN_RANDOM */
+
 const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_MAX_SLAB_SIZE] = {"USLAB_MAX_SLAB_SIZE", USI_SETTING_KIND_SIZE,
                                    USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT, "32768",
@@ -42,6 +44,10 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                      USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT, "0", 0, 1,
                                      "1: a cache's magazines grow when threads contend for its "
                                      "depot (off: slower on 2 cores, see docs/design.md §4)"},
+    [USI_SETTING_HARDEN] = {"USLAB_HARDEN", USI_SETTING_KIND_WORDS, 0, "0", 0, 0,
+                            "hardening beyond the default checks: `random` hands out the "
+                            "objects of each new slab in a random order (docs/security.md §5)",
+                            harden_words},
     [USI_SETTING_DEBUG] = {"USLAB_DEBUG", USI_SETTING_KIND_DEBUG, 0, "unset", 0, 0,
                            "debug checks (the letters of Linux's `slub_debug`) for the caches "
                            "whose names match a glob, e.g. `malloc-64`, `malloc-*`, `conn*` "
@@ -61,6 +67,25 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
 const struct usi_setting_letter usi_settings_letters[] = {USI_SETTINGS_DEBUG_LETTERS(LETTER_ROW)};
 #undef LETTER_ROW
 const size_t usi_settings_nletters = sizeof usi_settings_letters / sizeof usi_settings_letters[0];
+
+int usi_settings_parse_words(const struct usi_setting *s, const char *value, size_t *bits)
+{
+    *bits = 0;
+    if (strcmp(value, "0") == 0)
+        return 0;
+    for (const char *w = value;;) {
+        size_t len = strcspn(w, ",");
+        size_t i = 0;
+        while (s->words[i] && !(strlen(s->words[i]) == len && memcmp(s->words[i], w, len) == 0))
+            i++;
+        if (len == 0 || !s->words[i])
+            return -1;
+        *bits |= (size_t)1 << i;
+        if (w[len] == '\0')
+            return 0;
+        w += len + 1;
+    }
+}
 
 int usi_settings_parse_size(const char *s, size_t *out)
 {
@@ -222,6 +247,14 @@ size_t usi_settings_values(const struct usi_setting *s, char *buf, size_t len)
         break;
     case USI_SETTING_KIND_STATS:
         puts_(&o, "`1`, `json` or `0`");
+        break;
+    case USI_SETTING_KIND_WORDS:
+        for (size_t i = 0; s->words[i]; i++) {
+            puts_(&o, "`");
+            puts_(&o, s->words[i]);
+            puts_(&o, "`, ");
+        }
+        puts_(&o, "comma-separated, or `0`");
         break;
     }
     return o.used;

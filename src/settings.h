@@ -44,6 +44,9 @@ enum usi_debug_letter_bits { USI_SETTINGS_DEBUG_LETTERS(USI_SETTINGS_LETTER_BIT)
 #define USI_SETTINGS_TCACHE_MAX_DEFAULT      ((size_t)64 << 20)
 #define USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT ((size_t)0)
 
+/* USLAB_HARDEN's words, as bits of usi_options.harden (docs/security.md §5). */
+#define USI_HARDEN_RANDOM ((size_t)1) /* fresh slabs hand out their objects in random order */
+
 /* Row indices of usi_settings_table[], in table order. */
 enum usi_setting_id {
     USI_SETTING_MAX_SLAB_SIZE,
@@ -53,6 +56,7 @@ enum usi_setting_id {
     USI_SETTING_PURGE_DELAY,
     USI_SETTING_TCACHE_MAX,
     USI_SETTING_MAGAZINE_GROWTH,
+    USI_SETTING_HARDEN,
     USI_SETTING_DEBUG,
     USI_SETTING_DEBUG_CONTINUE,
     USI_SETTING_LEAKS,
@@ -66,6 +70,7 @@ enum usi_setting_kind {
     USI_SETTING_KIND_BOOL,   /* 0 or 1 */
     USI_SETTING_KIND_DEBUG,  /* LETTERS[,GLOB...]: usi_settings_parse_debug */
     USI_SETTING_KIND_STATS,  /* 1 (table), json, or 0 */
+    USI_SETTING_KIND_WORDS,  /* comma-separated words of `words`, or 0: usi_settings_parse_words */
 };
 
 struct usi_setting {
@@ -75,6 +80,7 @@ struct usi_setting {
     const char *def_text;       /* the default as shown: "256G", "unset" */
     size_t min, max;            /* accepted values of SIZE, NUMBER and BOOL */
     const char *help;           /* one line; `code` in backquotes (markdown) */
+    const char *const *words;   /* WORDS: the accepted words, NULL-terminated; word i is bit i */
 };
 
 struct usi_setting_letter {
@@ -107,6 +113,11 @@ int usi_settings_parse_size(const char *s, size_t *out);
  */
 int usi_settings_parse_debug(const char *value, unsigned *letters, const char **globs,
                              char *bad_letter);
+
+/* Parses a WORDS setting's value: words of s->words separated by commas, or "0" (none).
+ * Stores bit i for word i in *bits and returns 0; on an unknown or empty word returns -1
+ * (*bits then holds the words before it). */
+int usi_settings_parse_words(const struct usi_setting *s, const char *value, size_t *bits);
 
 /* The letter for a bit, or 0. */
 char usi_settings_letter_of(unsigned bit);

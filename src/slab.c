@@ -126,6 +126,55 @@ static unsigned state_of(const struct uslab_cache *c, const struct usi_slab *s)
 
 /* ---- slabs ----------------------------------------------------------------------------- */
 
+/* USLAB_HARDEN=random (docs/security.md §5): a uniform random number below bound, from the
+ * cache's own generator (splitmix64 over random_state, seeded from the free-list secret;
+ * under the cache lock). The multiply-shift reduction's bias is below bound / 2^32. */
+static uint32_t random_below(struct uslab_cache *c, uint32_t bound)
+{
+    if (c->random_state == 0)
+        c->random_state = usi_mix64(usi_slab_secret ^ (uintptr_t)c) | 1;
+    c->random_state += 0x9e3779b97f4a7c15ull;
+    uint32_t r = (uint32_t)usi_mix64(c->random_state);
+    return (uint32_t)(((uint64_t)r * bound) >> 32);
+}
+
+static uintptr_t *link_word(const struct uslab_cache *c, const struct usi_slab *s, uint32_t idx)
+{
+    return (uintptr_t *)(void *)(s->objs + (size_t)idx * c->stride + c->link_offset);
+}
+
+/*
+ * USLAB_HARDEN=random: the new slab's objects all go on its free list at once, in a random
+ * order (Linux's CONFIG_SLAB_FREELIST_RANDOM shuffles new slabs the same way, from a
+ * per-cache sequence). The list is built in place, in the link words themselves: Sattolo's
+ * algorithm turns word i = i into a uniformly random cycle through all objects (word i =
+ * the object after i), and cutting it after a random object x gives a uniformly random
+ * order (each of the n! orders comes from exactly one cycle and one x). Then the words are
+ * encoded as links (index + 1, 0 after x) and bump covers every object. It costs a pass
+ * over the slab, whose pages all become resident at once (docs/security.md §5).
+ */
+static void shuffle_fresh(struct uslab_cache *c, struct usi_slab *s)
+{
+    uint32_t n = c->nobjs;
+    for (uint32_t i = 0; i < n; i++)
+        *link_word(c, s, i) = i;
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uintptr_t *a = link_word(c, s, i), *b = link_word(c, s, random_below(c, i));
+        uintptr_t t = *a;
+        *a = *b;
+        *b = t;
+    }
+    uint32_t x = random_below(c, n);
+    s->free_head = (uint32_t)*link_word(c, s, x) + 1;
+    for (uint32_t i = 0; i < n; i++) {
+        uintptr_t *link = link_word(c, s, i);
+        uintptr_t next = i == x ? 0 : *link + 1;
+        *link = next ^ usi_slab_secret ^ (uintptr_t)link;
+        USI_VG_NOACCESS(link, sizeof *link);
+    }
+    s->bump = n;
+}
+
 static struct usi_slab *slab_create(struct uslab_cache *c)
 {
     char *span = usi_pages_alloc_span(c->slab_order);
@@ -162,6 +211,10 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
         for (char *q = s->objs + (size_t)c->nobjs * c->stride; q + 16 <= end; q += c->stride)
             ((uintptr_t *)(void *)q)[1] = (uintptr_t)q;
     }
+    /* Debug caches keep the address order: their checks take objects at or above bump as
+     * never used. uslab's own caches (descriptors, magazines) are not the user's heap. */
+    if ((usi_options.harden & USI_HARDEN_RANDOM) && !c->debug && !(c->flags & USI_CACHE_INTERNAL))
+        shuffle_fresh(c, s);
     usi_pages_set_owner(span, c->slab_order, (uintptr_t)span | c->id, c->unit_tag);
     list_push(c, s, USI_SLAB_EMPTY);
     c->slabs_created++;
@@ -201,8 +254,7 @@ const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s
             return "free list leaves the slab's used objects";
         if (s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63)))
             return "free list holds an allocated object";
-        const uintptr_t *link =
-            (const uintptr_t *)(const void *)(s->objs + (size_t)idx * c->stride + c->link_offset);
+        const uintptr_t *link = link_word(c, s, idx);
         USI_VG_DEFINED(link, sizeof *link);
         uintptr_t next = *link ^ usi_slab_secret ^ (uintptr_t)link;
         if (next > s->bump)
