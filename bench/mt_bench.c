@@ -12,6 +12,9 @@
  *             repeatedly mallocs a small block, writes it `inner` times, frees it.
  *   churn     thread churn: `generations` of `threads` short-lived threads, each doing a
  *             few hundred malloc/free and freeing blocks the previous generation left.
+ *   bulk      the shape of sh8bench: per round, the main thread mallocs `count` blocks of
+ *             `size` bytes, then `threads` workers free them (each a share), so every
+ *             block is freed remotely and in bulk, far more than a magazine or a depot holds.
  * Output: time_s (the timed part), mops_per_s where meaningful.
  *
  * Options: --test larson --threads 2 --seed 1, and per test:
@@ -19,6 +22,7 @@
  *   xmalloc: --blocks 2000000 --min 8 --max 256
  *   scratch: --iterations 20000 --inner 200 --objsize 8
  *   churn: --generations 2000 --ops 500
+ *   bulk: --count 1000000 --size 8 --rounds 10
  */
 #include "common.h"
 
@@ -274,6 +278,55 @@ static double run_churn(int argc, char **argv)
     return s;
 }
 
+/* ---- bulk remote frees (sh8bench's shape) -------------------------------------------- */
+
+static long b_count, b_size, b_rounds;
+static void **b_blocks;
+static pthread_barrier_t b_barrier; /* the main thread and the workers */
+
+static void *bulk_worker(void *arg)
+{
+    long id = (long)(intptr_t)arg;
+    long from = b_count * id / nthreads, to = b_count * (id + 1) / nthreads;
+    for (long r = 0; r < b_rounds; r++) {
+        pthread_barrier_wait(&b_barrier); /* the blocks are there */
+        for (long i = from; i < to; i++)
+            free(b_blocks[i]);
+        pthread_barrier_wait(&b_barrier); /* all freed */
+    }
+    return NULL;
+}
+
+static double run_bulk(int argc, char **argv)
+{
+    b_count = bench_opt_long(argc, argv, "count", 1000000);
+    b_size = bench_opt_long(argc, argv, "size", 8);
+    b_rounds = bench_opt_long(argc, argv, "rounds", 10);
+    printf("count=%ld\nsize=%ld\nrounds=%ld\n", b_count, b_size, b_rounds);
+    b_blocks = bench_xmalloc((size_t)b_count * sizeof *b_blocks);
+    pthread_barrier_init(&b_barrier, NULL, (unsigned)nthreads + 1);
+    pthread_t *tid = bench_xmalloc((size_t)nthreads * sizeof *tid);
+    for (long t = 0; t < nthreads; t++)
+        pthread_create(&tid[t], NULL, bulk_worker, (void *)(intptr_t)t);
+    uint64_t t0 = bench_now_ns();
+    for (long r = 0; r < b_rounds; r++) {
+        for (long i = 0; i < b_count; i++) {
+            b_blocks[i] = malloc((size_t)b_size);
+            bench_touch(b_blocks[i], (size_t)b_size, (unsigned char)i);
+        }
+        pthread_barrier_wait(&b_barrier);
+        pthread_barrier_wait(&b_barrier);
+    }
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    for (long t = 0; t < nthreads; t++)
+        pthread_join(tid[t], NULL);
+    pthread_barrier_destroy(&b_barrier);
+    free(tid);
+    free(b_blocks);
+    printf("mops_per_s=%.3f\n", (double)(b_count * b_rounds) / s * 1e-6);
+    return s;
+}
+
 int main(int argc, char **argv)
 {
     const char *test = bench_opt_str(argc, argv, "test", "larson");
@@ -294,8 +347,10 @@ int main(int argc, char **argv)
         s = run_scratch(argc, argv);
     else if (strcmp(test, "churn") == 0)
         s = run_churn(argc, argv);
+    else if (strcmp(test, "bulk") == 0)
+        s = run_bulk(argc, argv);
     else {
-        fprintf(stderr, "unknown --test %s (larson, xmalloc, scratch, churn)\n", test);
+        fprintf(stderr, "unknown --test %s (larson, xmalloc, scratch, churn, bulk)\n", test);
         return 2;
     }
     pthread_barrier_destroy(&barrier);
