@@ -237,6 +237,14 @@ void usi_os_unmap_guarded(void *addr, size_t size);
 uint64_t usi_os_random64(void);
 const char *usi_os_getenv(const char *name); /* no allocation, no interposable call */
 void usi_os_write_err(const char *buf, size_t len);
+/* Reads up to len bytes of a file (open, read, close: no allocation); returns how many, or
+ * -1 with errno. A file longer than len gives len. */
+long usi_os_read_file(const char *path, char *buf, size_t len);
+/* Creates (mode 0600, replacing) and writes a file; 0, or -1 with errno. */
+int usi_os_write_file(const char *path, const char *buf, size_t len);
+/* Shared anonymous memory (fork children write into the same pages), zeroed; NULL. */
+void *usi_os_map_shared(size_t size);
+int usi_os_getpid(void);
 uint64_t usi_os_now_ms(void); /* monotonic, coarse; may be small on a freshly booted machine */
 void usi_os_sleep_ms(size_t ms);
 uint32_t usi_os_gettid(void);
@@ -290,6 +298,7 @@ struct usi_options {
     size_t tcache_max;     /* USLAB_TCACHE_MAX: bound on bytes cached by all threads */
     size_t mag_growth;     /* USLAB_MAGAZINE_GROWTH: magazines grow under contention (0/1) */
     size_t harden;         /* USLAB_HARDEN: USI_HARDEN_* bits (settings.h) */
+    size_t profile;        /* USLAB_PROFILE is set: malloc records request sizes (malloc.c) */
 };
 extern struct usi_options usi_options;
 void usi_options_read(void);

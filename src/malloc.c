@@ -88,6 +88,64 @@ static inline uintptr_t *key_of(void *p)
     return (usi_word *)p + 1;
 }
 
+/* ---- USLAB_PROFILE: the sizes a program asks for (issue 13) ------------------------------ */
+
+/*
+ * With USLAB_PROFILE=PATH every malloc takes the slow path (tcache.c leaves the size table
+ * empty) and counts its size here, by 8-byte granule up to the largest possible class, the
+ * rest in one bucket. The counters are in a shared mapping made at initialisation, so a
+ * fork child adds to its parent's; the process that made them writes PATH.<pid> at exit
+ * ("uslab-profile 1", then "<size> <count>" lines, size the granule's upper end, "above"
+ * for the rest), which `uslab profile` reads. Counts go to 2^64: no sampling.
+ */
+#define PROFILE_BUCKETS (USI_CLASSES_MAX_SIZE / 8 + 2)
+struct usi_profile {
+    int owner; /* pid of the process that writes the file */
+    uint64_t count[PROFILE_BUCKETS];
+};
+static struct usi_profile *profile;
+
+static void profile_record(size_t size)
+{
+    struct usi_profile *pr = __atomic_load_n(&profile, __ATOMIC_ACQUIRE);
+    if (!pr) {
+        struct usi_profile *fresh = usi_os_map_shared(sizeof *pr);
+        if (!fresh)
+            return;
+        fresh->owner = usi_os_getpid();
+        if (!__atomic_compare_exchange_n(&profile, &pr, fresh, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            usi_os_unmap(fresh, sizeof *fresh); /* another thread's won: pr is it */
+        else
+            pr = fresh;
+    }
+    size_t b = size <= USI_CLASSES_MAX_SIZE ? (size + 7) >> 3 : PROFILE_BUCKETS - 1;
+    __atomic_fetch_add(&pr->count[b], 1, __ATOMIC_RELAXED);
+}
+
+__attribute__((destructor)) static void profile_write(void)
+{
+    struct usi_profile *pr = __atomic_load_n(&profile, __ATOMIC_ACQUIRE);
+    const char *path = usi_os_getenv(usi_settings_table[USI_SETTING_PROFILE].name);
+    if (!pr || !path || pr->owner != usi_os_getpid())
+        return;
+    size_t cap = (size_t)PROFILE_BUCKETS * 48 + 64, len = 0;
+    char *text = usi_os_map_shared(cap), file[4096];
+    if (!text)
+        return;
+    len += (size_t)snprintf(text, cap, "uslab-profile 1\n");
+    for (size_t b = 0; b + 1 < PROFILE_BUCKETS; b++)
+        if (pr->count[b])
+            len += (size_t)snprintf(text + len, cap - len, "%zu %llu\n", b * 8,
+                                    (unsigned long long)pr->count[b]);
+    len += (size_t)snprintf(text + len, cap - len, "above %llu\n",
+                            (unsigned long long)pr->count[PROFILE_BUCKETS - 1]);
+    int n = snprintf(file, sizeof file, "%s.%d", path, pr->owner);
+    if (n <= 0 || (size_t)n >= sizeof file || usi_os_write_file(file, text, len) != 0)
+        usi_report_warn("USLAB_PROFILE=%s: cannot write %s", path, file);
+    usi_os_unmap(text, cap);
+}
+
 /* ---- malloc ------------------------------------------------------------------------- */
 
 /* A class cache's block, or NULL when its slabs cannot grow; errno unchanged either way
@@ -111,7 +169,11 @@ static inline __attribute__((always_inline)) void *class_alloc(unsigned id)
 
 static USI_NOINLINE void *malloc_slow(size_t size)
 {
-    if (usi_ensure_init() != 0 || size > usi_options.max_slab_size)
+    if (usi_ensure_init() != 0)
+        return usi_sys_malloc(size);
+    if (USI_UNLIKELY(usi_options.profile))
+        profile_record(size);
+    if (size > usi_options.max_slab_size)
         return usi_sys_malloc(size);
     unsigned id =
         size <= USI_SMALL_MAX ? usi_class_small[(size + 7) >> 3] : usi_sizeclass_of_large(size);
@@ -273,8 +335,11 @@ static void *usi_calloc(size_t n, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    if (total > usi_options.max_slab_size)
+    if (total > usi_options.max_slab_size) {
+        if (USI_UNLIKELY(usi_options.profile))
+            profile_record(total);
         return usi_sys_calloc(n, size);
+    }
     void *p = usi_malloc(total);
     if (p)
         memset(p, 0, total);
@@ -325,6 +390,8 @@ static void *aligned_impl(size_t align, size_t size)
     if (align <= 16)
         return usi_malloc(size < align ? align : size);
     if (align <= USI_PAGE_SIZE && usi_ensure_init() == 0) {
+        if (USI_UNLIKELY(usi_options.profile))
+            profile_record(size > align ? size : align);
         unsigned id = usi_sizeclass_aligned(size, align);
         void *p = id ? class_alloc(id) : NULL;
         if (p)

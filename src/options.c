@@ -32,6 +32,7 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_TCACHE_MAX] = &usi_options.tcache_max,
     [USI_SETTING_MAGAZINE_GROWTH] = &usi_options.mag_growth,
     [USI_SETTING_HARDEN] = &usi_options.harden,
+    [USI_SETTING_PROFILE] = &usi_options.profile,
 };
 
 void usi_options_read(void)
@@ -44,6 +45,10 @@ void usi_options_read(void)
         size_t v;
         if (!s)
             continue;
+        if (set->kind == USI_SETTING_KIND_PATH) {
+            *option_field[i] = *s != '\0'; /* the path itself is read where it is used */
+            continue;
+        }
         if (set->kind == USI_SETTING_KIND_WORDS) {
             if (usi_settings_parse_words(set, s, &v) == 0) {
                 *option_field[i] = v;

@@ -48,6 +48,13 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                             "hardening beyond the default checks: `random` hands out the "
                             "objects of each new slab in a random order (docs/security.md §5)",
                             harden_words},
+    [USI_SETTING_CLASSES] = {"USLAB_CLASSES", USI_SETTING_KIND_PATH, 0, "unset", 0, 0,
+                             "a file of size classes (`uslab profile` writes one) used instead "
+                             "of the default ones; a file it cannot use is reported and the "
+                             "default classes are used"},
+    [USI_SETTING_PROFILE] = {"USLAB_PROFILE", USI_SETTING_KIND_PATH, 0, "unset", 0, 0,
+                             "record the sizes of malloc-family requests into FILE.PID at exit "
+                             "(`uslab profile` sets it; every malloc takes the slow path)"},
     [USI_SETTING_DEBUG] = {"USLAB_DEBUG", USI_SETTING_KIND_DEBUG, 0, "unset", 0, 0,
                            "debug checks (the letters of Linux's `slub_debug`) for the caches "
                            "whose names match a glob, e.g. `malloc-64`, `malloc-*`, `conn*` "
@@ -85,6 +92,85 @@ int usi_settings_parse_words(const struct usi_setting *s, const char *value, siz
             return 0;
         w += len + 1;
     }
+}
+
+/* ---- size-class tables ------------------------------------------------------------------ */
+
+unsigned usi_classes_default(size_t max_size, size_t *sizes)
+{
+    unsigned n = 0;
+    for (size_t s = 16; s <= 128 && s <= max_size; s += 16)
+        sizes[n++] = s;
+    for (size_t base = 128; base < max_size; base *= 2)
+        for (unsigned j = 1; j <= 8 && n < USI_CLASSES_MAX; j++) {
+            size_t s = base + j * (base / 8);
+            if (s > max_size)
+                break;
+            sizes[n++] = s;
+        }
+    return n;
+}
+
+const char *usi_classes_check(const size_t *sizes, unsigned n)
+{
+    if (n == 0)
+        return "no sizes";
+    if (n > USI_CLASSES_MAX)
+        return "more than 96 sizes";
+    for (unsigned i = 0; i < n; i++) {
+        size_t s = sizes[i];
+        if (i > 0 && s <= sizes[i - 1])
+            return "sizes are not in increasing order";
+        if (s < 16 || (s <= 1024 && s % 16 != 0))
+            return "a size up to 1024 is not a multiple of 16";
+        if (s > 1024 && s % 128 != 0)
+            return "a size above 1024 is not a multiple of 128";
+    }
+    size_t largest = sizes[n - 1];
+    if (largest < 1024 || largest > USI_CLASSES_MAX_SIZE)
+        return "the largest size is not from 1024 to 65536";
+    unsigned k = 0;
+    for (size_t p = 16; p <= largest; p *= 2) {
+        while (k < n && sizes[k] < p)
+            k++;
+        if (k == n || sizes[k] != p)
+            return "a power of two from 16 to the largest size is missing";
+    }
+    return NULL;
+}
+
+const char *usi_classes_parse(const char *text, size_t len, size_t *sizes, unsigned *n)
+{
+    size_t hl = sizeof USI_CLASSES_HEADER - 1, i = hl;
+    *n = 0;
+    if (len < hl || memcmp(text, USI_CLASSES_HEADER, hl) != 0 ||
+        (len > hl && text[hl] != '\n' && text[hl] != '\r' && text[hl] != ' '))
+        return "the first line is not \"" USI_CLASSES_HEADER "\"";
+    while (i < len && text[i] != '\n') /* the rest of the header line */
+        if (text[i++] != ' ' && text[i - 1] != '\r')
+            return "the first line is not \"" USI_CLASSES_HEADER "\"";
+    while (i < len) {
+        char ch = text[i];
+        if (ch == '#') {
+            while (i < len && text[i] != '\n')
+                i++;
+        } else if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
+            i++;
+        } else if (ch >= '0' && ch <= '9') {
+            size_t v = 0;
+            while (i < len && text[i] >= '0' && text[i] <= '9') {
+                if (v > USI_CLASSES_MAX_SIZE)
+                    return "a size is too large";
+                v = v * 10 + (size_t)(text[i++] - '0');
+            }
+            if (*n == USI_CLASSES_MAX)
+                return "more than 96 sizes";
+            sizes[(*n)++] = v;
+        } else {
+            return "a word that is not a size";
+        }
+    }
+    return usi_classes_check(sizes, *n);
 }
 
 int usi_settings_parse_size(const char *s, size_t *out)
@@ -255,6 +341,9 @@ size_t usi_settings_values(const struct usi_setting *s, char *buf, size_t len)
             puts_(&o, "`, ");
         }
         puts_(&o, "comma-separated, or `0`");
+        break;
+    case USI_SETTING_KIND_PATH:
+        puts_(&o, "a file name");
         break;
     }
     return o.used;

@@ -57,6 +57,8 @@ enum usi_setting_id {
     USI_SETTING_TCACHE_MAX,
     USI_SETTING_MAGAZINE_GROWTH,
     USI_SETTING_HARDEN,
+    USI_SETTING_CLASSES,
+    USI_SETTING_PROFILE,
     USI_SETTING_DEBUG,
     USI_SETTING_DEBUG_CONTINUE,
     USI_SETTING_LEAKS,
@@ -71,6 +73,7 @@ enum usi_setting_kind {
     USI_SETTING_KIND_DEBUG,  /* LETTERS[,GLOB...]: usi_settings_parse_debug */
     USI_SETTING_KIND_STATS,  /* 1 (table), json, or 0 */
     USI_SETTING_KIND_WORDS,  /* comma-separated words of `words`, or 0: usi_settings_parse_words */
+    USI_SETTING_KIND_PATH,   /* a file name */
 };
 
 struct usi_setting {
@@ -118,6 +121,34 @@ int usi_settings_parse_debug(const char *value, unsigned *letters, const char **
  * Stores bit i for word i in *bits and returns 0; on an unknown or empty word returns -1
  * (*bits then holds the words before it). */
 int usi_settings_parse_words(const struct usi_setting *s, const char *value, size_t *bits);
+
+/*
+ * Size-class tables (docs/design.md §8, issue 13). A table is a list of block sizes, in
+ * increasing order, that the malloc classes use instead of the default ones. A file of
+ * USLAB_CLASSES holds one as text:
+ *
+ *     uslab-classes 1
+ *     # comments, and blank lines, anywhere after the header
+ *     16 32 48 64 ...        (sizes separated by blanks or newlines)
+ *
+ * The rules the allocator needs (usi_classes_check): at most USI_CLASSES_MAX sizes, strictly
+ * increasing; up to 1024 bytes multiples of 16 (16-byte alignment, the small lookup table),
+ * above it multiples of 128 (the large lookup table has one entry per 128 bytes); every
+ * power of two from 16 up to the largest size (aligned allocations use them); the largest
+ * from 1024 to 65536.
+ */
+#define USI_CLASSES_MAX      96
+#define USI_CLASSES_MAX_SIZE ((size_t)65536)
+#define USI_CLASSES_HEADER   "uslab-classes 1"
+/* The default table for a largest class of max_size: 16 to 128 in steps of 16, then 8
+ * classes per doubling (a request wastes less than 1/8 of its block above 128 bytes).
+ * Returns the count. */
+unsigned usi_classes_default(size_t max_size, size_t *sizes);
+/* NULL if the table is usable, else why not (a constant string). */
+const char *usi_classes_check(const size_t *sizes, unsigned n);
+/* Parses a file's text (len bytes, need not be NUL-terminated) into sizes[USI_CLASSES_MAX];
+ * returns NULL and the count in *n, or why it is refused. Checks the table too. */
+const char *usi_classes_parse(const char *text, size_t len, size_t *sizes, unsigned *n);
 
 /* The letter for a bit, or 0. */
 char usi_settings_letter_of(unsigned bit);

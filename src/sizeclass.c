@@ -4,11 +4,14 @@
  * cache with no constructor, as kmalloc is built on kmem_cache: init.c sets the caches up
  * in usi_class_caches[], malloc.c uses them. This file is pure arithmetic on tables.
  *
- * Classes: 16, 32, 48, ..., 128 (steps of 16), then 8 classes per doubling up to the
- * largest slab size (USLAB_MAX_SLAB_SIZE). Above 128 bytes a request wastes less than 1/8
- * of its block. Every class is a multiple of 16, so every block is 16-byte aligned, as
- * glibc guarantees on 64-bit systems (max_align_t; glibc's tst-mallocalign1 checks it);
- * power-of-two classes are aligned to their size (up to a page), which serves aligned allocations.
+ * Classes: by default 16, 32, 48, ..., 128 (steps of 16), then 8 classes per doubling up to
+ * the largest slab size (USLAB_MAX_SLAB_SIZE; usi_classes_default in settings.c). Above 128
+ * bytes a request wastes less than 1/8 of its block. USLAB_CLASSES names a file with another
+ * table (`uslab profile` writes one for a program, issue 13); a file that cannot be read or
+ * breaks the rules of usi_classes_check is reported and the default is used. Every class is
+ * a multiple of 16, so every block is 16-byte aligned, as glibc guarantees on 64-bit systems
+ * (max_align_t; glibc's tst-mallocalign1 checks it); power-of-two classes, which every
+ * table has, are aligned to their size (up to a page), which serves aligned allocations.
  * Class ids equal cache ids: 1..usi_nclasses.
  */
 #include "internal.h"
@@ -17,41 +20,54 @@ uint8_t usi_class_small[USI_SMALL_MAX / 8 + 1];
 struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
 unsigned usi_nclasses;
 static size_t class_size[USI_NCLASSES + 1];
+/* (size + 127) >> 7 -> class id, for sizes above USI_SMALL_MAX up to the largest class;
+ * classes above 1024 are multiples of 128, so one entry per 128 bytes is exact. */
+static uint8_t class_large[USI_CLASSES_MAX_SIZE / 128 + 1];
+_Static_assert(USI_CLASSES_MAX == USI_NCLASSES, "a class table fills the reserved ids");
 
-/* Class id of a size in (128, 65536]: 8 small classes, then 8 per doubling. */
-static unsigned class_index_above_128(size_t size)
+/* The table of USLAB_CLASSES into sizes[]: its count, or 0 (reported) to use the default. */
+static unsigned load_file(const char *path, size_t *sizes)
 {
-    unsigned lg = 63u - (unsigned)__builtin_clzl(size - 1); /* 2^lg < size <= 2^(lg+1) */
-    size_t step = (size_t)1 << (lg - 3);
-    unsigned j = (unsigned)((size - ((size_t)1 << lg) + step - 1) / step); /* 1..8 */
-    return 8 + (lg - 7) * 8 + j;
+    static char text[16384]; /* once, at initialisation, under the init lock */
+    long len = usi_os_read_file(path, text, sizeof text);
+    const char *why = NULL;
+    unsigned n = 0;
+    if (len < 0)
+        why = "cannot open or read it";
+    else if ((size_t)len == sizeof text)
+        why = "it is longer than 16 KiB";
+    else
+        why = usi_classes_parse(text, (size_t)len, sizes, &n);
+    if (!why)
+        return n;
+    usi_report_warn("USLAB_CLASSES=%s: %s; using the default classes", path, why);
+    return 0;
 }
 
 unsigned usi_sizeclass_init(void)
 {
-    static const size_t small[] = {16, 32, 48, 64, 80, 96, 112, 128};
-    unsigned n = 0;
-    for (unsigned i = 0; i < sizeof small / sizeof small[0]; i++)
-        class_size[++n] = small[i];
-    for (size_t base = 128; base < usi_options.max_slab_size; base *= 2)
-        for (unsigned j = 1; j <= 8 && n < USI_NCLASSES; j++) {
-            size_t s = base + j * (base / 8);
-            if (s > usi_options.max_slab_size)
-                break;
-            class_size[++n] = s;
-        }
+    size_t sizes[USI_CLASSES_MAX];
+    const char *path = usi_os_getenv(usi_settings_table[USI_SETTING_CLASSES].name);
+    unsigned n = path && *path ? load_file(path, sizes) : 0;
+    if (n == 0)
+        n = usi_classes_default(usi_options.max_slab_size, sizes);
+    USI_ASSERT(usi_classes_check(sizes, n) == NULL);
+    for (unsigned id = 1; id <= n; id++)
+        class_size[id] = sizes[id - 1];
     usi_nclasses = n;
-    /* A setting between two classes: sizes above the largest class go to glibc. */
+    /* The largest class ends the slab range: larger sizes go to glibc (a setting between
+     * two default classes, or a file's own largest). */
     usi_options.max_slab_size = class_size[n];
+    unsigned id = 1;
     for (size_t i = 0; i <= USI_SMALL_MAX / 8; i++) {
-        size_t size = i * 8;
-        unsigned id;
-        if (size <= 128)
-            id = size <= 16 ? 1 : (unsigned)((size + 15) / 16);
-        else
-            id = class_index_above_128(size);
-        USI_ASSERT(id <= n && class_size[id] >= size);
+        while (class_size[id] < i * 8)
+            id++;
         usi_class_small[i] = (uint8_t)id;
+    }
+    for (size_t i = USI_SMALL_MAX / 128 + 1; i <= usi_options.max_slab_size / 128; i++) {
+        while (class_size[id] < i * 128)
+            id++;
+        class_large[i] = (uint8_t)id;
     }
     return n;
 }
@@ -73,7 +89,7 @@ void usi_sizeclass_name(unsigned id, char name[32])
 
 unsigned usi_sizeclass_of_large(size_t size)
 {
-    return class_index_above_128(size);
+    return class_large[(size + 127) >> 7];
 }
 
 size_t usi_sizeclass_size(unsigned id)
@@ -91,5 +107,5 @@ unsigned usi_sizeclass_aligned(size_t size, size_t align)
         p *= 2;
     if (p > usi_options.max_slab_size)
         return 0;
-    return p <= USI_SMALL_MAX ? usi_class_small[(p + 7) >> 3] : class_index_above_128(p);
+    return p <= USI_SMALL_MAX ? usi_class_small[(p + 7) >> 3] : class_large[p >> 7];
 }

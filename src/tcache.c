@@ -512,7 +512,9 @@ static void tcache_thread_exit(void *arg)
 
 void usi_tcache_init(void)
 {
-    for (size_t size = 0; size <= USI_SMALL_MAX; size++)
+    /* USLAB_PROFILE: all 0 (pair 0, always empty), so every malloc takes the slow path,
+     * which records its size (malloc.c). */
+    for (size_t size = 0; size <= USI_SMALL_MAX && !usi_options.profile; size++)
         usi_tcache_size_offsets[size] =
             (uint16_t)(usi_class_small[(size + 7) >> 3] * sizeof(struct usi_magpair));
     pthread_key_create(&exit_key, tcache_thread_exit);

@@ -3,6 +3,8 @@
  * uslab - command-line front end of the uslab allocator.
  *
  *   uslab run [options] -- program [args...]   run a program under libuslab-preload.so
+ *   uslab profile [-o FILE] [options] -- program [args...]
+ *                                              fit size classes to a program (issue 13)
  *   uslab where [--preload=PATH]               print the preload library it would use
  *   uslab settings [--markdown]                print the table of USLAB_* settings
  *   uslab --help | help | --version
@@ -16,14 +18,17 @@
  * compiled in): --help and `uslab settings` print them, --debug is checked by the library's
  * parser, and README.md's settings table is `uslab settings --markdown` (tests/tools).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "classes.h"
 #include "settings.h"
 
 #ifndef USLAB_TOOL_VERSION
@@ -39,7 +44,10 @@
 
 static const char usage_text[] =
     "usage: uslab run [--debug=LETTERS[,GLOB...]] [--stats[=table|json]] [--leaks]\n"
-    "                 [--continue] [--preload=PATH] [--env NAME=VALUE ...] -- program [args...]\n"
+    "                 [--continue] [--classes=FILE] [--preload=PATH] [--env NAME=VALUE ...]\n"
+    "                 -- program [args...]\n"
+    "       uslab profile [-o FILE] [--max-classes=N] [--max-size=BYTES] [--preload=PATH]\n"
+    "                 -- program [args...]\n"
     "       uslab where [--preload=PATH]\n"
     "       uslab settings [--markdown]\n"
     "       uslab --help | help | --version\n";
@@ -54,6 +62,16 @@ static const char help_intro[] =
     "      LD_PRELOAD already set) and the USLAB_* variables the options ask for, then exec\n"
     "      it: the exit status and signals are the program's own. The program is looked\n"
     "      up in PATH. The '--' before the program is required.\n"
+    "  uslab profile [-o FILE] [--max-classes=N] [--max-size=BYTES] [--preload=PATH]\n"
+    "                -- program [args...]\n"
+    "      Run program under the preload library with USLAB_PROFILE set, so that every\n"
+    "      malloc-family request is counted by size (in the program and in the programs it\n"
+    "      runs), then write to FILE (default uslab-classes.txt) the table of at most N\n"
+    "      size classes (default 72, as many as the default table; at most 96) up to BYTES\n"
+    "      (default 32768) that wastes the fewest bytes on that program's requests, and\n"
+    "      print the waste of the default and of the fitted table. Use the file with\n"
+    "      uslab run --classes=FILE or USLAB_CLASSES=FILE. Exits with the program's status\n"
+    "      if it failed (the file is written all the same), else 0.\n"
     "  uslab where [--preload=PATH]\n"
     "      Print the path of the preload library uslab run would use.\n"
     "  uslab settings [--markdown]\n"
@@ -86,6 +104,8 @@ static const char help_options[] =
     "      allocation stack, largest first.\n"
     "  --continue\n"
     "      Set USLAB_DEBUG_CONTINUE=1: after a BUG report, continue instead of aborting.\n"
+    "  --classes=FILE\n"
+    "      Set USLAB_CLASSES=FILE: use the size classes of FILE (from uslab profile).\n"
     "  --preload=PATH\n"
     "      Use PATH as the preload library (see PRELOAD LIBRARY below).\n"
     "  --env NAME=VALUE, --env=NAME=VALUE\n"
@@ -465,6 +485,10 @@ static int cmd_run(int argc, char **argv)
             set_env("USLAB_LEAKS", "1");
         } else if (!strcmp(arg, "--continue")) {
             set_env("USLAB_DEBUG_CONTINUE", "1");
+        } else if ((v = option_value(argc, argv, &i, "--classes"))) {
+            if (!*v)
+                usage_error("--classes needs a file");
+            set_env("USLAB_CLASSES", v);
         } else if ((v = option_value(argc, argv, &i, "--preload"))) {
             if (!*v)
                 usage_error("--preload needs a path");
@@ -493,6 +517,170 @@ static int cmd_run(int argc, char **argv)
     return EXIT_NOEXEC;
 }
 
+/* ---- uslab profile ------------------------------------------------------------------------ */
+
+/* Reads every <dir>/profile.<pid> into *p (and removes it); how many files, or -1. */
+static int read_profiles(const char *dir, struct size_profile *p)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int files = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "profile.", 8) != 0)
+            continue;
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        static char text[1 << 20];
+        size_t len = fread(text, 1, sizeof text, f);
+        fclose(f);
+        const char *why = len == sizeof text ? "too long" : profile_parse(text, len, p);
+        if (why)
+            fprintf(stderr, "uslab profile: %s: %s; left out\n", path, why);
+        else
+            files++;
+        unlink(path);
+    }
+    closedir(d);
+    return files;
+}
+
+static int write_classes(const char *file, const size_t *sizes, unsigned n, char **prog,
+                         uint64_t requests, double waste_default, double waste_fit)
+{
+    FILE *f = fopen(file, "w");
+    if (!f) {
+        fprintf(stderr, "uslab profile: cannot write %s: %s\n", file, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "%s\n# written by uslab profile for:", USI_CLASSES_HEADER);
+    for (char **a = prog; *a; a++)
+        fprintf(f, " %s", *a);
+    fprintf(f, "\n# %llu requests in range; bytes wasted per request: default %.2f, these %.2f\n",
+            (unsigned long long)requests, requests ? waste_default / (double)requests : 0.0,
+            requests ? waste_fit / (double)requests : 0.0);
+    for (unsigned i = 0; i < n; i++)
+        fprintf(f, "%zu%s", sizes[i], i + 1 == n || i % 8 == 7 ? "\n" : " ");
+    if (fclose(f) != 0) {
+        fprintf(stderr, "uslab profile: cannot write %s: %s\n", file, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_profile(int argc, char **argv)
+{
+    const char *preload = NULL, *out = "uslab-classes.txt";
+    size_t max_size = 32768;
+    unsigned max_classes = 0;
+    int i;
+    for (i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *v;
+        if (!strcmp(arg, "--"))
+            break;
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            print_help(stdout);
+            exit(0);
+        } else if ((v = option_value(argc, argv, &i, "-o")) ||
+                   (v = option_value(argc, argv, &i, "--output"))) {
+            if (!*v)
+                usage_error("profile: -o needs a file");
+            out = v;
+        } else if ((v = option_value(argc, argv, &i, "--max-classes"))) {
+            char *end;
+            unsigned long n = strtoul(v, &end, 10);
+            if (*end || n < 1 || n > USI_CLASSES_MAX)
+                usage_error("--max-classes: want a number from 1 to %d, got '%s'", USI_CLASSES_MAX,
+                            v);
+            max_classes = (unsigned)n;
+        } else if ((v = option_value(argc, argv, &i, "--max-size"))) {
+            if (usi_settings_parse_size(v, &max_size) != 0 || max_size < 1024 ||
+                max_size > USI_CLASSES_MAX_SIZE || (max_size & (max_size - 1)) != 0)
+                usage_error("--max-size: want a power of two from 1024 to 65536, got '%s'", v);
+        } else if ((v = option_value(argc, argv, &i, "--preload"))) {
+            preload = v;
+        } else if (arg[0] == '-') {
+            usage_error("profile: unknown option '%s'", arg);
+        } else {
+            usage_error("profile: expected '--' before the program, got '%s'", arg);
+        }
+    }
+    if (i >= argc || !argv[i + 1] || !argv[i + 1][0])
+        usage_error("profile: missing '--' and a program");
+    char **prog = argv + i + 1;
+    size_t defaults[USI_CLASSES_MAX];
+    unsigned ndefault = usi_classes_default(max_size, defaults);
+    if (!max_classes)
+        max_classes = ndefault;
+
+    char lib[PATH_MAX];
+    if (!find_preload(preload, lib))
+        return 1;
+    const char *tmp = getenv("TMPDIR");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/uslab-profile.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "uslab profile: cannot make a directory %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    char prefix[PATH_MAX + 16];
+    snprintf(prefix, sizeof prefix, "%s/profile", dir);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "uslab profile: fork: %s\n", strerror(errno));
+        rmdir(dir);
+        return 1;
+    }
+    if (pid == 0) {
+        set_ld_preload(lib);
+        set_env("USLAB_PROFILE", prefix);
+        execvp(prog[0], prog);
+        fprintf(stderr, "uslab: cannot execute %s: %s\n", prog[0], strerror(errno));
+        _exit(EXIT_NOEXEC);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            fprintf(stderr, "uslab profile: waitpid: %s\n", strerror(errno));
+            return 1;
+        }
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    static struct size_profile prof;
+    int files = read_profiles(dir, &prof);
+    rmdir(dir);
+    uint64_t requests = profile_requests(&prof, max_size);
+    if (files <= 0 || requests == 0) {
+        fprintf(stderr, "uslab profile: %s made no request in the slab range (%d profiles)\n",
+                prog[0], files < 0 ? 0 : files);
+        return code ? code : 1;
+    }
+    size_t fitted[USI_CLASSES_MAX];
+    unsigned n = classes_fit(&prof, max_size, max_classes, fitted);
+    if (n == 0) {
+        fprintf(stderr, "uslab profile: %u classes cannot hold the powers of two up to %zu\n",
+                max_classes, max_size);
+        return EXIT_USAGE;
+    }
+    double wd = profile_waste(&prof, defaults, ndefault), wf = profile_waste(&prof, fitted, n);
+    if (write_classes(out, fitted, n, prog, requests, wd, wf) != 0)
+        return 1;
+    printf("uslab profile: %llu requests up to %zu bytes, %llu above (from %d process%s)\n",
+           (unsigned long long)requests, max_size, (unsigned long long)prof.above, files,
+           files == 1 ? "" : "es");
+    printf("  default classes (%u): %.2f bytes wasted per request\n", ndefault,
+           wd / (double)requests);
+    printf("  fitted classes  (%u): %.2f bytes wasted per request\n", n, wf / (double)requests);
+    printf("  written to %s (use: uslab run --classes=%s -- ...)\n", out, out);
+    if (code)
+        fprintf(stderr, "uslab profile: %s exited with status %d\n", prog[0], code);
+    return code;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -510,6 +698,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "where"))
         return cmd_where(argc - 2, argv + 2);
+    if (!strcmp(cmd, "profile"))
+        return cmd_profile(argc - 2, argv + 2);
     if (!strcmp(cmd, "settings"))
         return cmd_settings(argc - 2, argv + 2);
     usage_error("unknown command '%s'", cmd);

@@ -1,0 +1,92 @@
+#!/bin/sh
+# Tests of `uslab profile` and USLAB_CLASSES (issue 13, docs/design.md §8), one case each:
+#   profile_test.sh CASE USLAB_TOOL CLASSES_PROBE PRELOAD_LIB
+set -u
+case_name=$1 uslab=$2 probe=$3 lib=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL ($case_name): $*"; exit 1; }
+export USLAB_PRELOAD_LIB="$lib"
+unset USLAB_CLASSES USLAB_PROFILE
+
+# usable SIZE [env...]: malloc_usable_size(malloc(SIZE)) under the preload library
+usable() {
+    size=$1; shift
+    env "$@" LD_PRELOAD="$lib" "$probe" size "$size" 2>"$tmp/err"
+}
+
+case $case_name in
+fit)
+    # The probe asks for 40, 600 and 2100 bytes: the fitted table has 48, 608 and 2176,
+    # where the default classes are 48, 640 and 2304.
+    (cd "$tmp" && "$uslab" profile -- "$probe" work) >"$tmp/out" 2>&1 || fail "profile: $(cat "$tmp/out")"
+    grep -q "fitted classes" "$tmp/out" || fail "no summary: $(cat "$tmp/out")"
+    f=$tmp/uslab-classes.txt
+    [ "$(head -n 1 "$f")" = "uslab-classes 1" ] || fail "header: $(head -n 1 "$f")"
+    for s in 16 48 608 1024 2176 32768; do
+        tr ' ' '\n' <"$f" | grep -qx "$s" || fail "size $s not in $(cat "$f")"
+    done
+    [ "$(usable 600)" = 640 ] || fail "default 600 -> $(usable 600)"
+    [ "$(usable 2100)" = 2304 ] || fail "default 2100 -> $(usable 2100)"
+    [ "$(usable 600 USLAB_CLASSES="$f")" = 608 ] || fail "fitted 600 -> $(usable 600 USLAB_CLASSES="$f")"
+    [ "$(usable 2100 USLAB_CLASSES="$f")" = 2176 ] || fail "fitted 2100"
+    [ -s "$tmp/err" ] && fail "stderr with a good file: $(cat "$tmp/err")"
+    # uslab run --classes does the same
+    out=$("$uslab" run --classes="$f" -- "$probe" size 2100) || fail "run --classes"
+    [ "$out" = 2176 ] || fail "run --classes: 2100 -> $out"
+    # what the program did with the fitted classes: its blocks are sound
+    "$uslab" run --classes="$f" -- "$probe" work || fail "work with the fitted classes"
+    ;;
+processes)
+    # A fork child's requests are counted (shared counters), and a program started by the
+    # profiled one writes its own profile (the probe runs itself again: size 9000).
+    (cd "$tmp" && "$uslab" profile -o "$tmp/c.txt" -- "$probe" fork) >"$tmp/out" 2>&1 ||
+        fail "profile: $(cat "$tmp/out")"
+    tr ' ' '\n' <"$tmp/c.txt" | grep -qx 4736 || fail "the fork child's 4700 not fitted: $(cat "$tmp/c.txt")"
+    tr ' ' '\n' <"$tmp/c.txt" | grep -qx 9088 || fail "the started program's 9000 not fitted: $(cat "$tmp/c.txt")"
+    grep -q "from 2 processes" "$tmp/out" || fail "not two processes: $(cat "$tmp/out")"
+    ;;
+options)
+    (cd "$tmp" && "$uslab" profile -o "$tmp/m.txt" --max-classes 20 --max-size 8192 -- "$probe" work) \
+        >"$tmp/out" 2>&1 || fail "profile with options: $(cat "$tmp/out")"
+    n=$(grep -v '^#' "$tmp/m.txt" | tail -n +2 | wc -w)
+    [ "$n" -le 20 ] || fail "$n classes, wanted at most 20"
+    tr ' ' '\n' <"$tmp/m.txt" | grep -qx 8192 || fail "largest not 8192: $(cat "$tmp/m.txt")"
+    [ "$(usable 9000 USLAB_CLASSES="$tmp/m.txt")" -ge 9000 ] || fail "9000 above the largest class"
+    "$uslab" profile --max-classes 5 -- "$probe" work >"$tmp/out" 2>&1 && fail "5 classes accepted"
+    grep -q "cannot hold the powers of two" "$tmp/out" || fail "5 classes: $(cat "$tmp/out")"
+    "$uslab" profile --max-size 3000 -- "$probe" work >"$tmp/out" 2>&1 && fail "max-size 3000"
+    "$uslab" profile "$probe" >"$tmp/out" 2>&1
+    [ $? = 2 ] || fail "no -- accepted"
+    "$uslab" profile -- "$probe" bad >"$tmp/out" 2>&1
+    [ $? = 2 ] || fail "the program's failure is not the exit status: $(cat "$tmp/out")"
+    ;;
+bad_files)
+    # Each bad file: one clear message, the default classes, no crash.
+    printf 'uslab-classes 1\n16 32 48 64 128 256 512 1024\n' >"$tmp/ok"
+    printf 'uslab-classes 2\n16 32 64 128 256 512 1024\n' >"$tmp/version"
+    printf '16 32 64 128 256 512 1024\n' >"$tmp/noheader"
+    printf 'uslab-classes 1\n16 32 40 64 128 256 512 1024\n' >"$tmp/notmult"
+    printf 'uslab-classes 1\n16 32 64 128 256 512 1024 1100\n' >"$tmp/notmult128"
+    printf 'uslab-classes 1\n16 32 64 128 512 1024\n' >"$tmp/nopow"
+    printf 'uslab-classes 1\n16 64 32 128 256 512 1024\n' >"$tmp/order"
+    printf 'uslab-classes 1\n16 32 64 128 256 512\n' >"$tmp/small"
+    printf 'uslab-classes 1\n16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536 131072\n' >"$tmp/big"
+    printf 'uslab-classes 1\n16 32 64 x 128\n' >"$tmp/word"
+    : >"$tmp/empty"
+    { echo "uslab-classes 1"; i=0; while [ $i -lt 97 ]; do echo $((16 + 16 * i)); i=$((i + 1)); done; } >"$tmp/many"
+    { echo "uslab-classes 1"; i=0; while [ $i -lt 3000 ]; do echo "# padding line $i"; i=$((i + 1)); done; } >"$tmp/long"
+    [ "$(usable 600 USLAB_CLASSES="$tmp/ok")" = 1024 ] || fail "a good short file not used"
+    for f in version noheader notmult notmult128 nopow order small big word empty many long missing; do
+        got=$(usable 600 USLAB_CLASSES="$tmp/$f") || fail "$f: the program failed"
+        [ "$got" = 640 ] || fail "$f: 600 -> $got, not the default 640"
+        grep -q "^uslab: USLAB_CLASSES=$tmp/$f: .*; using the default classes" "$tmp/err" ||
+            fail "$f: message: $(cat "$tmp/err")"
+        [ "$(wc -l <"$tmp/err")" = 1 ] || fail "$f: more than one line: $(cat "$tmp/err")"
+    done
+    ;;
+*)
+    fail "unknown case"
+    ;;
+esac
+echo "ok ($case_name)"
