@@ -101,7 +101,7 @@ static struct {
     unsigned letters;
     char globs[256]; /* comma-separated, copied from the environment */
     int continue_after_report;
-    int leaks;
+    int leaks, leaks_json;
 } dbg;
 
 static size_t round_up(size_t x, size_t a)
@@ -117,7 +117,8 @@ void usi_debug_read_options(void)
     const char *globs;
     char bad = 0;
     dbg.continue_after_report = cont && cont[0] == '1';
-    dbg.leaks = leaks && leaks[0] == '1';
+    dbg.leaks_json = leaks && strcmp(leaks, "json") == 0;
+    dbg.leaks = (leaks && strcmp(leaks, "1") == 0) || dbg.leaks_json;
     /* Letters in either case, '-' ignored, none meaning FZPU; an unknown letter is skipped. */
     if (usi_settings_parse_debug(v, &dbg.letters, &globs, &bad) != 0)
         usi_report_warn("USLAB_DEBUG: unknown letter '%c' ignored", bad);
@@ -197,20 +198,29 @@ static void out(const char *fmt, ...)
         usi_os_write_err(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
-static void print_frame(const char *indent, void *pc)
+/* One frame as text: "function+0xoff (library)", "library+0xoff" or the address. */
+static void frame_text(void *pc, char *buf, size_t len)
 {
     Dl_info info;
     if (dladdr(pc, &info) && info.dli_fname) {
         const char *lib = strrchr(info.dli_fname, '/');
         lib = lib ? lib + 1 : info.dli_fname;
         if (info.dli_sname)
-            out("%s%s+0x%lx (%s)\n", indent, info.dli_sname,
-                (unsigned long)((char *)pc - (char *)info.dli_saddr), lib);
+            snprintf(buf, len, "%s+0x%lx (%s)", info.dli_sname,
+                     (unsigned long)((char *)pc - (char *)info.dli_saddr), lib);
         else
-            out("%s%s+0x%lx\n", indent, lib, (unsigned long)((char *)pc - (char *)info.dli_fbase));
+            snprintf(buf, len, "%s+0x%lx", lib,
+                     (unsigned long)((char *)pc - (char *)info.dli_fbase));
     } else {
-        out("%s%p\n", indent, pc);
+        snprintf(buf, len, "%p", pc);
     }
+}
+
+static void print_frame(const char *indent, void *pc)
+{
+    char text[512];
+    frame_text(pc, text, sizeof text);
+    out("%s%s\n", indent, text);
 }
 
 /* Whether pc is inside uslab's own shared object (its frames are noise in a report). */
@@ -223,12 +233,18 @@ static int own_frame(void *pc)
     return own_base && dladdr(pc, &info) && info.dli_fbase == own_base;
 }
 
-static void print_stack(void *const *stack, uint32_t depth)
+/* The first frame worth showing: uslab's own leading frames are skipped. */
+static uint32_t first_shown(void *const *stack, uint32_t depth)
 {
     uint32_t i = 0;
     while (i + 1 < depth && own_frame(stack[i]))
         i++;
-    for (; i < depth; i++)
+    return i;
+}
+
+static void print_stack(void *const *stack, uint32_t depth)
+{
+    for (uint32_t i = first_shown(stack, depth); i < depth; i++)
         print_frame("    ", stack[i]);
 }
 
@@ -395,6 +411,126 @@ void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot)
         out("TRACE %s free %p inuse=%u/%u\n", c->name, (void *)obj, s->inuse, c->nobjs);
 }
 
+/* ---- blocks of the system allocator (issue 16) --------------------------------------- */
+
+/*
+ * When debugging or leak reporting is on, every block the malloc front end gets from the
+ * system allocator (sizes above the slab range, large alignments, fallbacks) is recorded
+ * here with its size and allocation stack, so that leak reports list it and a pointer that
+ * is neither a slab block nor one of these is reported instead of handed to glibc.
+ * An open-addressing table keyed by address, in its own mapping; a freed block stays as a
+ * tombstone (state FREED: a second free is reported as such) until its slot is reused or
+ * the table is rebuilt, which keeps only live blocks. Under large.lock, a leaf lock: the
+ * malloc paths call in with no other uslab lock held, the leak report after its walk over
+ * the caches, the fork handlers first (design §6).
+ */
+enum { LARGE_EMPTY, LARGE_LIVE, LARGE_FREED };
+
+struct large_entry {
+    const void *p;
+    size_t size;
+    uint32_t state;
+    struct track alloc;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    struct large_entry *slots;
+    size_t cap, live, used; /* used: live + tombstones */
+} large = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static size_t large_hash(const void *p, size_t cap)
+{
+    return (size_t)(usi_mix64((uint64_t)(uintptr_t)p) & (cap - 1));
+}
+
+/* The slot of p, or of the empty slot where it would go. */
+static struct large_entry *large_find(const void *p)
+{
+    size_t i = large_hash(p, large.cap);
+    for (;; i = (i + 1) & (large.cap - 1))
+        if (large.slots[i].p == p || large.slots[i].state == LARGE_EMPTY)
+            return &large.slots[i];
+}
+
+/* Rebuilds the table with room for twice the live blocks (tombstones dropped); 0 or -1. */
+static int large_rebuild(void)
+{
+    size_t cap = 1024;
+    while (cap < 4 * (large.live + 1))
+        cap *= 2;
+    struct large_entry *slots = usi_os_map(cap * sizeof *slots);
+    if (!slots)
+        return -1;
+    struct large_entry *old = large.slots;
+    size_t old_cap = large.cap;
+    large.slots = slots;
+    large.cap = cap;
+    large.used = large.live;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].state == LARGE_LIVE)
+            *large_find(old[i].p) = old[i];
+    usi_os_unmap(old, old_cap * sizeof *old);
+    return 0;
+}
+
+void usi_debug_large_alloc(const void *p, size_t size)
+{
+    if (!p)
+        return;
+    usi_debug_capture();
+    usi_lock(&large.lock);
+    if ((large.used + 1) * 2 > large.cap && large_rebuild() != 0) {
+        usi_unlock(&large.lock); /* no memory for the table: the block goes untracked */
+        return;
+    }
+    struct large_entry *e = large_find(p);
+    if (e->state == LARGE_EMPTY)
+        large.used++;
+    if (e->state != LARGE_LIVE)
+        large.live++;
+    e->p = p;
+    e->size = size;
+    e->state = LARGE_LIVE;
+    record(&e->alloc);
+    usi_unlock(&large.lock);
+}
+
+int usi_debug_large_release(const void *p, int release, size_t *size)
+{
+    int r = 0;
+    usi_lock(&large.lock);
+    if (large.cap) {
+        struct large_entry *e = large_find(p);
+        if (e->state == LARGE_LIVE) {
+            r = 1;
+            *size = e->size;
+            if (release) {
+                e->state = LARGE_FREED;
+                large.live--;
+            }
+        } else if (e->state == LARGE_FREED) {
+            r = -1;
+            *size = e->size;
+        }
+    }
+    usi_unlock(&large.lock);
+    return r;
+}
+
+void usi_debug_prefork(void)
+{
+    usi_lock(&large.lock);
+}
+
+void usi_debug_postfork(int child)
+{
+    if (child)
+        pthread_mutex_init(&large.lock, NULL); /* as the pages lock: depth reset by os */
+    else
+        usi_unlock(&large.lock);
+}
+
 /* ---- leak report --------------------------------------------------------------------- */
 
 /* Live objects grouped by allocation stack; kept in memory mapped for the report. */
@@ -457,6 +593,48 @@ static void leak_scan_cache(struct uslab_cache *c, void *arg)
     usi_unlock(&c->lock);
 }
 
+/* A JSON string of text (quotes, backslashes and control characters escaped). */
+static void json_string(const char *text)
+{
+    char buf[600];
+    size_t k = 0;
+    buf[k++] = '"';
+    for (const char *c = text; *c && k + 8 < sizeof buf; c++) {
+        if (*c == '"' || *c == '\\') {
+            buf[k++] = '\\';
+            buf[k++] = *c;
+        } else if ((unsigned char)*c < 0x20) {
+            k += (size_t)snprintf(buf + k, sizeof buf - k, "\\u%04x", (unsigned char)*c);
+        } else {
+            buf[k++] = *c;
+        }
+    }
+    buf[k++] = '"';
+    usi_os_write_err(buf, k);
+}
+
+static void print_leaks_json(const struct leak_table *lt, size_t n)
+{
+    out("{\"uslab_leaks\": {\"objects\": %zu, \"bytes\": %zu, \"sites\": %zu, \"by_site\": [",
+        lt->objects, lt->bytes, n);
+    for (size_t i = 0; i < n; i++) {
+        const struct leak_group *g = &lt->groups[i];
+        out("%s\n  {\"bytes\": %zu, \"objects\": %zu, \"cache\": ", i ? "," : "", g->bytes,
+            g->count);
+        json_string(g->cache);
+        out(", \"stack\": [");
+        uint32_t f = first_shown(g->track->stack, g->track->depth);
+        for (uint32_t k = f; k < g->track->depth; k++) {
+            char text[512];
+            frame_text(g->track->stack[k], text, sizeof text);
+            out("%s", k > f ? ", " : "");
+            json_string(text);
+        }
+        out("]}");
+    }
+    out("]}}\n");
+}
+
 void usi_debug_leak_report(void);
 void usi_debug_leak_report(void)
 {
@@ -468,6 +646,11 @@ void usi_debug_leak_report(void)
         return;
     }
     usi_registry_for_each(leak_scan_cache, &lt);
+    /* The system allocator's blocks: the table stays locked while the report reads it. */
+    usi_lock(&large.lock);
+    for (size_t i = 0; i < large.cap; i++)
+        if (large.slots[i].state == LARGE_LIVE && lt.n < lt.cap / 2)
+            leak_add(&lt, "malloc (system allocator)", &large.slots[i].alloc, large.slots[i].size);
     /* Largest first: compact the table, then insertion sort (no allocation). */
     size_t n = 0;
     for (size_t i = 0; i < lt.cap; i++)
@@ -480,13 +663,18 @@ void usi_debug_leak_report(void)
             lt.groups[j] = lt.groups[j - 1];
         lt.groups[j] = g;
     }
-    out("uslab: leak report: %zu live objects, %zu bytes, from %zu allocation sites\n", lt.objects,
-        lt.bytes, n);
-    for (size_t i = 0; i < n; i++) {
-        out("LEAK: %zu bytes in %zu objects (%s), allocated from:\n", lt.groups[i].bytes,
-            lt.groups[i].count, lt.groups[i].cache);
-        print_stack(lt.groups[i].track->stack, lt.groups[i].track->depth);
+    if (dbg.leaks_json) {
+        print_leaks_json(&lt, n);
+    } else {
+        out("uslab: leak report: %zu live objects, %zu bytes, from %zu allocation sites\n",
+            lt.objects, lt.bytes, n);
+        for (size_t i = 0; i < n; i++) {
+            out("LEAK: %zu bytes in %zu objects (%s), allocated from:\n", lt.groups[i].bytes,
+                lt.groups[i].count, lt.groups[i].cache);
+            print_stack(lt.groups[i].track->stack, lt.groups[i].track->depth);
+        }
     }
+    usi_unlock(&large.lock);
     usi_os_unmap(lt.groups, bytes);
 }
 

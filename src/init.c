@@ -73,6 +73,7 @@ static void prefork(void)
     }
     fork_skipped &= ~bit;
     usi_os_prefork();
+    usi_debug_prefork();
     usi_registry_prefork();
     usi_tcache_prefork();
     usi_registry_prefork_caches();
@@ -93,6 +94,7 @@ static void postfork_parent(void)
     usi_pages_postfork(0);
     usi_registry_postfork(0);
     usi_tcache_postfork(0);
+    usi_debug_postfork(0);
     usi_os_postfork_parent();
 }
 
@@ -104,6 +106,7 @@ static void postfork_child(void)
     usi_pages_postfork(1);
     usi_registry_postfork(1);
     usi_tcache_postfork(1);
+    usi_debug_postfork(1);
     usi_purge_postfork_child();
     usi_tcache_adopt_orphans();
 }

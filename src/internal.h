@@ -381,6 +381,15 @@ void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj
 extern int usi_debug_enabled; /* some cache may have debugging */
 /* An invalid pointer, reported in BUG form when debugging is on: always aborts. */
 USI_NORETURN void usi_debug_bug(const char *cache, const char *what);
+/* Blocks of the system allocator, tracked while debugging (usi_debug_enabled): recorded
+ * with the caller's stack (no uslab lock held); looked up by free, realloc and
+ * malloc_usable_size: 1 and *size for a live block (marked freed if `release`), -1 and
+ * *size for a freed one, 0 for an address never recorded. Leak reports list live ones. */
+void usi_debug_large_alloc(const void *p, size_t size);
+int usi_debug_large_release(const void *p, int release, size_t *size);
+/* The tracking table's lock across fork (taken first, design §6). */
+void usi_debug_prefork(void);
+void usi_debug_postfork(int child);
 
 /* Valgrind client requests (USLAB_VALGRIND builds only; docs/design.md §9): an object is
  * marked allocated when it leaves uslab (HANDOUT) and freed when it comes back (TAKEBACK),

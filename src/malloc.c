@@ -50,6 +50,47 @@ static USI_COLD void check_other(const void *p, uintptr_t e, const char *fn)
                          p);
 }
 
+/* ---- blocks of the system allocator while debugging (issue 16) ------------------------- */
+
+/* With debugging or leak reports on (after a successful initialisation), every block taken
+ * from the system allocator is recorded by debug.c with its allocation stack: leak reports
+ * list it, and free, realloc and malloc_usable_size tell it from a pointer nobody handed
+ * out. With debugging off this is one predictable branch on slow paths only. */
+static inline int tracking_large(void)
+{
+    return USI_UNLIKELY(usi_debug_enabled) && usi_initialized > 0;
+}
+
+static void *sys_tracked(void *p, size_t size)
+{
+    if (tracking_large() && p)
+        usi_debug_large_alloc(p, size);
+    return p;
+}
+
+/* A pointer outside uslab's slabs given to fn: a live tracked block is fine (its size is
+ * returned; with `release` it is now freed); anything else is a BUG report with the
+ * caller's stack. */
+static size_t check_large(const void *p, const char *fn, int release)
+{
+    size_t size = 0;
+    int r = usi_debug_large_release(p, release, &size);
+    if (r > 0)
+        return size;
+    char what[200];
+    if (r < 0)
+        snprintf(what, sizeof what,
+                 "%s: %s(%p) of a block of %zu bytes from the system allocator, already freed",
+                 release && strcmp(fn, "free") == 0 ? "Double free" : "Use after free", fn, p,
+                 size);
+    else
+        snprintf(what, sizeof what,
+                 "Invalid pointer: %s(%p): not allocated by malloc (neither a slab block nor a "
+                 "block uslab took from the system allocator)",
+                 fn, p);
+    usi_debug_bug("malloc", what);
+}
+
 #ifdef USLAB_VALGRIND
 /* Marks a block allocated for memcheck if it is a slab block (glibc's are tracked by
  * valgrind's own malloc). */
@@ -174,11 +215,12 @@ static USI_NOINLINE void *malloc_slow(size_t size)
     if (USI_UNLIKELY(usi_options.profile))
         profile_record(size);
     if (size > usi_options.max_slab_size)
-        return usi_sys_malloc(size);
+        return sys_tracked(usi_sys_malloc(size), size);
     unsigned id =
         size <= USI_SMALL_MAX ? usi_class_small[(size + 7) >> 3] : usi_sizeclass_of_large(size);
     void *p = class_alloc(id);
-    return USI_LIKELY(p != NULL) ? p : usi_sys_malloc(size); /* slabs full: glibc's */
+    /* slabs full: glibc's */
+    return USI_LIKELY(p != NULL) ? p : sys_tracked(usi_sys_malloc(size), size);
 }
 
 static inline struct usi_magpair *pair_at(struct usi_tcache *tc, unsigned offset)
@@ -288,6 +330,8 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
     if (!p)
         return;
     check_other(p, e, "free");
+    if (tracking_large())
+        check_large(p, "free", 1);
     usi_sys_free(p);
 }
 
@@ -325,6 +369,8 @@ static size_t usi_malloc_usable_size(void *p)
     if (is_class_id(e & USI_ID_MASK))
         return usi_class_caches[e & USI_ID_MASK].size;
     check_other(p, e, "malloc_usable_size");
+    if (tracking_large())
+        check_large(p, "malloc_usable_size", 0);
     return usi_sys_usable_size(p);
 }
 
@@ -338,7 +384,7 @@ static void *usi_calloc(size_t n, size_t size)
     if (total > usi_options.max_slab_size) {
         if (USI_UNLIKELY(usi_options.profile))
             profile_record(total);
-        return usi_sys_calloc(n, size);
+        return sys_tracked(usi_sys_calloc(n, size), total);
     }
     void *p = usi_malloc(total);
     if (p)
@@ -358,7 +404,14 @@ static void *usi_realloc(void *p, size_t size)
     uintptr_t id = e & USI_ID_MASK;
     if (!is_class_id(id)) {
         check_other(p, e, "realloc");
-        return usi_sys_realloc(p, size); /* a glibc block stays with glibc */
+        if (!tracking_large())
+            return usi_sys_realloc(p, size); /* a glibc block stays with glibc */
+        /* Released before glibc frees it, so that no other thread can be given the address
+         * while it is still recorded as live; recorded again if the realloc fails. */
+        size_t had = check_large(p, "realloc", 1);
+        void *q = usi_sys_realloc(p, size);
+        sys_tracked(q ? q : p, q ? size : had);
+        return q;
     }
     size_t have = usi_class_caches[id].size;
     if (size <= have) {
@@ -397,7 +450,7 @@ static void *aligned_impl(size_t align, size_t size)
         if (p)
             return p;
     }
-    return usi_sys_memalign(align, size);
+    return sys_tracked(usi_sys_memalign(align, size), size);
 }
 
 static int usi_posix_memalign(void **out, size_t align, size_t size)

@@ -62,9 +62,11 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                            "pay nothing"},
     [USI_SETTING_DEBUG_CONTINUE] = {"USLAB_DEBUG_CONTINUE", USI_SETTING_KIND_BOOL, 0, "0", 0, 1,
                                     "1: continue after a BUG report instead of aborting"},
-    [USI_SETTING_LEAKS] = {"USLAB_LEAKS", USI_SETTING_KIND_BOOL, 0, "0", 0, 1,
-                           "1: report the objects still allocated at exit, grouped by "
-                           "allocation stack, largest first (turns on `U` tracking)"},
+    [USI_SETTING_LEAKS] = {"USLAB_LEAKS", USI_SETTING_KIND_STATS, 0, "0", 0, 1,
+                           "`1`: report the blocks still allocated at exit (slab blocks and "
+                           "the system allocator's large ones), grouped by allocation stack, "
+                           "largest first, after a summary line; `json`: the same as JSON "
+                           "(turns on `U` tracking)"},
     [USI_SETTING_STATS] = {"USLAB_STATS", USI_SETTING_KIND_STATS, 0, "unset", 0, 0,
                            "`1`: a `slabinfo`-style table of every cache on stderr at exit; "
                            "`json`: the same as JSON"},

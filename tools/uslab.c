@@ -43,7 +43,7 @@
 #define EXIT_NOEXEC  127
 
 static const char usage_text[] =
-    "usage: uslab run [--debug=LETTERS[,GLOB...]] [--stats[=table|json]] [--leaks]\n"
+    "usage: uslab run [--debug=LETTERS[,GLOB...]] [--stats[=table|json]] [--leaks[=json]]\n"
     "                 [--continue] [--classes=FILE] [--preload=PATH] [--env NAME=VALUE ...]\n"
     "                 -- program [args...]\n"
     "       uslab profile [-o FILE] [--max-classes=N] [--max-size=BYTES] [--preload=PATH]\n"
@@ -100,8 +100,10 @@ static const char help_options[] =
     "  --stats=json\n"
     "      Set USLAB_STATS=json: print the statistics as JSON at exit.\n"
     "  --leaks\n"
-    "      Set USLAB_LEAKS=1: report objects still allocated at exit, grouped by\n"
+    "      Set USLAB_LEAKS=1: report blocks still allocated at exit, grouped by\n"
     "      allocation stack, largest first.\n"
+    "  --leaks=json\n"
+    "      Set USLAB_LEAKS=json: the same report as JSON, for tools.\n"
     "  --continue\n"
     "      Set USLAB_DEBUG_CONTINUE=1: after a BUG report, continue instead of aborting.\n"
     "  --classes=FILE\n"
@@ -483,6 +485,10 @@ static int cmd_run(int argc, char **argv)
             usage_error("--stats: unknown format '%s' (want table or json)", arg + 8);
         } else if (!strcmp(arg, "--leaks")) {
             set_env("USLAB_LEAKS", "1");
+        } else if (!strcmp(arg, "--leaks=json")) {
+            set_env("USLAB_LEAKS", "json");
+        } else if (!strncmp(arg, "--leaks=", 8)) {
+            usage_error("--leaks: unknown format '%s' (want json)", arg + 8);
         } else if (!strcmp(arg, "--continue")) {
             set_env("USLAB_DEBUG_CONTINUE", "1");
         } else if ((v = option_value(argc, argv, &i, "--classes"))) {

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * large_cases.c - blocks uslab takes from the system allocator, under debugging or leak
+ * reports (issue 16): they are tracked, so leak reports list them and a pointer that is
+ * neither a slab block nor one of them is reported. A plain program run under LD_PRELOAD;
+ * linked with -rdynamic so that the reports can name its functions.
+ *
+ *   leaks          leaks 100,000 bytes in leak_big_block and 100 in leak_small_block
+ *   foreign        free() of a 16-aligned address in a static array, from foreign_free_site
+ *   usable         malloc_usable_size() of the same
+ *   double_free    frees a 50,000-byte block twice
+ *   realloc_after  realloc() of a freed 50,000-byte block
+ *   ok             large blocks made, grown, shrunk and freed in four threads and a fork
+ *                  child: nothing is reported, nothing leaks
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+size_t malloc_usable_size(void *p);
+void leak_big_block(void);
+void leak_small_block(void);
+void foreign_free_site(void);
+void *volatile sink;
+static char arena[4096] __attribute__((aligned(64)));
+
+__attribute__((noinline)) void leak_big_block(void)
+{
+    char *p = malloc(100000);
+    memset(p, 1, 100000);
+    sink = p;
+}
+
+__attribute__((noinline)) void leak_small_block(void)
+{
+    char *p = malloc(100);
+    memset(p, 2, 100);
+    sink = p;
+}
+
+__attribute__((noinline)) void foreign_free_site(void)
+{
+    char *volatile p = arena + 64;
+    free(p);
+}
+
+static void *churn(void *arg)
+{
+    unsigned seed = (unsigned)(size_t)arg;
+    void *held[16] = {0};
+    for (int i = 0; i < 4000; i++) {
+        int k = (int)(rand_r(&seed) % 16);
+        size_t n = 40000 + rand_r(&seed) % 200000;
+        switch (rand_r(&seed) % 4) {
+        case 0:
+            free(held[k]);
+            held[k] = malloc(n);
+            break;
+        case 1:
+            held[k] = realloc(held[k], n);
+            break;
+        case 2:
+            if (held[k] && malloc_usable_size(held[k]) < 40000)
+                return (void *)1;
+            break;
+        default:
+            free(held[k]);
+            held[k] = calloc(1, n);
+        }
+        if (held[k])
+            memset(held[k], i, 64);
+    }
+    for (int k = 0; k < 16; k++)
+        free(held[k]);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    const char *c = argc > 1 ? argv[1] : "";
+    if (strcmp(c, "leaks") == 0) {
+        leak_big_block();
+        leak_small_block();
+        for (int i = 0; i < 50; i++) /* freed properly: not reported */
+            free(malloc(70000 + (size_t)i));
+    } else if (strcmp(c, "foreign") == 0) {
+        foreign_free_site();
+    } else if (strcmp(c, "usable") == 0) {
+        printf("%zu\n", malloc_usable_size(arena + 128));
+    } else if (strcmp(c, "double_free") == 0) {
+        void *volatile p = malloc(50000);
+        free(p);
+        free(p);
+    } else if (strcmp(c, "realloc_after") == 0) {
+        void *volatile p = malloc(50000);
+        free(p);
+        sink = realloc(p, 60000);
+    } else if (strcmp(c, "ok") == 0) {
+        pthread_t t[4];
+        for (int i = 0; i < 4; i++)
+            pthread_create(&t[i], NULL, churn, (void *)(size_t)(i + 1));
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(churn((void *)99) != NULL);
+        for (int i = 0; i < 4; i++) {
+            void *r;
+            pthread_join(t[i], &r);
+            if (r)
+                return 1;
+        }
+        int status;
+        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            return 1;
+    } else {
+        fprintf(stderr, "large_cases: unknown case '%s'\n", c);
+        return 2;
+    }
+    printf("done\n");
+    return 0;
+}
