@@ -248,6 +248,12 @@ void usi_os_prefork(void);
 void usi_os_postfork_parent(void);
 /* glibc's __libc_single_threaded: no other thread was ever started. */
 int usi_os_single_threaded(void);
+/* Registers fork handlers with the C library: returns 0 or an errno value. The preload
+ * library defines __register_atfork itself (init.c, design §7); this reaches glibc's, found
+ * by dlsym(RTLD_NEXT) at the first call, which must come after initialisation (dlsym may
+ * allocate). libuslab uses pthread_atfork, under its own handle (`dso` is unused). */
+int usi_os_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                           void *dso);
 #ifdef USLAB_FAULT_INJECTION
 /* Test builds only (design §2): makes the os layer's mmap, mprotect, madvise and munmap
  * fail at random. spec: "rate[,seed[,calls]]" as USLAB_FAULTS, or NULL: no more faults.
