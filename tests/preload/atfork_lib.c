@@ -15,6 +15,7 @@
  */
 #include "atfork_lib.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,7 @@
 static unsigned long prepared, parented;
 static int in_child;        /* set by the child handler: never set in the parent */
 static void *child_block;   /* allocated by the child handler, for the child to use */
-static int registered = -1; /* pthread_atfork's answer */
+static int registered = -1; /* pthread_atfork's answer; -2: it changed errno */
 
 /* Allocates a few sizes (small, medium, one handed to the system allocator), writes them
  * and frees them; returns 0 if all went well. */
@@ -76,7 +77,11 @@ static void child(void)
 
 __attribute__((constructor)) static void register_handlers(void)
 {
+    /* pthread_atfork leaves errno alone, also where it initialises the allocator. */
+    errno = 4321;
     registered = pthread_atfork(prepare, parent, child);
+    if (registered == 0 && errno != 4321)
+        registered = -2;
 }
 
 /* For the program (atfork_lib.h). */

@@ -3,7 +3,8 @@
 #ifndef ATFORK_LIB_H
 #define ATFORK_LIB_H
 
-int atfork_lib_registered(void);         /* pthread_atfork's answer in the constructor */
+/* pthread_atfork's answer in the constructor; -2: it returned 0 but changed errno */
+int atfork_lib_registered(void);
 unsigned long atfork_lib_prepared(void); /* how often prepare ran in this process */
 unsigned long atfork_lib_parented(void); /* how often parent ran in this process */
 int atfork_lib_in_child(void);           /* whether the child handler ran (we are a child) */

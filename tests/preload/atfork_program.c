@@ -205,7 +205,7 @@ static void check_counts(const struct lib *l, const char *what, unsigned long fo
 static int forks(void)
 {
     if (linked.registered() != 0)
-        FAIL("the library's pthread_atfork failed");
+        FAIL("the library's pthread_atfork failed (%d)", linked.registered());
     cur_lib = &linked;
     unsigned long n = fork_round();
     check_counts(&linked, "linked library", n);
@@ -230,7 +230,7 @@ static int dlopened(const char *path)
     if (!m.registered || !m.prepared || !m.parented || !m.in_child || !m.child_block || !m.shape)
         FAIL("%s: missing a symbol", path);
     if (m.registered() != 0)
-        FAIL("the module's pthread_atfork failed");
+        FAIL("the module's pthread_atfork failed (%d)", m.registered());
     cur_lib = &linked;
     cur_more = &m;
     unsigned long n = fork_round();
