@@ -124,9 +124,13 @@ static void register_fork_handlers(void)
 {
     if (__atomic_load_n(&fork_handlers_registered, __ATOMIC_ACQUIRE))
         return;
+    /* Not under the lock: a thread in dlopen holds the dynamic linker's lock that dlsym
+     * takes, and may come here from a constructor that registers handlers. */
+    int err = usi_os_find_atfork();
     usi_lock(&fork_handlers_lock);
     if (!fork_handlers_registered) {
-        int err = usi_os_register_atfork(prefork, postfork_parent, postfork_child, NULL);
+        if (!err)
+            err = usi_os_register_atfork(prefork, postfork_parent, postfork_child, NULL);
         if (err)
             usi_report_fatal("cannot register the fork handlers (error %d)", err);
         __atomic_store_n(&fork_handlers_registered, 1, __ATOMIC_RELEASE);

@@ -441,21 +441,34 @@ void usi_os_postfork_child(void)
 typedef int (*register_atfork_fn)(void (*)(void), void (*)(void), void (*)(void), void *);
 static register_atfork_fn real_register_atfork;
 
+int usi_os_find_atfork(void)
+{
+    if (__atomic_load_n(&real_register_atfork, __ATOMIC_ACQUIRE))
+        return 0;
+    /* dlsym takes the dynamic linker's lock. glibc 2.34 and later allocate in it only for
+     * an error message, older ones once per thread: that goes to malloc, which is ready by
+     * now (uslab's, or glibc's where uslab stepped aside). */
+    register_atfork_fn f = (register_atfork_fn)(uintptr_t)dlsym(RTLD_NEXT, "__register_atfork");
+    if (!f)
+        return ENOSYS;
+    __atomic_store_n(&real_register_atfork, f, __ATOMIC_RELEASE);
+    return 0;
+}
+
 int usi_os_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
                            void *dso)
 {
-    register_atfork_fn f = __atomic_load_n(&real_register_atfork, __ATOMIC_ACQUIRE);
-    if (!f) {
-        /* glibc 2.34 and later allocate in dlsym only for an error message; older ones
-         * once per thread. Either goes to uslab's malloc, which is ready by now. */
-        f = (register_atfork_fn)(uintptr_t)dlsym(RTLD_NEXT, "__register_atfork");
-        if (!f)
-            return ENOSYS;
-        __atomic_store_n(&real_register_atfork, f, __ATOMIC_RELEASE);
-    }
-    return f(prepare, parent, child, dso);
+    int err = usi_os_find_atfork();
+    if (err)
+        return err;
+    return __atomic_load_n(&real_register_atfork, __ATOMIC_ACQUIRE)(prepare, parent, child, dso);
 }
 #else
+int usi_os_find_atfork(void)
+{
+    return 0;
+}
+
 int usi_os_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
                            void *dso)
 {
