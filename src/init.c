@@ -5,8 +5,9 @@
  * Initialisation may be reached from the first malloc of the process, before any
  * constructor of ours ran, from any thread. It only maps memory and fills static tables:
  * it never allocates and never calls a function a preloaded library could interpose on
- * the way to malloc. pthread_atfork is registered once, after uslab is usable, because
- * glibc may allocate while registering.
+ * the way to malloc. The fork handlers are registered once, after uslab is usable, because
+ * glibc may allocate while registering. The preload library interposes glibc's
+ * __register_atfork so that its handlers are the first registered, whoever registers first.
  *
  * This file sits above the thread cache and below the public APIs (cache.c, malloc.c):
  * it assembles the layers below, sets up every cache descriptor (usi_init_cache) and holds
@@ -111,6 +112,56 @@ static void postfork_child(void)
     usi_tcache_adopt_orphans();
 }
 
+/*
+ * uslab's fork handlers must be the first in glibc's list: prepare handlers run in reverse
+ * order of registration, child and parent handlers in order, so the first registered takes
+ * uslab's locks after every other prepare handler ran (which may allocate) and releases
+ * them before every other child or parent handler runs (design §7). Registered once, with
+ * no uslab lock held (registration may allocate), and with no owner (dso NULL): dlclose
+ * and the exit-time __cxa_finalize remove handlers by their owner, and uslab's stay.
+ */
+static int fork_handlers_registered;
+static pthread_mutex_t fork_handlers_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void register_fork_handlers(void)
+{
+    if (__atomic_load_n(&fork_handlers_registered, __ATOMIC_ACQUIRE))
+        return;
+    /* Not under the lock: a thread in dlopen holds the dynamic linker's lock that dlsym
+     * takes, and may come here from a constructor that registers handlers. */
+    int err = usi_os_find_atfork();
+    usi_lock(&fork_handlers_lock);
+    if (!fork_handlers_registered) {
+        if (!err)
+            err = usi_os_register_atfork(prefork, postfork_parent, postfork_child, NULL);
+        if (err)
+            usi_report_fatal("cannot register the fork handlers (error %d)", err);
+        __atomic_store_n(&fork_handlers_registered, 1, __ATOMIC_RELEASE);
+    }
+    usi_unlock(&fork_handlers_lock);
+}
+
+#ifdef USLAB_PRELOAD
+/*
+ * glibc's pthread_atfork is a small function of libc_nonshared.a, linked into each program
+ * and library that calls it, which calls __register_atfork (exported by libc.so.6) through
+ * the PLT with the caller's DSO handle. Defined here, in the preload library, it sees every
+ * registration: from the program, from a DT_NEEDED library's constructor that runs before
+ * uslab's own constructor and before any malloc, from a library dlopened later. Whatever
+ * comes first, uslab initialises (as its first malloc would) and registers its handlers
+ * before passing the registration on, so theirs come after uslab's in glibc's list.
+ * If uslab stepped aside (no reservation), it holds no lock and needs no handler.
+ */
+__attribute__((visibility("default"))) int
+__register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso);
+int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso)
+{
+    if (usi_ensure_init() == 0)
+        register_fork_handlers();
+    return usi_os_register_atfork(prepare, parent, child, dso);
+}
+#endif
+
 int usi_init_slow(void)
 {
     int state = __atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE);
@@ -146,7 +197,7 @@ int usi_init_slow(void)
     usi_purge_set_pass(usi_reclaim_pass);
     __atomic_store_n(&usi_initialized, 1, __ATOMIC_RELEASE);
     usi_unlock(&init_lock);
-    pthread_atfork(prefork, postfork_parent, postfork_child);
+    register_fork_handlers();
     usi_debug_after_init();
     return 0;
 }

@@ -256,6 +256,15 @@ void usi_os_prefork(void);
 void usi_os_postfork_parent(void);
 /* glibc's __libc_single_threaded: no other thread was ever started. */
 int usi_os_single_threaded(void);
+/* Registers fork handlers with the C library: returns 0 or an errno value. The preload
+ * library defines __register_atfork itself (init.c, design §7); this reaches glibc's, which
+ * usi_os_find_atfork looks up (dlsym(RTLD_NEXT), once: 0, or ENOSYS if there is none); call
+ * that first, after initialisation (dlsym may allocate) and with no uslab lock held (dlsym
+ * takes the dynamic linker's lock). libuslab uses pthread_atfork, under its own handle
+ * (`dso` is unused), and finds nothing. */
+int usi_os_find_atfork(void);
+int usi_os_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                           void *dso);
 #ifdef USLAB_FAULT_INJECTION
 /* Test builds only (design §2): makes the os layer's mmap, mprotect, madvise and munmap
  * fail at random. spec: "rate[,seed[,calls]]" as USLAB_FAULTS, or NULL: no more faults.

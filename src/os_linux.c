@@ -2,12 +2,14 @@
 /*
  * os_linux.c - the os layer (docs/design.md §1): the only file that calls mmap, mprotect,
  * madvise or munmap, reads the environment or the clock, or calls the system allocator
- * (and knows glibc's chunk header). Nothing here allocates (but the system allocator) or
- * calls a function that a preloaded library could interpose on the way to malloc.
+ * (and knows glibc's chunk header) or registers fork handlers. Nothing here allocates (but
+ * the system allocator, and dlsym once initialisation is over) or calls a function that a
+ * preloaded library could interpose on the way to malloc.
  */
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -488,6 +490,49 @@ void usi_os_postfork_child(void)
     usi_lock_depth = 0; /* the locks held across fork were re-initialised, not released */
 #endif
 }
+
+#ifdef USLAB_PRELOAD
+/* glibc's __register_atfork, behind the preload library's own (design §7). Looked up by
+ * name, not bound by a versioned reference: the dynamic linker would bind that to the
+ * preload library's unversioned definition, which comes first in the global scope. */
+typedef int (*register_atfork_fn)(void (*)(void), void (*)(void), void (*)(void), void *);
+static register_atfork_fn real_register_atfork;
+
+int usi_os_find_atfork(void)
+{
+    if (__atomic_load_n(&real_register_atfork, __ATOMIC_ACQUIRE))
+        return 0;
+    /* dlsym takes the dynamic linker's lock. glibc 2.34 and later allocate in it only for
+     * an error message, older ones once per thread: that goes to malloc, which is ready by
+     * now (uslab's, or glibc's where uslab stepped aside). */
+    register_atfork_fn f = (register_atfork_fn)(uintptr_t)dlsym(RTLD_NEXT, "__register_atfork");
+    if (!f)
+        return ENOSYS;
+    __atomic_store_n(&real_register_atfork, f, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int usi_os_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                           void *dso)
+{
+    int err = usi_os_find_atfork();
+    if (err)
+        return err;
+    return __atomic_load_n(&real_register_atfork, __ATOMIC_ACQUIRE)(prepare, parent, child, dso);
+}
+#else
+int usi_os_find_atfork(void)
+{
+    return 0;
+}
+
+int usi_os_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                           void *dso)
+{
+    (void)dso;
+    return pthread_atfork(prepare, parent, child);
+}
+#endif
 
 /* ---- the system allocator ------------------------------------------------------------ */
 
