@@ -272,8 +272,14 @@ size_t usi_sys_usable_size(const void *p);
 
 /* Prints "uslab: <message>\n" to stderr and aborts. */
 USI_NORETURN void usi_report_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Prints "uslab: <message>\n" to stderr. */
+/* Prints "uslab: <message>\n" to stderr: for misuse, and for what a USLAB_* setting asked
+ * about (a bad value of that setting). */
 void usi_report_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, only when usi_report_verbose is set: for what uslab copes with on its own and
+ * the program need not hear about (slabs disabled, a span abandoned, no purger thread). A
+ * guest writes nothing to its host's stderr unless asked (USLAB_DEBUG or USLAB_STATS). */
+void usi_report_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern int usi_report_verbose; /* set at initialisation (init.c) */
 /* A failed USI_ASSERT: "uslab: assertion failed: <expr> (file:line)", then abort. */
 USI_NORETURN USI_COLD void usi_report_assert(const char *expr, const char *file, int line);
 

@@ -384,7 +384,7 @@ void usi_pages_free_span(void *span, unsigned order, size_t guard)
         pages.abandoned += span_bytes(order);
         usi_unlock(&pages.lock);
         if (first)
-            usi_report_warn("span %p (%zu KiB) could not be purged, replaced or zeroed; its "
+            usi_report_note("span %p (%zu KiB) could not be purged, replaced or zeroed; its "
                             "address space is abandoned",
                             span, span_bytes(order) >> 10);
         return;
