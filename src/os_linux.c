@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/single_threaded.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -281,6 +282,26 @@ int usi_os_is_mapped(const void *addr, size_t size)
     return 1;
 }
 
+int usi_os_locks_future(void)
+{
+    /* Under mlockall(MCL_FUTURE) (without MCL_ONFAULT) the kernel makes a new read/write
+     * mapping present at once; otherwise a page never touched is not. A failed probe says
+     * yes: the caller tries again later. */
+    unsigned char vec[1] = {0};
+    void *p = mmap(NULL, USI_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return 1;
+    int locked = mincore(p, USI_PAGE_SIZE, vec) != 0 || (vec[0] & 1);
+    munmap(p, USI_PAGE_SIZE);
+    return locked;
+}
+
+int usi_os_mlockall(int flags)
+{
+    /* The system call itself: the preload library defines mlockall (override.c). */
+    return (int)syscall(SYS_mlockall, flags);
+}
+
 int usi_os_guard(void *addr, size_t size)
 {
     return mprotect(addr, size, PROT_NONE);
@@ -349,7 +370,7 @@ void *usi_os_map_zero_ro(size_t size)
 
 void usi_os_unmap(void *addr, size_t size)
 {
-    if (addr)
+    if (addr && size)
         munmap(addr, size);
 }
 
