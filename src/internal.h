@@ -225,8 +225,8 @@ int usi_os_replace(void *addr, size_t size);
 int usi_os_map_at(void *addr, size_t size);
 /* 1 if every page of the range is mapped (mincore; no side effect), else 0. */
 int usi_os_is_mapped(const void *addr, size_t size);
-/* 1 if the process locks its new mappings (mlockall(MCL_FUTURE) in force: a fresh page is
- * present at once), else 0. */
+/* 1 if the process locks its new mappings (mlockall(MCL_FUTURE) in force: MADV_DONTNEED
+ * fails on a fresh page), else 0. errno may change. */
 int usi_os_locks_future(void);
 /* The mlockall system call (0, or -1 with errno). */
 int usi_os_mlockall(int flags);

@@ -284,14 +284,13 @@ int usi_os_is_mapped(const void *addr, size_t size)
 
 int usi_os_locks_future(void)
 {
-    /* Under mlockall(MCL_FUTURE) (without MCL_ONFAULT) the kernel makes a new read/write
-     * mapping present at once; otherwise a page never touched is not. A failed probe says
-     * yes: the caller tries again later. */
-    unsigned char vec[1] = {0};
+    /* Under mlockall(MCL_FUTURE) (with or without MCL_ONFAULT) a new mapping is locked, and
+     * MADV_DONTNEED fails on locked pages (EINVAL). Only memory system calls, as sandboxes
+     * allow. A failed probe says yes: the caller tries again later. */
     void *p = mmap(NULL, USI_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return 1;
-    int locked = mincore(p, USI_PAGE_SIZE, vec) != 0 || (vec[0] & 1);
+    int locked = madvise(p, USI_PAGE_SIZE, MADV_DONTNEED) != 0;
     munmap(p, USI_PAGE_SIZE);
     return locked;
 }

@@ -280,6 +280,7 @@ void usi_pages_try_tags(void)
 {
     if (usi_pages_have_tags() || !usi_pagemap.nunits)
         return;
+    int saved_errno = errno; /* called from free, which leaves errno alone */
     usi_lock(&pages.lock);
     /* Not while the process locks its future mappings (mlockall(MCL_FUTURE)): the kernel
      * would make all 4 GiB of it present, zero page by zero page (design §2). */
@@ -304,6 +305,7 @@ void usi_pages_try_tags(void)
         }
     }
     usi_unlock(&pages.lock);
+    errno = saved_errno;
 }
 
 void usi_pages_before_mlockall(int flags)

@@ -13,7 +13,9 @@
  *                        aligned_alloc and free calls with at most 1500 live blocks, every
  *                        block's contents checked. Prints VmSize/VmLck/VmRSS before and after.
  *                        Under uslab, small blocks must still come from its slabs at the end.
- *   mlock_small EARLY cap  the same, keeping CAP_IPC_LOCK and the limit (measurements only).
+ *   mlock_small EARLY cap  the same, keeping CAP_IPC_LOCK and the limit (needs root); the
+ *                        address space must stay small: no 4 GiB tag table is mapped while
+ *                        MCL_FUTURE is in force (the kernel would make all of it present).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -164,6 +166,9 @@ int main(int argc, char **argv)
             free(blk[i]);
         }
     show("after churn");
+    if (keep_cap && status_kb("VmSize") > 256 * 1024)
+        FAIL("VmSize %ld kB after the churn under MCL_FUTURE: a 4 GiB table was mapped and locked",
+             status_kb("VmSize"));
     /* uslab kept serving from its slabs (a 20-byte block is in the 32-byte class; glibc's
      * chunk holds 24), rather than stepping aside. */
     if (dlsym(RTLD_DEFAULT, "uslab_malloc_usable_size")) {
