@@ -191,8 +191,7 @@ USLAB_API void *uslab_calloc(size_t n, size_t size);   /* overflow: NULL, ENOMEM
 USLAB_API void *uslab_realloc(void *ptr, size_t size); /* keeps the block in place
                                                         * while its class fits */
 USLAB_API void *uslab_reallocarray(void *ptr, size_t n, size_t size);
-USLAB_API void *uslab_aligned_alloc(size_t align, size_t size); /* align: power of two, else
-                                                                 * NULL + EINVAL */
+USLAB_API void *uslab_aligned_alloc(size_t align, size_t size); /* as memalign (glibc 2.36) */
 USLAB_API int
 uslab_posix_memalign(void **out, size_t align,
                      size_t size);                         /* EINVAL unless

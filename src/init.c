@@ -175,14 +175,15 @@ int usi_init_slow(void)
     }
     usi_options_read();
     usi_debug_read_options();
+    /* Notes only when asked for: a guest does not write to its host's stderr. */
+    __atomic_store_n(&usi_report_verbose, usi_debug_enabled || usi_os_getenv("USLAB_STATS"),
+                     __ATOMIC_RELAXED);
     if (usi_pages_init() != 0) {
         __atomic_store_n(&usi_initialized, -1, __ATOMIC_RELEASE);
         usi_unlock(&init_lock);
         errno = saved;
-        /* Said only when asked for: a guest does not write to its host's stderr. */
-        if (usi_debug_enabled || usi_os_getenv("USLAB_STATS"))
-            usi_report_warn("no room for the slab reservation (RLIMIT_AS?); slabs disabled, "
-                            "every call goes to the system allocator");
+        usi_report_note("no room for the slab reservation (RLIMIT_AS?); slabs disabled, "
+                        "every call goes to the system allocator");
         return -1;
     }
     usi_slab_secret = (uintptr_t)usi_os_random64(); /* keys first (docs/security.md) */

@@ -225,6 +225,11 @@ int usi_os_replace(void *addr, size_t size);
 int usi_os_map_at(void *addr, size_t size);
 /* 1 if every page of the range is mapped (mincore; no side effect), else 0. */
 int usi_os_is_mapped(const void *addr, size_t size);
+/* 1 if the process locks its new mappings (mlockall(MCL_FUTURE) in force: MADV_DONTNEED
+ * fails on a fresh page), else 0. errno may change. */
+int usi_os_locks_future(void);
+/* The mlockall system call (0, or -1 with errno). */
+int usi_os_mlockall(int flags);
 /* Makes read/write memory inaccessible again (PROT_NONE): a guard page. 0, or -1. */
 int usi_os_guard(void *addr, size_t size);
 /* Fresh zeroed read/write memory of size bytes (page multiple) with a PROT_NONE guard page
@@ -289,8 +294,14 @@ size_t usi_sys_usable_size(const void *p);
 
 /* Prints "uslab: <message>\n" to stderr and aborts. */
 USI_NORETURN void usi_report_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Prints "uslab: <message>\n" to stderr. */
+/* Prints "uslab: <message>\n" to stderr: for misuse, and for what a USLAB_* setting asked
+ * about (a bad value of that setting). */
 void usi_report_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, only when usi_report_verbose is set: for what uslab copes with on its own and
+ * the program need not hear about (slabs disabled, a span abandoned, no purger thread). A
+ * guest writes nothing to its host's stderr unless asked (USLAB_DEBUG or USLAB_STATS). */
+void usi_report_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern int usi_report_verbose; /* set at initialisation (init.c) */
 /* A failed USI_ASSERT: "uslab: assertion failed: <expr> (file:line)", then abort. */
 USI_NORETURN USI_COLD void usi_report_assert(const char *expr, const char *file, int line);
 
@@ -425,7 +436,8 @@ void usi_debug_postfork(int child);
 /* ------------------------------------------------------------------------------------ */
 
 /*
- * The page map: one word per 64 KiB unit of the reserved range [base, base + nunits*64K).
+ * The page map: one word per 64 KiB unit of the reserved range [base, base + nunits*64K);
+ * nunits grows with the reservation (design §2).
  * Written under the pages lock when a slab is created or released, read without a lock
  * (relaxed atomics): a pointer is ours iff it falls in the range and its entry is
  * non-zero. No value is ever read from the pages themselves.
@@ -440,7 +452,7 @@ void usi_debug_postfork(int child);
  */
 struct usi_pagemap {
     uintptr_t base; /* start of the reserved range, 8 MiB aligned */
-    size_t nunits;  /* units in the range; 0 before initialisation */
+    size_t nunits;  /* units reserved so far; 0 before initialisation */
     uintptr_t *map; /* nunits entries: (slab | cache id) or 0 */
     uint32_t *link; /* nunits entries: free-span list links (unit index + 1, 0 = end) */
     char *meta;     /* nunits records of USI_SLAB_META_BYTES: slab headers (slab.c) */
@@ -452,8 +464,8 @@ extern struct usi_pagemap usi_pagemap;
  * Slab metadata lives out of the spans (design §3, docs/security.md), so no linear overflow
  * of a user block reaches it: per 64 KiB unit, a header record and a bitmap of one bit per
  * 16 bytes. A slab of 2^k units uses the record of its first unit and the bitmaps of all
- * its units, which are contiguous. Both arrays are reserved PROT_NONE for the whole range
- * and made read/write together with the spans they describe (the bump pointer's commit),
+ * its units, which are contiguous. Both arrays are reserved PROT_NONE as far as the range
+ * is and made read/write together with the spans they describe (the bump pointer's commit),
  * so they cost memory only where slabs are and are never touched by mlockall elsewhere.
  */
 #define USI_SLAB_META_BYTES 128
@@ -512,8 +524,13 @@ static inline unsigned usi_unit_tag(const void *p)
 int usi_pages_init(void);
 /* Whether the unit-tag table exists. Until it does, every free takes the slow path. */
 int usi_pages_have_tags(void);
-/* Maps the unit-tag table if RLIMIT_AS leaves room for it (design §2); cold. */
+/* Maps the unit-tag table if RLIMIT_AS leaves room for it and the process does not lock
+ * its future mappings (design §2); cold. */
 void usi_pages_try_tags(void);
+/* Before mlockall(flags): with MCL_CURRENT, in a process that never had a second thread,
+ * unmaps the tag table (4 GiB that the kernel would count and make present); free then
+ * takes the page-map path, as before the table existed (design §2). */
+void usi_pages_before_mlockall(int flags);
 /* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero (fresh,
  * purged, or zeroed by hand where the purge failed: design §2). NULL (ENOMEM) when the
  * reservation is exhausted or the kernel refuses to commit more of it. */

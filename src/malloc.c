@@ -464,15 +464,6 @@ static int usi_posix_memalign(void **out, size_t align, size_t size)
     return 0;
 }
 
-static void *usi_aligned_alloc(size_t align, size_t size)
-{
-    if (align == 0 || (align & (align - 1)) != 0) {
-        errno = EINVAL;
-        return NULL;
-    }
-    return aligned_impl(align, size);
-}
-
 static void *usi_memalign(size_t align, size_t size)
 {
     /* glibc: a non-power-of-two alignment is rounded up to the next power of two; above
@@ -485,6 +476,13 @@ static void *usi_memalign(size_t align, size_t size)
     while (a < align)
         a *= 2;
     return aligned_impl(a, size);
+}
+
+/* glibc 2.36's aligned_alloc is memalign: an alignment that is 0 or not a power of two is
+ * rounded up, not refused (C11 leaves it undefined, C17 lets it fail; design §8). */
+static void *usi_aligned_alloc(size_t align, size_t size)
+{
+    return usi_memalign(align, size);
 }
 
 static void *usi_valloc(size_t size)

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/single_threaded.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -284,6 +285,25 @@ int usi_os_is_mapped(const void *addr, size_t size)
     return 1;
 }
 
+int usi_os_locks_future(void)
+{
+    /* Under mlockall(MCL_FUTURE) (with or without MCL_ONFAULT) a new mapping is locked, and
+     * MADV_DONTNEED fails on locked pages (EINVAL). Only memory system calls, as sandboxes
+     * allow. A failed probe says yes: the caller tries again later. */
+    void *p = mmap(NULL, USI_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return 1;
+    int locked = madvise(p, USI_PAGE_SIZE, MADV_DONTNEED) != 0;
+    munmap(p, USI_PAGE_SIZE);
+    return locked;
+}
+
+int usi_os_mlockall(int flags)
+{
+    /* The system call itself: the preload library defines mlockall (override.c). */
+    return (int)syscall(SYS_mlockall, flags);
+}
+
 int usi_os_guard(void *addr, size_t size)
 {
     return mprotect(addr, size, PROT_NONE);
@@ -352,7 +372,7 @@ void *usi_os_map_zero_ro(size_t size)
 
 void usi_os_unmap(void *addr, size_t size)
 {
-    if (addr)
+    if (addr && size)
         munmap(addr, size);
 }
 

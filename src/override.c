@@ -2,7 +2,8 @@
 /*
  * override.c - the C++ operator new/delete family for libuslab-preload (docs/design.md §8),
  * written in C under their Itanium-ABI names so the preload library needs no C++ runtime.
- * The malloc family itself is exported from malloc.c.
+ * The malloc family itself is exported from malloc.c. Also mlockall, which must not lock
+ * (nor, without CAP_IPC_LOCK, count) uslab's 4 GiB unit-tag table (design §2).
  *
  * A throwing operator new that cannot allocate calls the installed new_handler and retries,
  * as the standard asks; with no handler it throws std::bad_alloc through libstdc++'s
@@ -187,4 +188,12 @@ EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t
 {
     (void)a, (void)t;
     usi_free_for_delete(p);
+}
+
+/* mlockall: the tag table goes first where that is safe (usi_pages_before_mlockall); no
+ * new one is mapped while MCL_FUTURE is in force (usi_pages_try_tags). */
+__attribute__((visibility("default"))) int mlockall(int flags)
+{
+    usi_pages_before_mlockall(flags);
+    return usi_os_mlockall(flags);
 }

@@ -15,8 +15,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
-#define CHUNK ((size_t)4 << 20) /* commit granularity (mprotect calls) */
 #define NTAGS ((size_t)1 << (USI_ADDRESS_BITS - USI_UNIT_SHIFT))
 
 /* Until the tag table exists, the mask is 0 and every lookup reads this one tag: 0. */
@@ -33,15 +33,14 @@ static struct {
     uintptr_t bump;                      /* next never-used address */
     uintptr_t committed;                 /* [base, committed) is read/write */
     uintptr_t end;                       /* [base, end) is reserved now; it grows up to max_end */
-    uintptr_t max_end;                   /* the range the page map covers */
+    uintptr_t max_end;                   /* the end of the hole found for the range */
     uint32_t free_head[USI_SPAN_ORDERS]; /* unit index + 1 of the first free span; 0: none */
     /* Free spans that could not be purged and were zeroed by hand (span_discard): they read
      * as zero but hold memory, so they are reused first and purged again once a purge works. */
     uint32_t resident_head[USI_SPAN_ORDERS];
     size_t nresident;  /* spans on the resident lists */
     size_t reserved;   /* end - base (also read without the lock, for reports) */
-    size_t side_bytes; /* side arrays mapped or reserved: map, link, tags for the whole
-                          range; slab headers and bitmaps as far as the reservation */
+    size_t side_bytes; /* side arrays mapped or reserved (as far as the reservation) */
     size_t abandoned;  /* bytes of spans that could not be made zero again (free_span) */
 } pages = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -56,24 +55,42 @@ static inline uint32_t unit_of(uintptr_t addr)
 }
 
 /*
- * The address-space budget (design §2). RLIMIT_AS counts every mapping, PROT_NONE too, so
- * uslab's own mappings grow with use: at first only INITIAL_RESERVE of the range is
- * reserved and there is no tag table; the reservation grows in place (doubling, with
- * MAP_FIXED_NOREPLACE right after its end, in the hole found at initialisation) when the
- * bump pointer reaches its end, and the tag table is mapped once frees show the program
- * uses slabs (usi_pages_try_tags). Under a finite RLIMIT_AS, as read at each step, uslab's
- * mappings stay within a quarter of it, so the system allocator keeps three quarters; the
- * tag table (4 GiB) only when that leaves room for it twice. Below the smallest useful
- * reservation uslab steps aside: the caller disables slabs.
+ * The address-space budget (design §2). RLIMIT_AS and mlockall's RLIMIT_MEMLOCK check count
+ * every mapping, PROT_NONE too, so uslab's own mappings grow with use: at first only
+ * INITIAL_RESERVE of the range is reserved, with side arrays for just that, and there is
+ * no tag table; the reservation and every side array grow in place (doubling, with
+ * MAP_FIXED_NOREPLACE right after their ends, in the holes found at initialisation) when
+ * the bump pointer reaches the end, and the tag table is mapped once frees show the
+ * program uses slabs (usi_pages_try_tags). Under a finite RLIMIT_AS, as read at each step,
+ * uslab's mappings stay within a quarter of it, so the system allocator keeps three
+ * quarters; the tag table (4 GiB) only when that leaves room for it twice. Below room for
+ * MIN_RESERVE at start-up uslab steps aside: the caller disables slabs.
  */
-#define BUDGET_SHARE       4                  /* of RLIMIT_AS */
-#define MIN_RESERVE        ((size_t)64 << 20) /* eight largest spans */
-#define INITIAL_RESERVE    ((size_t)64 << 20)
-#define SIDE_PER_UNIT      (sizeof(uintptr_t) + sizeof(uint32_t) + sizeof(uint16_t))
-#define SLAB_META_PER_UNIT (USI_SLAB_META_BYTES + USI_SLAB_BITS_BYTES)
-#define TAG_BYTES          (NTAGS * sizeof(uint16_t))
+#define BUDGET_SHARE    4                  /* of RLIMIT_AS */
+#define MIN_RESERVE     ((size_t)64 << 20) /* eight largest spans: the least useful budget */
+#define INITIAL_RESERVE ((size_t)2 << 20)  /* reserved at first; also the least step */
+#define TAG_BYTES       (NTAGS * sizeof(uint16_t))
+#define COMMIT_AHEAD    ((size_t)4 << 20) /* the most committed beyond a new span */
 
-static uint16_t *side_tags; /* nunits entries: each unit's tag, the tag table's source */
+/* The side arrays, indexed by unit: page map, free-span links and unit tags (read/write
+ * as reserved, MAP_NORESERVE: resident only where written), slab headers and bitmaps
+ * (PROT_NONE until the bump pointer commits their spans). Each sits in a hole found for
+ * the whole range's worth and is mapped only as far as the reservation, in whole pages. */
+enum { SIDE_MAP, SIDE_LINK, SIDE_TAGS, SIDE_META, SIDE_BITS, NSIDES };
+static const size_t side_unit[NSIDES] = {sizeof(uintptr_t), sizeof(uint32_t), sizeof(uint16_t),
+                                         USI_SLAB_META_BYTES, USI_SLAB_BITS_BYTES};
+static char *side_base[NSIDES];
+static size_t side_len[NSIDES]; /* bytes mapped, a multiple of the page size */
+#define SIDE_PER_UNIT                                                                              \
+    (sizeof(uintptr_t) + sizeof(uint32_t) + sizeof(uint16_t) + USI_SLAB_META_BYTES +               \
+     USI_SLAB_BITS_BYTES)
+
+static uint16_t *side_tags; /* each unit's tag, the tag table's source */
+
+static inline size_t page_up(size_t n)
+{
+    return (n + USI_PAGE_SIZE - 1) & ~(size_t)(USI_PAGE_SIZE - 1);
+}
 
 /* Bytes uslab may still map under RLIMIT_AS (SIZE_MAX without a limit). */
 static size_t budget_left(void)
@@ -85,17 +102,69 @@ static size_t budget_left(void)
     return limit / BUDGET_SHARE > used ? limit / BUDGET_SHARE - used : 0;
 }
 
+/* Maps side array i up to `units` units, in place after what it has (it never shrinks
+ * but in side_undo). 0, or -1 with nothing changed. */
+static int side_extend(int i, size_t units)
+{
+    size_t len = page_up(units * side_unit[i]);
+    if (len <= side_len[i])
+        return 0;
+    char *at = side_base[i] + side_len[i];
+    if (usi_os_reserve_at(at, len - side_len[i]) != 0)
+        return -1;
+    if (i < SIDE_META && usi_os_commit(at, len - side_len[i]) != 0) {
+        usi_os_unmap(at, len - side_len[i]);
+        return -1;
+    }
+    pages.side_bytes += len - side_len[i];
+    side_len[i] = len;
+    return 0;
+}
+
+static void side_undo(const size_t *old_len)
+{
+    for (int i = 0; i < NSIDES; i++)
+        if (side_len[i] > old_len[i]) {
+            usi_os_unmap(side_base[i] + old_len[i], side_len[i] - old_len[i]);
+            pages.side_bytes -= side_len[i] - old_len[i];
+            side_len[i] = old_len[i];
+        }
+}
+
+/* All side arrays up to `units`; 0, or -1 with nothing changed. */
+static int sides_extend(size_t units)
+{
+    size_t old_len[NSIDES];
+    memcpy(old_len, side_len, sizeof old_len);
+    for (int i = 0; i < NSIDES; i++)
+        if (side_extend(i, units) != 0) {
+            side_undo(old_len);
+            return -1;
+        }
+    return 0;
+}
+
+/* The window of the tag table over [from, to) of the range becomes writable. */
+static int tags_window(uint16_t *tags, uintptr_t from, uintptr_t to)
+{
+    uintptr_t first = (from >> USI_UNIT_SHIFT) * sizeof(uint16_t);
+    uintptr_t last = (to >> USI_UNIT_SHIFT) * sizeof(uint16_t);
+    first &= ~(uintptr_t)(USI_PAGE_SIZE - 1);
+    last = page_up(last);
+    return last > first ? usi_os_commit((char *)tags + first, last - first) : 0;
+}
+
 int usi_pages_init(void)
 {
     size_t align = span_bytes(USI_SPAN_ORDERS - 1);
     size_t size = usi_options.reserve_bytes;
     size_t limit = usi_os_address_limit();
     if (limit != SIZE_MAX) {
-        /* The side arrays cover the whole range; reserve at least the first piece. */
         size_t budget = limit / BUDGET_SHARE;
-        budget = budget > align + INITIAL_RESERVE ? budget - align - INITIAL_RESERVE : 0;
-        /* The range itself can never outgrow the budget: no wider page map than that. */
-        size_t fit = budget / (SIDE_PER_UNIT + SLAB_META_PER_UNIT + USI_UNIT_SIZE) * USI_UNIT_SIZE;
+        if (budget < MIN_RESERVE + align)
+            budget = 0;
+        /* The range and its side arrays can never outgrow the budget: no larger hole. */
+        size_t fit = budget / (SIDE_PER_UNIT + USI_UNIT_SIZE) * USI_UNIT_SIZE;
         if (size > fit)
             size = fit;
     }
@@ -108,91 +177,97 @@ int usi_pages_init(void)
     void *base = usi_os_reserve(&size, align, MIN_RESERVE);
     if (!base)
         return -1;
-    size_t first = size < INITIAL_RESERVE ? size : INITIAL_RESERVE;
-    usi_os_unmap((char *)base + first, size - first);
-    size_t nunits = size >> USI_UNIT_SHIFT;
-    uintptr_t *map = usi_os_map(nunits * sizeof(uintptr_t));
-    uint32_t *link = usi_os_map(nunits * sizeof(uint32_t));
-    uint16_t *tags = usi_os_map(nunits * sizeof(uint16_t));
-    /* Slab headers and bitmaps: PROT_NONE until their spans are committed (bump_take), and
-     * reserved, like the range, only as far as the range is: a hole for all of them, of
-     * which the part for the first piece is kept; they grow with the range (grow). */
-    size_t meta_bytes = nunits * USI_SLAB_META_BYTES, bits_bytes = nunits * USI_SLAB_BITS_BYTES;
-    size_t got_meta = meta_bytes, got_bits = bits_bytes;
-    char *meta = usi_os_reserve(&got_meta, USI_PAGE_SIZE, meta_bytes);
-    uint64_t *bits = usi_os_reserve(&got_bits, USI_PAGE_SIZE, bits_bytes);
-    size_t first_units = first >> USI_UNIT_SHIFT;
-    if (meta && bits) {
-        usi_os_unmap(meta + first_units * USI_SLAB_META_BYTES,
-                     meta_bytes - first_units * USI_SLAB_META_BYTES);
-        usi_os_unmap((char *)bits + first_units * USI_SLAB_BITS_BYTES,
-                     bits_bytes - first_units * USI_SLAB_BITS_BYTES);
-        meta_bytes = first_units * USI_SLAB_META_BYTES;
-        bits_bytes = first_units * USI_SLAB_BITS_BYTES;
+    if ((uintptr_t)base + size > ((uintptr_t)1 << USI_ADDRESS_BITS)) {
+        usi_os_unmap(base, size);
+        errno = ENOMEM;
+        return -1;
     }
-    if (!map || !link || !tags || !meta || !bits ||
-        (uintptr_t)base + size > ((uintptr_t)1 << USI_ADDRESS_BITS)) {
-        usi_os_unmap(map, nunits * sizeof(uintptr_t));
-        usi_os_unmap(link, nunits * sizeof(uint32_t));
-        usi_os_unmap(tags, nunits * sizeof(uint16_t));
-        usi_os_unmap(meta, meta_bytes);
-        usi_os_unmap(bits, bits_bytes);
+    size_t first = size < INITIAL_RESERVE ? size : INITIAL_RESERVE;
+    size_t nunits = size >> USI_UNIT_SHIFT, first_units = first >> USI_UNIT_SHIFT;
+    /* The side arrays: one hole with room for each to cover the whole range, found before
+     * the range is cut back (so it is not in the range's tail), laid out one after the
+     * other; each keeps its first part, so each can grow into its own tail. */
+    size_t whole[NSIDES], total = 0;
+    for (int i = 0; i < NSIDES; i++)
+        total += whole[i] = page_up(nunits * side_unit[i]);
+    size_t got = total;
+    char *hole = usi_os_reserve(&got, USI_PAGE_SIZE, total);
+    usi_os_unmap((char *)base + first, size - first);
+    if (!hole) {
         usi_os_unmap(base, first);
         errno = ENOMEM;
         return -1;
     }
-    side_tags = tags;
+    for (int i = 0; i < NSIDES; i++) {
+        side_base[i] = hole;
+        side_len[i] = page_up(first_units * side_unit[i]);
+        hole += whole[i];
+        usi_os_unmap(side_base[i] + side_len[i], whole[i] - side_len[i]);
+        pages.side_bytes += side_len[i];
+    }
+    for (int i = 0; i < SIDE_META; i++) /* the read/write ones */
+        if (usi_os_commit(side_base[i], side_len[i]) != 0) {
+            for (int k = 0; k < NSIDES; k++)
+                usi_os_unmap(side_base[k], side_len[k]);
+            memset(side_base, 0, sizeof side_base);
+            memset(side_len, 0, sizeof side_len);
+            pages.side_bytes = 0;
+            usi_os_unmap(base, first);
+            errno = ENOMEM;
+            return -1;
+        }
+    side_tags = (uint16_t *)side_base[SIDE_TAGS];
     pages.bump = pages.committed = (uintptr_t)base;
     pages.end = (uintptr_t)base + first;
     pages.max_end = (uintptr_t)base + size;
     __atomic_store_n(&pages.reserved, first, __ATOMIC_RELAXED);
-    pages.side_bytes = nunits * SIDE_PER_UNIT + first_units * SLAB_META_PER_UNIT;
     usi_pagemap.base = (uintptr_t)base;
-    usi_pagemap.map = map;
-    usi_pagemap.link = link;
-    usi_pagemap.meta = meta;
-    usi_pagemap.bits = bits;
+    usi_pagemap.map = (uintptr_t *)side_base[SIDE_MAP];
+    usi_pagemap.link = (uint32_t *)side_base[SIDE_LINK];
+    usi_pagemap.meta = side_base[SIDE_META];
+    usi_pagemap.bits = (uint64_t *)side_base[SIDE_BITS];
     /* Published last: lookups see nunits == 0 (nothing is ours) until the map exists. */
-    __atomic_store_n(&usi_pagemap.nunits, nunits, __ATOMIC_RELEASE);
+    __atomic_store_n(&usi_pagemap.nunits, first_units, __ATOMIC_RELEASE);
     return 0;
 }
 
 /* Under pages.lock: reserves more of the range after pages.end so that [.., need) is
- * reserved; doubles the reservation when the budget and the neighbours allow. */
+ * reserved, with the side arrays for it; doubles the reservation when the budget and the
+ * neighbours allow. */
 static int grow(uintptr_t need)
 {
-    size_t align = span_bytes(USI_SPAN_ORDERS - 1);
+    size_t step = INITIAL_RESERVE;
     if (need > pages.max_end)
         return -1;
-    size_t least = ((need - pages.end) + align - 1) & ~(align - 1);
+    size_t least = ((need - pages.end) + step - 1) & ~(step - 1);
     size_t want = pages.reserved > least ? pages.reserved : least;
     if (want > pages.max_end - pages.end)
         want = pages.max_end - pages.end;
-    size_t left = budget_left(); /* for the range and its slab headers and bitmaps */
+    size_t left = budget_left(); /* for the range and its side arrays */
     if (left != SIZE_MAX)
-        left = left / (USI_UNIT_SIZE + SLAB_META_PER_UNIT) * USI_UNIT_SIZE;
+        left = left / (USI_UNIT_SIZE + SIDE_PER_UNIT) * USI_UNIT_SIZE;
     if (want > left)
-        want = left & ~(align - 1);
+        want = left & ~(step - 1);
     if (want < least)
         return -1;
     if (usi_os_reserve_at((void *)pages.end, want) != 0 &&
         (want == least || usi_os_reserve_at((void *)pages.end, want = least) != 0))
         return -1;
-    /* The side arrays' part for the new units, right after their ends (in their holes). */
-    size_t units = want >> USI_UNIT_SHIFT;
-    void *meta = usi_pages_meta(pages.end), *bits = usi_pages_bits(pages.end);
-    if (usi_os_reserve_at(meta, units * USI_SLAB_META_BYTES) != 0) {
+    /* The side arrays' part for the new units, right after their ends (in their holes),
+     * and the tag table's writable window over them. */
+    size_t units = (pages.end + want - usi_pagemap.base) >> USI_UNIT_SHIFT;
+    size_t old_len[NSIDES];
+    memcpy(old_len, side_len, sizeof old_len);
+    if (sides_extend(units) != 0 ||
+        (unit_tags && tags_window(unit_tags, pages.end, pages.end + want) != 0)) {
+        side_undo(old_len);
         usi_os_unmap((void *)pages.end, want);
         return -1;
     }
-    if (usi_os_reserve_at(bits, units * USI_SLAB_BITS_BYTES) != 0) {
-        usi_os_unmap(meta, units * USI_SLAB_META_BYTES);
-        usi_os_unmap((void *)pages.end, want);
-        return -1;
-    }
-    pages.side_bytes += units * SLAB_META_PER_UNIT;
     pages.end += want;
     __atomic_store_n(&pages.reserved, pages.end - usi_pagemap.base, __ATOMIC_RELAXED);
+    /* The page map covers the new units now: lookups may look at them. */
+    __atomic_store_n(&usi_pagemap.nunits, units, __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -205,15 +280,15 @@ void usi_pages_try_tags(void)
 {
     if (usi_pages_have_tags() || !usi_pagemap.nunits)
         return;
+    int saved_errno = errno; /* called from free, which leaves errno alone */
     usi_lock(&pages.lock);
-    if (!unit_tags && budget_left() >= 2 * TAG_BYTES) {
+    /* Not while the process locks its future mappings (mlockall(MCL_FUTURE)): the kernel
+     * would make all 4 GiB of it present, zero page by zero page (design §2). */
+    if (!unit_tags && budget_left() >= 2 * TAG_BYTES && !usi_os_locks_future()) {
         uint16_t *tags = usi_os_map_zero_ro(TAG_BYTES);
-        /* Only the tags over the range are ever written: make that window writable. */
-        uintptr_t first = (usi_pagemap.base >> USI_UNIT_SHIFT) * sizeof(uint16_t);
-        uintptr_t last = (pages.max_end >> USI_UNIT_SHIFT) * sizeof(uint16_t);
-        first &= ~(uintptr_t)(USI_PAGE_SIZE - 1);
-        last = (last + USI_PAGE_SIZE - 1) & ~(uintptr_t)(USI_PAGE_SIZE - 1);
-        if (tags && usi_os_commit((char *)tags + first, last - first) != 0) {
+        /* Only the tags over the reservation are ever written: that window is writable
+         * (and grows with it). */
+        if (tags && tags_window(tags, usi_pagemap.base, pages.end) != 0) {
             usi_os_unmap(tags, TAG_BYTES);
             tags = NULL;
         }
@@ -228,6 +303,25 @@ void usi_pages_try_tags(void)
             __atomic_store_n(&usi_unit_tags, tags, __ATOMIC_RELEASE);
             __atomic_store_n(&usi_unit_tag_mask, NTAGS - 1, __ATOMIC_RELEASE);
         }
+    }
+    usi_unlock(&pages.lock);
+    errno = saved_errno;
+}
+
+void usi_pages_before_mlockall(int flags)
+{
+    if (!(flags & MCL_CURRENT) || !usi_pages_have_tags())
+        return;
+    usi_lock(&pages.lock);
+    /* Only where no other thread can be reading it: the mask first (a reader that still
+     * sees the old one reads entry 0 of the old table), then the table. A signal handler
+     * that frees here sees one of the two consistent states. */
+    if (unit_tags && usi_os_single_threaded()) {
+        uint16_t *old = unit_tags;
+        __atomic_store_n(&usi_unit_tag_mask, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&usi_unit_tags, zero_tags, __ATOMIC_RELEASE);
+        __atomic_store_n(&unit_tags, NULL, __ATOMIC_RELEASE);
+        usi_os_unmap(old, TAG_BYTES);
     }
     usi_unlock(&pages.lock);
 }
@@ -276,13 +370,21 @@ static uintptr_t bump_take(unsigned order)
     if (start + size < start || (start + size > pages.end && grow(start + size) != 0))
         return 0;
     if (start + size > pages.committed) {
-        uintptr_t want = (start + size + CHUNK - 1) & ~(uintptr_t)(CHUNK - 1);
+        /* The span (and any alignment gap before it), and ahead of it an eighth of what
+         * is committed, at most COMMIT_AHEAD: under mlockall every committed page is made
+         * resident at once, so a small program commits what it uses; a large one makes a
+         * system call per few MiB, not per span. The spans' headers and bitmaps first, in
+         * whole pages (their arrays are mapped in whole pages past the reservation). */
+        size_t ahead = (pages.committed - usi_pagemap.base) / 8;
+        ahead = ahead < COMMIT_AHEAD ? ahead & ~(USI_UNIT_SIZE - 1) : COMMIT_AHEAD;
+        uintptr_t want = start + size + ahead;
         if (want > pages.end)
             want = pages.end;
-        /* The spans' headers and bitmaps first (chunks are whole pages of both). */
-        uintptr_t u0 = unit_of(pages.committed), u1 = unit_of(want);
-        if (usi_os_commit(usi_pages_meta(pages.committed), (u1 - u0) * USI_SLAB_META_BYTES) != 0 ||
-            usi_os_commit(usi_pages_bits(pages.committed), (u1 - u0) * USI_SLAB_BITS_BYTES) != 0 ||
+        uintptr_t m0 = (uintptr_t)usi_pages_meta(pages.committed) & ~(uintptr_t)(USI_PAGE_SIZE - 1);
+        uintptr_t m1 = page_up((uintptr_t)usi_pages_meta(want));
+        uintptr_t b0 = (uintptr_t)usi_pages_bits(pages.committed) & ~(uintptr_t)(USI_PAGE_SIZE - 1);
+        uintptr_t b1 = page_up((uintptr_t)usi_pages_bits(want));
+        if (usi_os_commit((void *)m0, m1 - m0) != 0 || usi_os_commit((void *)b0, b1 - b0) != 0 ||
             usi_os_commit((void *)pages.committed, want - pages.committed) != 0)
             return 0;
         pages.committed = want;
@@ -301,6 +403,7 @@ static uintptr_t bump_take(unsigned order)
 
 void *usi_pages_alloc_span(unsigned order)
 {
+    int saved_errno = errno; /* the system calls of a growth or commit may set it */
     usi_lock(&pages.lock);
     uintptr_t s = span_pop(pages.resident_head, order); /* backed already: first */
     if (!s)
@@ -320,6 +423,7 @@ void *usi_pages_alloc_span(unsigned order)
         s = big;
     }
     usi_unlock(&pages.lock);
+    errno = saved_errno;
     return (void *)s; /* NULL: the caller says why (errno untouched here) */
 }
 
@@ -384,7 +488,7 @@ void usi_pages_free_span(void *span, unsigned order, size_t guard)
         pages.abandoned += span_bytes(order);
         usi_unlock(&pages.lock);
         if (first)
-            usi_report_warn("span %p (%zu KiB) could not be purged, replaced or zeroed; its "
+            usi_report_note("span %p (%zu KiB) could not be purged, replaced or zeroed; its "
                             "address space is abandoned",
                             span, span_bytes(order) >> 10);
         return;

@@ -69,7 +69,7 @@ static void purger_start(void)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     if (pthread_create(&t, &attr, purger_main, NULL) != 0) {
-        usi_report_warn("cannot start the purger thread; purging empty slabs at once");
+        usi_report_note("cannot start the purger thread; purging empty slabs at once");
         usi_options.purge_delay_ms = 0;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);

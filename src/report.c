@@ -39,6 +39,18 @@ void usi_report_warn(const char *fmt, ...)
     va_end(ap);
 }
 
+int usi_report_verbose;
+
+void usi_report_note(const char *fmt, ...)
+{
+    if (!__atomic_load_n(&usi_report_verbose, __ATOMIC_RELAXED))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    report_vwrite(fmt, ap);
+    va_end(ap);
+}
+
 void usi_report_assert(const char *expr, const char *file, int line)
 {
     usi_report_fatal("assertion failed: %s (%s:%d)", expr, file, line);

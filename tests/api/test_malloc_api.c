@@ -503,14 +503,21 @@ static void test_aligned_rules(void)
             CHECK(p == (void *)0x1234, "posix_memalign wrote the output on failure");
         }
 
-    /* aligned_alloc: EINVAL for a non-power-of-two alignment; small powers of two are fine. */
-    static const size_t bad2[] = {0, 3, 5, 6, 12, 24, 48, 100, 4095, 4097, SIZE_MAX};
-    for (size_t k = 0; k < sizeof bad2 / sizeof bad2[0]; k++) {
-        errno = 0;
-        void *p = uslab_aligned_alloc(bad2[k], 64);
-        CHECK(p == NULL && errno == EINVAL, "aligned_alloc(%zu, 64) = %p errno %d", bad2[k], p,
-              errno);
+    /* aligned_alloc: as glibc 2.36, memalign's rounding: 0 or a non-power-of-two alignment
+     * is rounded up to the next power of two (design §8); above 2^63 EINVAL. */
+    static const size_t odd2[][2] = {{0, 16},  {3, 16},    {5, 16},      {12, 16},    {24, 32},
+                                     {48, 64}, {100, 128}, {4095, 4096}, {4097, 8192}};
+    for (size_t k = 0; k < sizeof odd2 / sizeof odd2[0]; k++) {
+        void *p = uslab_aligned_alloc(odd2[k][0], 64);
+        check_block(p, 64, odd2[k][1], "aligned_alloc");
+        uslab_free(p);
     }
+    errno = 0;
+    CHECK(uslab_aligned_alloc(SIZE_MAX, 64) == NULL && errno == EINVAL,
+          "aligned_alloc(SIZE_MAX, 64): EINVAL");
+    errno = 0;
+    CHECK(uslab_aligned_alloc((size_t)1 << 63, 1) == NULL && errno == ENOMEM,
+          "aligned_alloc(2^63, 1): ENOMEM");
     for (size_t a = 1; a <= 8; a *= 2) {
         void *p = uslab_aligned_alloc(a, 5);
         check_block(p, 5, a, "aligned_alloc");

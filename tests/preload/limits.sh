@@ -33,4 +33,21 @@ for mib in 1024 96; do
     out=$(env LD_PRELOAD="$preload" "$probe" "$mib" fork) || { echo "limit ${mib} MiB: fork run failed"; exit 1; }
     echo "limit ${mib} MiB: $out"
 done
+# `ulimit -v 8000000` (KiB), as CI systems and sandboxes set it (issue 15): the shell's
+# limit, in force from exec. Slabs stay on, and uslab prints nothing: its stderr is the
+# program's. Both modes, each compared with an empty stderr.
+err="${TMPDIR:-/tmp}/limits.err.$$"
+for mode in measure fork; do
+    out=$( (ulimit -v 8000000 && env LD_PRELOAD="$preload" "$probe" 7812 "$mode") 2>"$err") ||
+        { echo "ulimit -v 8000000 $mode: run failed"; cat "$err"; rm -f "$err"; exit 1; }
+    if [ -s "$err" ]; then
+        echo "ulimit -v 8000000 $mode: uslab wrote to stderr:"; cat "$err"; status=1
+    else
+        echo "ulimit -v 8000000 $mode: stderr empty; $out"
+    fi
+    case $mode:$(echo "$out" | field reserved) in
+    measure:disabled | measure:glibc) echo "ulimit -v 8000000: slabs are off"; status=1 ;;
+    esac
+done
+rm -f "$err"
 exit $status

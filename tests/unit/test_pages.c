@@ -213,10 +213,10 @@ int main(void)
     CHECK(usi_pagemap_lookup(p) != 0, "malloc block is ours");
     unsigned id = (unsigned)(usi_pagemap_lookup(p) & USI_ID_MASK);
     CHECK(id >= 1 && id <= usi_nclasses, "malloc block in a class cache");
-    /* Mapped lazily (design §2): no tag table, and only the first 64 MiB reserved, until
+    /* Mapped lazily (design §2): no tag table, and only the first 2 MiB reserved, until
      * the program shows it uses slabs. */
     CHECK(!usi_pages_have_tags() && usi_unit_tag(p) == 0, "no tag table at first");
-    CHECK(usi_pages_reserved_bytes() == (size_t)64 << 20, "first piece: %zu",
+    CHECK(usi_pages_reserved_bytes() == (size_t)2 << 20, "first piece: %zu",
           usi_pages_reserved_bytes());
     usi_pages_try_tags();
     if (usi_os_address_limit() == SIZE_MAX) { /* under a limit the table may not fit */
