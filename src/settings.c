@@ -17,33 +17,40 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                    USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT, "32768",
                                    USI_SETTINGS_MAX_SLAB_SIZE_MIN, 65536,
                                    "largest malloc size served by slabs; larger sizes go to "
-                                   "glibc's allocator"},
+                                   "glibc's allocator",
+                                   NULL},
     [USI_SETTING_RESERVE] = {"USLAB_RESERVE", USI_SETTING_KIND_SIZE, USI_SETTINGS_RESERVE_DEFAULT,
                              "256G", (size_t)64 << 20, (size_t)1 << 46,
                              "address space for slabs (reserved as it is used, never committed "
-                             "ahead; uslab keeps to a quarter of RLIMIT_AS)"},
+                             "ahead; uslab keeps to a quarter of RLIMIT_AS)",
+                             NULL},
     [USI_SETTING_EMPTY_SLABS] = {"USLAB_EMPTY_SLABS", USI_SETTING_KIND_NUMBER,
                                  USI_SETTINGS_EMPTY_SLABS_DEFAULT, "1", 0, 1024,
                                  "empty slabs each cache keeps instead of returning them to the "
-                                 "OS"},
+                                 "OS",
+                                 NULL},
     [USI_SETTING_DEPOT_BYTES] = {"USLAB_DEPOT_BYTES", USI_SETTING_KIND_SIZE,
                                  USI_SETTINGS_DEPOT_BYTES_DEFAULT, "1M", 0, (size_t)1 << 40,
                                  "bytes of cached objects (in full magazines) a cache's depot "
-                                 "keeps before returning them to slabs"},
+                                 "keeps before returning them to slabs",
+                                 NULL},
     [USI_SETTING_PURGE_DELAY] = {"USLAB_PURGE_DELAY", USI_SETTING_KIND_NUMBER,
                                  USI_SETTINGS_PURGE_DELAY_DEFAULT, "1000", 0, (size_t)1 << 30,
                                  "milliseconds an empty slab stays idle before a background "
                                  "thread gives it back to the OS (0: at once, and no thread: "
                                  "for programs that must stay single-threaded, e.g. to call "
-                                 "`unshare(CLONE_NEWUSER)`)"},
+                                 "`unshare(CLONE_NEWUSER)`)",
+                                 NULL},
     [USI_SETTING_TCACHE_MAX] = {"USLAB_TCACHE_MAX", USI_SETTING_KIND_SIZE,
                                 USI_SETTINGS_TCACHE_MAX_DEFAULT, "64M", 0, (size_t)1 << 40,
                                 "bound on the bytes all threads together may cache in their "
-                                "magazines"},
+                                "magazines",
+                                NULL},
     [USI_SETTING_MAGAZINE_GROWTH] = {"USLAB_MAGAZINE_GROWTH", USI_SETTING_KIND_BOOL,
                                      USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT, "0", 0, 1,
                                      "1: a cache's magazines grow when threads contend for its "
-                                     "depot (off: slower on 2 cores, see docs/design.md §4)"},
+                                     "depot (off: slower on 2 cores, see docs/design.md §4)",
+                                     NULL},
     [USI_SETTING_HARDEN] = {"USLAB_HARDEN", USI_SETTING_KIND_WORDS, 0, "0", 0, 0,
                             "hardening beyond the default checks: `random` hands out the "
                             "objects of each new slab in a random order (docs/security.md §5)",
@@ -51,25 +58,30 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_CLASSES] = {"USLAB_CLASSES", USI_SETTING_KIND_PATH, 0, "unset", 0, 0,
                              "a file of size classes (`uslab profile` writes one) used instead "
                              "of the default ones; a file it cannot use is reported and the "
-                             "default classes are used"},
+                             "default classes are used",
+                             NULL},
     [USI_SETTING_PROFILE] = {"USLAB_PROFILE", USI_SETTING_KIND_PATH, 0, "unset", 0, 0,
                              "record the sizes of malloc-family requests into FILE.PID at exit "
-                             "(`uslab profile` sets it; every malloc takes the slow path)"},
+                             "(`uslab profile` sets it; every malloc takes the slow path)",
+                             NULL},
     [USI_SETTING_DEBUG] = {"USLAB_DEBUG", USI_SETTING_KIND_DEBUG, 0, "unset", 0, 0,
                            "debug checks (the letters of Linux's `slub_debug`) for the caches "
                            "whose names match a glob, e.g. `malloc-64`, `malloc-*`, `conn*` "
                            "(all caches without globs); unset: none, and caches not selected "
-                           "pay nothing"},
+                           "pay nothing",
+                           NULL},
     [USI_SETTING_DEBUG_CONTINUE] = {"USLAB_DEBUG_CONTINUE", USI_SETTING_KIND_BOOL, 0, "0", 0, 1,
-                                    "1: continue after a BUG report instead of aborting"},
+                                    "1: continue after a BUG report instead of aborting", NULL},
     [USI_SETTING_LEAKS] = {"USLAB_LEAKS", USI_SETTING_KIND_STATS, 0, "0", 0, 1,
                            "`1`: report the blocks still allocated at exit (slab blocks and "
                            "the system allocator's large ones), grouped by allocation stack, "
                            "largest first, after a summary line; `json`: the same as JSON "
-                           "(turns on `U` tracking)"},
+                           "(turns on `U` tracking)",
+                           NULL},
     [USI_SETTING_STATS] = {"USLAB_STATS", USI_SETTING_KIND_STATS, 0, "unset", 0, 0,
                            "`1`: a `slabinfo`-style table of every cache on stderr at exit; "
-                           "`json`: the same as JSON"},
+                           "`json`: the same as JSON",
+                           NULL},
 };
 
 #define LETTER_ROW(l, bit, dflt, help) {(#l)[0], bit, dflt, help},
