@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix, then builds and runs a program against it
-# with the flags pkg-config gives, as a user adopting uslab would.
+# Installs the build into a temporary prefix, then builds and runs programs against it as a
+# user adopting uslab would: with the flags pkg-config gives, and with CMake's
+# find_package(uslab CONFIG REQUIRED) from the installed tree moved elsewhere (the package
+# must be relocatable): uslab::uslab, uslab::uslab_static, and uslab::preload preloaded.
 set -euo pipefail
 build=$1 src=$2
 command -v pkg-config >/dev/null || { echo "pkg-config is not installed"; exit 1; }
@@ -13,4 +15,36 @@ cc "$src/consumer.c" $(pkg-config --cflags --libs uslab) -Wl,-rpath,"$tmp/prefix
     -o "$tmp/consumer"
 "$tmp/consumer"
 test -x "$tmp/prefix/bin/uslab" && test -f "$tmp/prefix/lib/libuslab-preload.so"
+
+# The CMake package, from a moved tree.
+mv "$tmp/prefix" "$tmp/moved"
+mkdir "$tmp/proj"
+cp "$src/consumer.c" "$src/preload_check.c" "$tmp/proj/"
+cat >"$tmp/proj/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.20)
+project(uslab_consumer C)
+find_package(uslab 0.1 CONFIG REQUIRED)
+add_executable(consumer_shared consumer.c)
+target_link_libraries(consumer_shared PRIVATE uslab::uslab)
+add_executable(consumer_static consumer.c)
+target_link_libraries(consumer_static PRIVATE uslab::uslab_static)
+add_executable(preload_check preload_check.c)
+target_link_libraries(preload_check PRIVATE ${CMAKE_DL_LIBS})
+file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/preload_path.txt CONTENT "$<TARGET_FILE:uslab::preload>")
+CMAKE
+cmake -S "$tmp/proj" -B "$tmp/proj/build" -DCMAKE_PREFIX_PATH="$tmp/moved" >"$tmp/cmake.log" 2>&1 ||
+    { cat "$tmp/cmake.log"; exit 1; }
+cmake --build "$tmp/proj/build" >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; exit 1; }
+"$tmp/proj/build/consumer_shared"
+"$tmp/proj/build/consumer_static"
+lib=$(cat "$tmp/proj/build/preload_path.txt")
+case $lib in "$tmp/moved/"*) ;; *) echo "uslab::preload is $lib, not in the moved tree"; exit 1 ;; esac
+LD_PRELOAD=$lib "$tmp/proj/build/preload_check"
+# The version file: 0.1 is found, a later minor version is not (0.x may change the API).
+mkdir "$tmp/proj2"
+printf 'cmake_minimum_required(VERSION 3.20)\nproject(v C)\nfind_package(uslab 0.2 CONFIG QUIET)\nif(uslab_FOUND)\n  message(FATAL_ERROR "0.2 accepted")\nendif()\n' \
+    >"$tmp/proj2/CMakeLists.txt"
+cmake -S "$tmp/proj2" -B "$tmp/proj2/build" -DCMAKE_PREFIX_PATH="$tmp/moved" >"$tmp/cmake2.log" 2>&1 ||
+    { cat "$tmp/cmake2.log"; exit 1; }
+echo "cmake package works"
 echo "installed tree works"
