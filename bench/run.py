@@ -453,6 +453,10 @@ def main():
     ap.add_argument("--allocators", default="")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--note", default="", help="a line put at the top of the report")
+    ap.add_argument("--extra", action="append", default=[], metavar="NAME=LIB",
+                    help="also run another build of uslab's preload library LIB under NAME "
+                         "(e.g. before=/tmp/before/build/libuslab-preload.so), in the same "
+                         "interleaved run")
     args = ap.parse_args()
     full = args.full
     reps = args.reps or (10 if full else 3)
@@ -465,13 +469,22 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     allocs, skipped = discover(build, set(filter(None, args.allocators.split(","))))
+    # which malloc each allocator's runs must report: an extra build is uslab under a name
+    expect = {name: name for name, _ in allocs}
+    for e in args.extra:
+        name, _, lib = e.partition("=")
+        if not name or not lib or name in expect:
+            ap.error("--extra %s: expected a new NAME=LIB" % e)
+        allocs.append((name, os.path.abspath(lib)))
+        expect[name] = "uslab"
     probed = probe(bindir, allocs)
     ok = []
     for name, lib in allocs:
-        if probed[name] == name:
+        if probed[name] == expect[name]:
             ok.append((name, lib))
         else:
-            skipped[name] = "probe says malloc is '%s', not %s: refused" % (probed[name], name)
+            skipped[name] = "probe says malloc is '%s', not %s: refused" % (probed[name],
+                                                                            expect[name])
     allocs = ok
     names = [a for a, _ in allocs]
     for a, why in skipped.items():
@@ -519,8 +532,8 @@ def main():
                 why = None
                 if rc != 0:
                     why = "exit status %d: %s" % (rc, (err.strip() or out.strip())[-300:])
-                elif got != name:
-                    why = "refused: the run's malloc was '%s', not %s" % (got, name)
+                elif got != expect[name]:
+                    why = "refused: the run's malloc was '%s', not %s" % (got, expect[name])
                 elif kv.get("verified", "1") != "1":
                     why = "wrong result (verified=%s): %s" % (kv.get("verified"), out[-300:])
                 if why:

@@ -200,6 +200,12 @@ int usi_init_slow(void)
     usi_unlock(&init_lock);
     register_fork_handlers();
     usi_debug_after_init();
+    /* The system allocator sets itself up on its first call (glibc 2.36: a getrandom for
+     * its tcache key). Without uslab that is the program's first malloc; so it is here,
+     * not the first large block, which may come after the program entered a sandbox that
+     * refuses getrandom (design §3). */
+    usi_sys_free(usi_sys_malloc(1));
+    errno = saved;
     return 0;
 }
 

@@ -261,6 +261,9 @@ void usi_os_prefork(void);
 void usi_os_postfork_parent(void);
 /* glibc's __libc_single_threaded: no other thread was ever started. */
 int usi_os_single_threaded(void);
+/* The calling thread's seccomp mode (prctl PR_GET_SECCOMP): 0 none, 2 a filter, -1 when
+ * the call itself is refused (taken as a filter by callers). */
+int usi_os_seccomp_mode(void);
 /* Registers fork handlers with the C library: returns 0 or an errno value. The preload
  * library defines __register_atfork itself (init.c, design §7); this reaches glibc's, which
  * usi_os_find_atfork looks up (dlsym(RTLD_NEXT), once: 0, or ENOSYS if there is none); call
@@ -315,6 +318,7 @@ struct usi_options {
     size_t empty_reserve;  /* USLAB_EMPTY_SLABS: empty slabs a cache keeps unpurged */
     size_t depot_bytes;    /* USLAB_DEPOT_BYTES: bytes a depot caches before flushing */
     size_t purge_delay_ms; /* USLAB_PURGE_DELAY: idle time before empty slabs are purged */
+    size_t purger;         /* USLAB_PURGER: enum usi_purger_mode (settings.h) */
     size_t tcache_max;     /* USLAB_TCACHE_MAX: bound on bytes cached by all threads */
     size_t mag_growth;     /* USLAB_MAGAZINE_GROWTH: magazines grow under contention (0/1) */
     size_t harden;         /* USLAB_HARDEN: USI_HARDEN_* bits (settings.h) */
@@ -650,12 +654,28 @@ USI_COLD USI_NORETURN void usi_slab_bad_pointer(const struct uslab_cache *c, con
 /* ------------------------------------------------------------------------------------ */
 
 /* The pass the purger runs each tick: returns whether anything remains to be given back
- * later. Set once at initialisation (init.c sets reclaim.c's usi_reclaim_pass). */
-void usi_purge_set_pass(int (*pass)(uint64_t now_ms));
-/* Called without locks when a cache has empty slabs beyond its reserve or a non-empty
- * depot: starts the purger (once) or wakes it. Cheap when it is already awake. */
+ * later. may_call_user 0: the pass must not run destructors (it runs inline, on a slow
+ * path of a thread that may hold its own locks). Set once at initialisation (init.c sets
+ * reclaim.c's usi_reclaim_pass). */
+void usi_purge_set_pass(int (*pass)(uint64_t now_ms, int may_call_user));
+/* Called without locks when a cache has empty slabs beyond its reserve: starts the purger
+ * thread (once, where USLAB_PURGER allows it) or wakes it, or else schedules an inline
+ * pass. Cheap when the thread is already awake. */
 void usi_purge_kick(void);
 void usi_purge_postfork_child(void);
+/* A thread's first call that sets up its thread cache (tcache.c): in a fork child, the
+ * process has threads again once it is not the forking one. */
+void usi_purge_thread_started(void);
+/* When an inline pass is due (monotonic ms), 0 when none is. */
+extern uint64_t usi_purge_due_ms;
+void usi_purge_poll_due(void);
+/* Called by slow paths with no uslab lock held: runs the inline pass once it is due. One
+ * load when none is scheduled (always, where the purger thread runs). */
+static inline void usi_purge_poll(void)
+{
+    if (USI_UNLIKELY(__atomic_load_n(&usi_purge_due_ms, __ATOMIC_RELAXED) != 0))
+        usi_purge_poll_due();
+}
 
 /* ------------------------------------------------------------------------------------ */
 /* objects.c (rank 11): objects between the slabs and the magazines: locking, the        */
@@ -886,7 +906,7 @@ static inline void usi_tcache_free(struct uslab_cache *c, void *p)
 
 /* One purger pass over every cache: reap unused depot magazines, purge idle empty slabs.
  * Returns whether anything remains to be given back later. */
-int usi_reclaim_pass(uint64_t now_ms);
+int usi_reclaim_pass(uint64_t now_ms, int may_call_user);
 /* uslab_cache_reap: the calling thread's magazines and the depot back to the slabs, every
  * empty slab to the system; returns the bytes released. */
 size_t usi_reclaim_cache(struct uslab_cache *c);

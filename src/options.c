@@ -20,6 +20,7 @@ struct usi_options usi_options = {
     .purge_delay_ms = USI_SETTINGS_PURGE_DELAY_DEFAULT,
     .tcache_max = USI_SETTINGS_TCACHE_MAX_DEFAULT,
     .mag_growth = USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT,
+    .purger = USI_PURGER_AUTO,
 };
 
 /* The field each setting read here goes to; NULL for the settings read elsewhere. */
@@ -29,6 +30,7 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_EMPTY_SLABS] = &usi_options.empty_reserve,
     [USI_SETTING_DEPOT_BYTES] = &usi_options.depot_bytes,
     [USI_SETTING_PURGE_DELAY] = &usi_options.purge_delay_ms,
+    [USI_SETTING_PURGER] = &usi_options.purger,
     [USI_SETTING_TCACHE_MAX] = &usi_options.tcache_max,
     [USI_SETTING_MAGAZINE_GROWTH] = &usi_options.mag_growth,
     [USI_SETTING_HARDEN] = &usi_options.harden,
@@ -49,8 +51,10 @@ void usi_options_read(void)
             *option_field[i] = *s != '\0'; /* the path itself is read where it is used */
             continue;
         }
-        if (set->kind == USI_SETTING_KIND_WORDS) {
-            if (usi_settings_parse_words(set, s, &v) == 0) {
+        if (set->kind == USI_SETTING_KIND_WORDS || set->kind == USI_SETTING_KIND_CHOICE) {
+            if ((set->kind == USI_SETTING_KIND_WORDS
+                     ? usi_settings_parse_words(set, s, &v)
+                     : usi_settings_parse_choice(set, s, &v)) == 0) {
                 *option_field[i] = v;
             } else {
                 char values[128];

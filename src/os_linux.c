@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
@@ -502,6 +503,14 @@ void usi_os_postfork_parent(void)
 int usi_os_single_threaded(void)
 {
     return __libc_single_threaded != 0;
+}
+
+int usi_os_seccomp_mode(void)
+{
+    int e = errno;
+    int mode = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
+    errno = e;
+    return mode;
 }
 
 void usi_os_postfork_child(void)

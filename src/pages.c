@@ -92,10 +92,16 @@ static inline size_t page_up(size_t n)
     return (n + USI_PAGE_SIZE - 1) & ~(size_t)(USI_PAGE_SIZE - 1);
 }
 
+/* RLIMIT_AS as it was at initialisation (SIZE_MAX: none). Read once: a growth path that
+ * asked the kernel each time would make a system call that sandboxes allowing only memory
+ * calls refuse (design §2, §3). A limit lowered later makes mmap fail, which every growth
+ * path handles. */
+static size_t as_limit = SIZE_MAX;
+
 /* Bytes uslab may still map under RLIMIT_AS (SIZE_MAX without a limit). */
 static size_t budget_left(void)
 {
-    size_t limit = usi_os_address_limit();
+    size_t limit = as_limit;
     if (limit == SIZE_MAX)
         return SIZE_MAX;
     size_t used = pages.reserved + pages.side_bytes + (unit_tags ? TAG_BYTES : 0);
@@ -158,7 +164,7 @@ int usi_pages_init(void)
 {
     size_t align = span_bytes(USI_SPAN_ORDERS - 1);
     size_t size = usi_options.reserve_bytes;
-    size_t limit = usi_os_address_limit();
+    size_t limit = as_limit = usi_os_address_limit();
     if (limit != SIZE_MAX) {
         size_t budget = limit / BUDGET_SHARE;
         if (budget < MIN_RESERVE + align)

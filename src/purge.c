@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * purge.c - the purger (docs/design.md §3, §4): gives idle memory back to the system
- * without waiting for further allocator activity.
+ * purge.c - the purger (docs/design.md §3, §4): gives idle memory back to the system.
  *
  * An empty slab beyond its cache's reserve is not purged when it empties (a program that
  * frees a batch and allocates again would fault every page back in: the thesis' slab
@@ -10,36 +9,57 @@
  * (Bonwick & Adams §3.6: what stayed in the depot for a whole interval was not needed),
  * whose objects then empty slabs that a later pass purges.
  *
- * The work is done by one background thread, started on first need (never in a process
- * that frees nothing), which sleeps on a condition variable while nothing is pending and
- * runs a pass every half delay otherwise. USLAB_PURGE_DELAY=0 purges at once and never
- * starts the thread. The purger's lock is a leaf: it is never held while taking another,
- * and never during the pass. The pass itself (reclaim.c, above the depot) is handed in at
- * initialisation, so this file calls nothing above it.
+ * Passes run in one of two places (USLAB_PURGER, design §3):
+ *  - a background thread, which sleeps on a condition variable while nothing is pending
+ *    and runs a pass every half delay otherwise, so memory returns without any further
+ *    activity. It is started on first need, and only where a thread can live: by default
+ *    (`auto`) in a process that already has threads (glibc's __libc_single_threaded; in a
+ *    fork child, a second thread that called into uslab) and no seccomp filter, since a
+ *    guest's thread breaks unshare(CLONE_NEWUSER) and sandboxes that allow no clone;
+ *  - otherwise the slow paths of the thread caches (usi_purge_poll): once a pass is due,
+ *    the next slow path runs it. Such an inline pass calls no user code (it does not reap
+ *    the depots of caches with a destructor), since the caller may hold its own locks.
+ * USLAB_PURGE_DELAY=0 purges at once and needs neither.
+ *
+ * The purger's lock is a leaf: it is never held while taking another, and never during the
+ * pass. The pass itself (reclaim.c, above the depot) is handed in at initialisation, so
+ * this file calls nothing above it.
  */
 #include "internal.h"
 
+#include <errno.h>
 #include <signal.h>
 
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    int pending;  /* something may be waiting to be given back (under lock) */
-    int starting; /* the thread was asked for, in this process (atomic; reset in a child) */
-} purger = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    int pending;       /* the thread: something may be waiting to be given back (under lock) */
+    int thread;        /* the thread: 0 none yet, 1 asked for or running, -1 never in this
+                        * process (refused or failed) (atomic; reset in a fork child) */
+    int running;       /* inline: a pass runs on some thread (atomic) */
+    uint32_t fork_tid; /* in a fork child: its one thread, until another calls into uslab
+                        * (glibc's __libc_single_threaded stays false there); else 0 */
+} purger = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
+
+uint64_t usi_purge_due_ms;
 
 /* The pass, set once at initialisation before anything can kick the purger. */
-static int (*purge_pass)(uint64_t now_ms);
+static int (*purge_pass)(uint64_t now_ms, int may_call_user);
 
-void usi_purge_set_pass(int (*pass)(uint64_t now_ms))
+void usi_purge_set_pass(int (*pass)(uint64_t now_ms, int may_call_user))
 {
     purge_pass = pass;
+}
+
+static uint64_t tick_ms(void)
+{
+    return usi_options.purge_delay_ms / 2 ? usi_options.purge_delay_ms / 2 : 1;
 }
 
 static void *purger_main(void *arg)
 {
     (void)arg;
-    size_t tick = usi_options.purge_delay_ms / 2 ? usi_options.purge_delay_ms / 2 : 1;
+    uint64_t tick = tick_ms();
     for (;;) {
         usi_lock(&purger.lock);
         while (!purger.pending)
@@ -48,7 +68,7 @@ static void *purger_main(void *arg)
         usi_unlock(&purger.lock);
         usi_os_sleep_ms(tick);
         USI_ASSERT_NO_LOCK();
-        if (purge_pass(usi_os_now_ms())) {
+        if (purge_pass(usi_os_now_ms(), 1)) {
             usi_lock(&purger.lock);
             purger.pending = 1;
             usi_unlock(&purger.lock);
@@ -57,7 +77,8 @@ static void *purger_main(void *arg)
     return NULL;
 }
 
-static void purger_start(void)
+/* Returns 1 if the thread started. */
+static int purger_start(void)
 {
     pthread_attr_t attr;
     sigset_t all, old;
@@ -68,33 +89,105 @@ static void purger_start(void)
     /* The purger must never receive the program's signals. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (pthread_create(&t, &attr, purger_main, NULL) != 0) {
-        usi_report_note("cannot start the purger thread; purging empty slabs at once");
-        usi_options.purge_delay_ms = 0;
-    }
+    int ok = pthread_create(&t, &attr, purger_main, NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
+    if (!ok)
+        usi_report_note("cannot start the purger thread; memory goes back on slow paths");
+    return ok;
+}
+
+/* Whether this process gets the thread now (USLAB_PURGER). `auto` asks again at each kick
+ * until the process has threads; then, once, whether a seccomp filter is in force: a
+ * program that filters system calls may well refuse clone (the check itself is prctl,
+ * which a filter that refuses it is unlikely to allow clone after). */
+static int thread_wanted(void)
+{
+    switch (usi_options.purger) {
+    case USI_PURGER_ALWAYS:
+        return 1;
+    case USI_PURGER_AUTO:
+        if (usi_os_single_threaded() || __atomic_load_n(&purger.fork_tid, __ATOMIC_RELAXED))
+            return 0;
+        if (usi_os_seccomp_mode() != 0) {
+            usi_report_note("a seccomp filter is in force: no purger thread; memory goes "
+                            "back on slow paths");
+            return -1;
+        }
+        return 1;
+    default:
+        return -1;
+    }
+}
+
+/* Inline: a pass is due tick ms from now, unless one is due already. */
+static void schedule_inline(void)
+{
+    uint64_t none = 0, due = usi_os_now_ms() + tick_ms();
+    __atomic_compare_exchange_n(&usi_purge_due_ms, &none, due ? due : 1, 0, __ATOMIC_RELAXED,
+                                __ATOMIC_RELAXED);
 }
 
 void usi_purge_kick(void)
 {
     if (usi_options.purge_delay_ms == 0)
         return;
+    int state = __atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE);
+    if (state == 0) {
+        int want = thread_wanted();
+        if (want < 0)
+            __atomic_store_n(&purger.thread, -1, __ATOMIC_RELEASE);
+        if (want <= 0) {
+            schedule_inline();
+            return;
+        }
+        /* Started with no lock held: pthread_create may allocate and free (through uslab),
+         * which may kick again; that kick finds the state set. */
+        if (!__atomic_exchange_n(&purger.thread, 1, __ATOMIC_ACQ_REL) && !purger_start()) {
+            __atomic_store_n(&purger.thread, -1, __ATOMIC_RELEASE);
+            schedule_inline();
+            return;
+        }
+    } else if (state < 0) {
+        schedule_inline();
+        return;
+    }
     usi_lock(&purger.lock);
     purger.pending = 1;
     pthread_cond_signal(&purger.wake);
     usi_unlock(&purger.lock);
-    /* Started with no lock held: pthread_create may allocate and free (through uslab),
-     * which may kick again; that kick finds `starting` set. */
-    if (!__atomic_load_n(&purger.starting, __ATOMIC_ACQUIRE) &&
-        !__atomic_exchange_n(&purger.starting, 1, __ATOMIC_ACQ_REL))
-        purger_start();
+}
+
+void usi_purge_poll_due(void)
+{
+    uint64_t now = usi_os_now_ms();
+    uint64_t due = __atomic_load_n(&usi_purge_due_ms, __ATOMIC_RELAXED);
+    if (!due || now < due || __atomic_exchange_n(&purger.running, 1, __ATOMIC_ACQUIRE))
+        return;
+    /* Cleared first: a kick during the pass schedules the next one. */
+    __atomic_store_n(&usi_purge_due_ms, 0, __ATOMIC_RELAXED);
+    USI_ASSERT_NO_LOCK();
+    int e = errno;
+    if (purge_pass(now, 0))
+        schedule_inline();
+    errno = e;
+    __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);
+}
+
+void usi_purge_thread_started(void)
+{
+    uint32_t tid = __atomic_load_n(&purger.fork_tid, __ATOMIC_RELAXED);
+    if (tid && tid != usi_os_gettid())
+        __atomic_store_n(&purger.fork_tid, 0, __ATOMIC_RELAXED);
 }
 
 void usi_purge_postfork_child(void)
 {
     pthread_mutex_init(&purger.lock, NULL);
     pthread_cond_init(&purger.wake, NULL);
-    purger.starting = 0; /* the thread did not survive the fork */
+    /* The thread did not survive the fork; the child decides afresh (it has one thread). */
+    purger.thread = 0;
     purger.pending = 0;
+    purger.fork_tid = usi_os_single_threaded() ? 0 : usi_os_gettid();
+    purger.running = 0; /* a pass on another thread of the parent is not ours to finish */
 }

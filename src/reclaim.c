@@ -30,21 +30,22 @@ static size_t release_empty(struct uslab_cache *c, int all, uint64_t before_ms, 
 
 struct pass {
     uint64_t before_ms;
+    int may_call_user; /* 0: skip the depots of caches with a destructor (inline pass) */
     int more;
 };
 
 static void pass_one(struct uslab_cache *c, void *arg)
 {
     struct pass *p = arg;
-    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED))
+    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && (p->may_call_user || !c->dtor))
         usi_depot_reap_unused(c);
     release_empty(c, 0, p->before_ms, &p->more);
 }
 
-int usi_reclaim_pass(uint64_t now_ms)
+int usi_reclaim_pass(uint64_t now_ms, int may_call_user)
 {
     struct pass p = {now_ms >= usi_options.purge_delay_ms ? now_ms - usi_options.purge_delay_ms : 0,
-                     0};
+                     may_call_user, 0};
     usi_registry_for_each(pass_one, &p);
     return p.more;
 }

@@ -10,7 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-static const char *const harden_words[] = {"random", NULL}; /* USI_HARDEN_RANDOM */
+static const char *const harden_words[] = {"random", NULL};                  /* USI_HARDEN_RANDOM */
+static const char *const purger_words[] = {"auto", "always", "never", NULL}; /* usi_purger_mode */
 
 const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_MAX_SLAB_SIZE] = {"USLAB_MAX_SLAB_SIZE", USI_SETTING_KIND_SIZE,
@@ -36,11 +37,16 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                  NULL},
     [USI_SETTING_PURGE_DELAY] = {"USLAB_PURGE_DELAY", USI_SETTING_KIND_NUMBER,
                                  USI_SETTINGS_PURGE_DELAY_DEFAULT, "1000", 0, (size_t)1 << 30,
-                                 "milliseconds an empty slab stays idle before a background "
-                                 "thread gives it back to the OS (0: at once, and no thread: "
-                                 "for programs that must stay single-threaded, e.g. to call "
-                                 "`unshare(CLONE_NEWUSER)`)",
+                                 "milliseconds an empty slab stays idle before it goes back to "
+                                 "the OS (by the purger thread, or by the next slow path where "
+                                 "there is none; 0: at once)",
                                  NULL},
+    [USI_SETTING_PURGER] = {"USLAB_PURGER", USI_SETTING_KIND_CHOICE, USI_PURGER_AUTO, "auto", 0, 0,
+                            "the purger thread that returns idle memory without further "
+                            "activity: `auto` starts it only in a process that already has "
+                            "threads and no seccomp filter; `always`; `never` (memory goes "
+                            "back on slow paths; docs/design.md §3)",
+                            purger_words},
     [USI_SETTING_TCACHE_MAX] = {"USLAB_TCACHE_MAX", USI_SETTING_KIND_SIZE,
                                 USI_SETTINGS_TCACHE_MAX_DEFAULT, "64M", 0, (size_t)1 << 40,
                                 "bound on the bytes all threads together may cache in their "
@@ -88,6 +94,16 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
 const struct usi_setting_letter usi_settings_letters[] = {USI_SETTINGS_DEBUG_LETTERS(LETTER_ROW)};
 #undef LETTER_ROW
 const size_t usi_settings_nletters = sizeof usi_settings_letters / sizeof usi_settings_letters[0];
+
+int usi_settings_parse_choice(const struct usi_setting *s, const char *value, size_t *index)
+{
+    for (size_t i = 0; s->words[i]; i++)
+        if (strcmp(s->words[i], value) == 0) {
+            *index = i;
+            return 0;
+        }
+    return -1;
+}
 
 int usi_settings_parse_words(const struct usi_setting *s, const char *value, size_t *bits)
 {
@@ -358,6 +374,13 @@ size_t usi_settings_values(const struct usi_setting *s, char *buf, size_t len)
         break;
     case USI_SETTING_KIND_PATH:
         puts_(&o, "a file name");
+        break;
+    case USI_SETTING_KIND_CHOICE:
+        for (size_t i = 0; s->words[i]; i++) {
+            puts_(&o, i ? (s->words[i + 1] ? ", `" : " or `") : "`");
+            puts_(&o, s->words[i]);
+            puts_(&o, "`");
+        }
         break;
     }
     return o.used;

@@ -47,6 +47,13 @@ enum usi_debug_letter_bits { USI_SETTINGS_DEBUG_LETTERS(USI_SETTINGS_LETTER_BIT)
 /* USLAB_HARDEN's words, as bits of usi_options.harden (docs/security.md §5). */
 #define USI_HARDEN_RANDOM ((size_t)1) /* fresh slabs hand out their objects in random order */
 
+/* USLAB_PURGER's words, in order: usi_options.purger holds the index (design §3). */
+enum usi_purger_mode {
+    USI_PURGER_AUTO,   /* a thread where the process has threads and no seccomp filter */
+    USI_PURGER_ALWAYS, /* a thread in every process that frees (the behaviour before) */
+    USI_PURGER_NEVER,  /* no thread: memory goes back on slow paths only */
+};
+
 /* Row indices of usi_settings_table[], in table order. */
 enum usi_setting_id {
     USI_SETTING_MAX_SLAB_SIZE,
@@ -54,6 +61,7 @@ enum usi_setting_id {
     USI_SETTING_EMPTY_SLABS,
     USI_SETTING_DEPOT_BYTES,
     USI_SETTING_PURGE_DELAY,
+    USI_SETTING_PURGER,
     USI_SETTING_TCACHE_MAX,
     USI_SETTING_MAGAZINE_GROWTH,
     USI_SETTING_HARDEN,
@@ -74,6 +82,7 @@ enum usi_setting_kind {
     USI_SETTING_KIND_STATS,  /* 1 (table), json, or 0 */
     USI_SETTING_KIND_WORDS,  /* comma-separated words of `words`, or 0: usi_settings_parse_words */
     USI_SETTING_KIND_PATH,   /* a file name */
+    USI_SETTING_KIND_CHOICE, /* exactly one word of `words`: usi_settings_parse_choice */
 };
 
 struct usi_setting {
@@ -83,7 +92,8 @@ struct usi_setting {
     const char *def_text;       /* the default as shown: "256G", "unset" */
     size_t min, max;            /* accepted values of SIZE, NUMBER and BOOL */
     const char *help;           /* one line; `code` in backquotes (markdown) */
-    const char *const *words;   /* WORDS: the accepted words, NULL-terminated; word i is bit i */
+    const char *const *words;   /* WORDS, CHOICE: the accepted words, NULL-terminated; word i
+                                 * is bit i (WORDS) or value i (CHOICE) */
 };
 
 struct usi_setting_letter {
@@ -121,6 +131,10 @@ int usi_settings_parse_debug(const char *value, unsigned *letters, const char **
  * Stores bit i for word i in *bits and returns 0; on an unknown or empty word returns -1
  * (*bits then holds the words before it). */
 int usi_settings_parse_words(const struct usi_setting *s, const char *value, size_t *bits);
+
+/* Parses a CHOICE setting's value: one word of s->words. Stores its index in *index and
+ * returns 0, or returns -1. */
+int usi_settings_parse_choice(const struct usi_setting *s, const char *value, size_t *index);
 
 /*
  * Size-class tables (docs/design.md §8, issue 13). A table is a list of block sizes, in

@@ -217,6 +217,8 @@ static struct usi_tcache *tcache_get(uintptr_t id)
         return tc;
     uint32_t want =
         (uint32_t)(id + 1 > SENTINEL_PAIRS + 64 ? id + 1 + id / 2 : SENTINEL_PAIRS + 64);
+    if (tc == &sentinel.tc)
+        usi_purge_thread_started();
     struct usi_tcache *fresh = tcache_map(want);
     if (!fresh)
         return NULL;
@@ -335,7 +337,10 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
     int ok = alloc_exchange(c, mp);
     void *p = ok ? usi_pair_pop(mp) : NULL;
     exchange_end(tc);
-    return ok ? p : usi_objects_alloc(c); /* last: may run the constructor and reclaim */
+    if (!ok)
+        p = usi_objects_alloc(c); /* last: may run the constructor and reclaim */
+    usi_purge_poll();
+    return p;
 }
 
 void usi_tcache_free_slow(struct uslab_cache *c, void *p)
@@ -398,6 +403,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     usi_depot_dispose(c, over);
     if (!pushed)
         usi_objects_unfill(c, 1, &p);
+    usi_purge_poll();
 }
 
 size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs)

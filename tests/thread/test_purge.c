@@ -5,9 +5,16 @@
  * then make no allocator call at all and watch resident memory fall within a few purge
  * delays (the purger flushes the unused depot magazines, then purges the idle slabs).
  * Also: while memory is reused quickly, nothing is purged (no refault churn).
+ *
+ * The purger is a thread only where the process has threads (USLAB_PURGER=auto, design §3):
+ * by default this program starts and joins one thread first; with the argument `always`
+ * it stays single-threaded (the test sets USLAB_PURGER=always). Either way the purger thread must
+ * then exist (the process has two threads).
  */
 #include "mt_common.h"
 
+#include <dirent.h>
+#include <pthread.h>
 #include <time.h>
 
 #define OBJ   1024
@@ -21,10 +28,34 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-int main(void)
+/* Threads of this process, from /proc/self/task. */
+static int task_count(void)
 {
-    /* USLAB_PURGE_DELAY is read at initialisation: set it before the first call. */
-    setenv("USLAB_PURGE_DELAY", "200", 1);
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    struct dirent *e;
+    CHECK(d != NULL, "opendir /proc/self/task");
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void *nothing(void *arg)
+{
+    return arg;
+}
+
+int main(int argc, char **argv)
+{
+    /* USLAB_PURGE_DELAY (200 ms here) and USLAB_PURGER are read when the library loads:
+     * the test sets them (tests/thread/CMakeLists.txt). */
+    int always = argc > 1 && strcmp(argv[1], "always") == 0;
+    if (!always) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, nothing, NULL) == 0, "pthread_create");
+        CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    }
     uslab_cache_t *c = uslab_cache_create("purge", OBJ, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(c != NULL, "create");
     size_t base = mt_rss();
@@ -50,6 +81,8 @@ int main(void)
         for (int i = 0; i < COUNT; i++)
             MT_FREE(objs[i]);
         size_t freed = mt_rss();
+        CHECK(MT_SANITIZED || task_count() == 2, "round %d: %d threads: the purger should run",
+              round, task_count());
         /* No allocator call from here on: only the purger can give memory back. */
         size_t now = freed;
         for (int waited = 0; waited < 5000 && now > base + ((size_t)8 << 20); waited += 100) {

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sandbox.c - a guest allocator must not start threads where none can live (issue 15,
+ * docs/design.md §3). Run under LD_PRELOAD=libuslab-preload.so (and without, as glibc's
+ * reference). Modes (argv[1]):
+ *  - `seccomp`: a single-threaded program installs a filter that allows only memory system
+ *    calls (OpenSSH's pre-auth sandbox: brk, mmap, mprotect, madvise, munmap, futex, the
+ *    sleeps, and write and exit here), anything else kills it with SIGSYS; then it allocates
+ *    and frees, idles past the purge delay and frees more;
+ *  - `seccomp-threads`: the same in a program that has had a thread, with a filter that also
+ *    allows prctl (how uslab asks for the seccomp mode) but still no clone;
+ *  - `unshare`: a single-threaded program allocates and frees, idles, frees more, then calls
+ *    unshare(CLONE_NEWUSER), which the kernel refuses (EINVAL) to a process with threads;
+ *  - `unshare-fork`: the same in the child of a program that has had threads and a purger.
+ * Prints "sandbox ok" and exits 0. 77 (skipped): this machine refuses user namespaces.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#define ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define ARCH AUDIT_ARCH_AARCH64
+#endif
+
+#define ALLOW(nr)                                                                                  \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+
+static void die(const char *what)
+{
+    /* No stdio under the filter: write(2) only. */
+    ssize_t r = write(2, what, strlen(what));
+    (void)r;
+    _exit(1);
+}
+
+static void install_filter(int allow_prctl)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#ifdef __NR_brk
+        ALLOW(__NR_brk),
+#endif
+        ALLOW(__NR_mmap),
+        ALLOW(__NR_mprotect),
+        ALLOW(__NR_madvise),
+        ALLOW(__NR_munmap),
+        ALLOW(__NR_mremap),
+        ALLOW(__NR_futex),
+#ifdef __NR_nanosleep
+        ALLOW(__NR_nanosleep),
+#endif
+        ALLOW(__NR_clock_nanosleep),
+        ALLOW(__NR_clock_gettime),
+        ALLOW(__NR_write),
+        ALLOW(__NR_exit_group),
+        ALLOW(__NR_exit),
+        ALLOW(allow_prctl ? __NR_prctl : __NR_exit),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+    };
+    struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        die("PR_SET_NO_NEW_PRIVS failed\n");
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+        die("PR_SET_SECCOMP failed\n");
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Blocks of many sizes (slab classes and the system allocator's), written and checked,
+ * freed in an order that empties slabs; returns nonzero on a wrong byte. */
+static int workload(unsigned seed)
+{
+    enum { N = 20000 };
+    static unsigned char *p[N];
+    static size_t len[N];
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < N; i++) {
+            seed = seed * 1103515245u + 12345u;
+            len[i] = (seed >> 8) % (i % 50 == 0 ? 200000 : 2000) + 1;
+            p[i] = malloc(len[i]);
+            if (!p[i])
+                return 1;
+            memset(p[i], (int)(i & 0xff), len[i]);
+        }
+        for (int i = 0; i < N; i++) {
+            if (p[i][0] != (unsigned char)(i & 0xff) || p[i][len[i] - 1] != p[i][0])
+                return 1;
+            free(p[i]);
+        }
+    }
+    return 0;
+}
+
+/* Idles past the purge delay, between frees. */
+static int work_and_idle(void)
+{
+    if (workload(1))
+        return 1;
+    sleep_ms(250);
+    return workload(2);
+}
+
+static void *nothing(void *arg)
+{
+    return arg;
+}
+
+static void one_thread(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
+        die("pthread_create failed\n");
+}
+
+static int try_unshare(void)
+{
+    if (unshare(CLONE_NEWUSER) == 0)
+        return 0;
+    if (errno == EINVAL) {
+        fprintf(stderr, "unshare(CLONE_NEWUSER): EINVAL: the process has threads\n");
+        return 1;
+    }
+    printf("unshare(CLONE_NEWUSER) refused here (%s): skipped\n", strerror(errno));
+    return 77;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    /* The test sets USLAB_PURGE_DELAY=100, so the idle time passes it. */
+    if (strcmp(mode, "seccomp") == 0 || strcmp(mode, "seccomp-threads") == 0) {
+        int threads = strcmp(mode, "seccomp-threads") == 0;
+        if (threads)
+            one_thread();
+        /* A program's first malloc comes before it sandboxes itself (it sets up glibc's
+         * malloc, which asks for getrandom); this one empties no slab, so starts nothing. */
+        void *volatile first = malloc(16);
+        free(first);
+        install_filter(threads); /* before the first free: no thread may have started yet */
+        if (work_and_idle())
+            die("wrong contents\n");
+        static const char ok[] = "sandbox ok\n";
+        if (write(1, ok, sizeof ok - 1) < 0)
+            die("write failed\n");
+        return 0;
+    }
+    if (strcmp(mode, "unshare") == 0) {
+        if (work_and_idle())
+            die("wrong contents\n");
+        int r = try_unshare();
+        if (r)
+            return r;
+        printf("sandbox ok\n");
+        return 0;
+    }
+    if (strcmp(mode, "unshare-fork") == 0) {
+        one_thread();
+        if (work_and_idle()) /* the parent has threads: a purger thread may run */
+            die("wrong contents\n");
+        sleep_ms(300); /* the parent's memory goes back: the child's frees start afresh */
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork failed\n");
+        if (pid == 0) {
+            if (work_and_idle())
+                die("wrong contents in the child\n");
+            _exit(try_unshare());
+        }
+        int st;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+            die("the child died\n");
+        if (WEXITSTATUS(st))
+            return WEXITSTATUS(st);
+        printf("sandbox ok\n");
+        return 0;
+    }
+    fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork\n");
+    return 2;
+}

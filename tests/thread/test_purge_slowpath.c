@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_purge_slowpath.c - without a purger thread, memory still goes back: on the slow
+ * paths, once the purge delay has passed (docs/design.md §3, issue 15).
+ *
+ * Modes (argv[1]):
+ *  - `auto`: a program that never starts a thread (USLAB_PURGER=auto) gets no purger thread;
+ *  - `never`: a program that started (and joined) a thread, with USLAB_PURGER=never.
+ * Both fill a cache and malloc classes with 64 MiB each and free it all; the process must
+ * still have one thread; idling gives nothing back (no thread does it); then a little
+ * allocator activity (slow paths) gives the memory back once the delay has passed. The
+ * objects of a cache with a destructor stay in its depot (an inline pass runs no user
+ * code), and come back by uslab_reap.
+ */
+#include "mt_common.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <time.h>
+
+#define OBJ   1024
+#define COUNT (64 * 1024)
+#define MIB   ((size_t)1 << 20)
+
+static void *objs[COUNT];
+static int destructed;
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int task_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    struct dirent *e;
+    CHECK(d != NULL, "opendir /proc/self/task");
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void *nothing(void *arg)
+{
+    return arg;
+}
+
+static void dtor(void *obj, void *arg)
+{
+    (void)obj;
+    (void)arg;
+    __atomic_fetch_add(&destructed, 1, __ATOMIC_RELAXED);
+}
+
+/* Slow paths: batches larger than a magazine, of two sizes, allocated and freed. */
+static void activity(void)
+{
+    void *p[600];
+    for (size_t n = 0; n < 600; n++)
+        p[n] = MT_MALLOC(n % 2 ? 48 : 1024);
+    for (size_t n = 0; n < 600; n++)
+        MT_FREE(p[n]);
+}
+
+int main(int argc, char **argv)
+{
+    /* USLAB_PURGE_DELAY (200 ms) and USLAB_PURGER (mode) are read when the library loads:
+     * the test sets them (tests/thread/CMakeLists.txt). */
+    const char *mode = argc > 1 ? argv[1] : "auto";
+    if (strcmp(mode, "never") == 0) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, nothing, NULL) == 0, "pthread_create");
+        CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    }
+    uslab_cache_t *c = uslab_cache_create("plain", OBJ, 0, NULL, NULL, NULL, NULL, 0);
+    uslab_cache_t *d = uslab_cache_create("with-dtor", 64, 0, NULL, dtor, NULL, NULL, 0);
+    CHECK(c != NULL && d != NULL, "create");
+    size_t base = mt_rss(), full;
+    for (int i = 0; i < COUNT; i++) {
+        objs[i] = uslab_cache_alloc(c);
+        CHECK(objs[i] != NULL, "alloc");
+        mt_fill(objs[i], OBJ, (uint64_t)i);
+    }
+    for (int i = 0; i < COUNT; i++) {
+        CHECK(mt_check(objs[i], OBJ, (uint64_t)i), "object %d corrupted", i);
+        uslab_cache_free(c, objs[i]);
+    }
+    for (int i = 0; i < COUNT; i++) {
+        objs[i] = MT_MALLOC(OBJ);
+        CHECK(objs[i] != NULL, "malloc");
+        memset(objs[i], 0x5a, OBJ);
+    }
+    full = mt_rss();
+    for (int i = 0; i < COUNT; i++)
+        MT_FREE(objs[i]);
+    /* Objects with a destructor, freed into their depot: beyond the depot's bound, the
+     * surplus is destructed at once; what the depot holds stays constructed. */
+    for (int i = 0; i < 4096; i++)
+        objs[i] = uslab_cache_alloc(d);
+    for (int i = 0; i < 4096; i++)
+        uslab_cache_free(d, objs[i]);
+    int destructed_before = __atomic_load_n(&destructed, __ATOMIC_RELAXED);
+    size_t freed = mt_rss();
+    CHECK(MT_SANITIZED || task_count() == 1, "%d threads: no purger thread expected here",
+          task_count());
+    CHECK(full >= base + 100 * MIB, "only %zu KiB resident over the baseline when full",
+          (full - base) >> 10);
+
+    /* No allocator call for longer than the delay: nothing goes back (a thread would have
+     * given back what the frees left; on a slow machine, slow paths during the frees may
+     * already have given back part of it, which is right too). */
+    sleep_ms(500);
+    size_t idle = mt_rss();
+    CHECK(idle + MIB >= freed, "%zu KiB went back without a thread or a slow path",
+          (freed - idle) >> 10);
+
+    /* Slow paths give it back: the first pass flushes the idle depots into the slabs; the
+     * slabs they empty go once idle for the delay too. */
+    size_t now = idle;
+    for (int waited = 0; waited < 10000 && now > base + 8 * MIB; waited += 50) {
+        sleep_ms(50);
+        activity();
+        now = mt_rss();
+    }
+    printf("%s: resident over baseline: full %zu KiB, freed %zu KiB, idle %zu KiB, after slow "
+           "paths %zu KiB\n",
+           mode, (full - base) >> 10, (freed - base) >> 10, (idle - base) >> 10,
+           (now - base) >> 10);
+    CHECK(MT_SANITIZED || now <= base + 8 * MIB,
+          "%zu KiB still resident over the baseline after slow paths", (now - base) >> 10);
+    CHECK(MT_SANITIZED || task_count() == 1, "a thread was started");
+    CHECK(__atomic_load_n(&destructed, __ATOMIC_RELAXED) == destructed_before,
+          "an inline pass ran %d destructors",
+          __atomic_load_n(&destructed, __ATOMIC_RELAXED) - destructed_before);
+    uslab_reap();
+    CHECK(__atomic_load_n(&destructed, __ATOMIC_RELAXED) == 4096, "%d of 4096 destructed",
+          __atomic_load_n(&destructed, __ATOMIC_RELAXED));
+    uslab_cache_destroy(d);
+    uslab_cache_destroy(c);
+    TEST_DONE();
+}
