@@ -164,11 +164,16 @@ def discover(build, wanted):
     return allocs, skipped
 
 
+EXTRA_ENV = {}  # preload library path -> settings of an --extra allocator
+
+
 def env_for(lib):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if lib:
+        lib, _, key = lib.partition("#")  # "#n" tells two --extra runs of one library apart
         env["LD_PRELOAD"] = lib
+        env.update(EXTRA_ENV.get(lib + "#" + key if key else lib, {}))
     env["LC_ALL"] = "C"
     return env
 
@@ -453,10 +458,11 @@ def main():
     ap.add_argument("--allocators", default="")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--note", default="", help="a line put at the top of the report")
-    ap.add_argument("--extra", action="append", default=[], metavar="NAME=LIB",
-                    help="also run another build of uslab's preload library LIB under NAME "
-                         "(e.g. before=/tmp/before/build/libuslab-preload.so), in the same "
-                         "interleaved run")
+    ap.add_argument("--extra", action="append", default=[], metavar="NAME=LIB[,VAR=VALUE...]",
+                    help="also run a build of uslab's preload library LIB under NAME, with "
+                         "the given settings (e.g. before=/tmp/before/build/libuslab-preload.so "
+                         "or random=build/libuslab-preload.so,USLAB_HARDEN=random), in the "
+                         "same interleaved run")
     args = ap.parse_args()
     full = args.full
     reps = args.reps or (10 if full else 3)
@@ -471,11 +477,14 @@ def main():
     allocs, skipped = discover(build, set(filter(None, args.allocators.split(","))))
     # which malloc each allocator's runs must report: an extra build is uslab under a name
     expect = {name: name for name, _ in allocs}
-    for e in args.extra:
-        name, _, lib = e.partition("=")
-        if not name or not lib or name in expect:
-            ap.error("--extra %s: expected a new NAME=LIB" % e)
-        allocs.append((name, os.path.abspath(lib)))
+    for i, e in enumerate(args.extra):
+        name, _, spec = e.partition("=")
+        lib, *settings = spec.split(",")
+        if not name or not lib or name in expect or not all("=" in v for v in settings):
+            ap.error("--extra %s: expected a new NAME=LIB[,VAR=VALUE...]" % e)
+        key = "%s#%d" % (os.path.abspath(lib), i)
+        EXTRA_ENV[key] = dict(v.split("=", 1) for v in settings)
+        allocs.append((name, key))
         expect[name] = "uslab"
     probed = probe(bindir, allocs)
     ok = []
