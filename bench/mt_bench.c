@@ -15,6 +15,11 @@
  *   bulk      the shape of sh8bench: per round, the main thread mallocs `count` blocks of
  *             `size` bytes, then `threads` workers free them (each a share), so every
  *             block is freed remotely and in bulk, far more than a magazine or a depot holds.
+ *   large     the shape of mstress and malloc-large: each thread keeps `slots` blocks of
+ *             `min` to `max` bytes (above uslab's slab range: the system allocator's
+ *             blocks) and replaces a random one per step, writing one byte per page of
+ *             the new block, so what the allocator gives back to the kernel and takes
+ *             again shows as page faults.
  * Output: time_s (the timed part), mops_per_s where meaningful.
  *
  * Options: --test larson --threads 2 --seed 1, and per test:
@@ -23,6 +28,7 @@
  *   scratch: --iterations 20000 --inner 200 --objsize 8
  *   churn: --generations 2000 --ops 500
  *   bulk: --count 1000000 --size 8 --rounds 10
+ *   large: --slots 20 --steps 20000 --min 40000 --max 2000000
  */
 #include "common.h"
 
@@ -327,6 +333,61 @@ static double run_bulk(int argc, char **argv)
     return s;
 }
 
+/* ---- large blocks (mstress's and malloc-large's shape) -------------------------------- */
+
+static long g_slots, g_steps, g_min, g_max;
+
+static void *large_worker(void *arg)
+{
+    long id = (long)(intptr_t)arg;
+    bench_rng r;
+    bench_rng_seed(&r, seed * 7919 + (uint64_t)id);
+    void **slot = bench_xmalloc((size_t)g_slots * sizeof *slot);
+    memset(slot, 0, (size_t)g_slots * sizeof *slot);
+    long page = 4096;
+    pthread_barrier_wait(&barrier);
+    for (long i = 0; i < g_steps; i++) {
+        long k = (long)bench_below(&r, (uint64_t)g_slots);
+        size_t n = (size_t)g_min + (size_t)bench_below(&r, (uint64_t)(g_max - g_min + 1));
+        free(slot[k]);
+        unsigned char *p = malloc(n);
+        if (!p) {
+            fprintf(stderr, "malloc(%zu) failed\n", n);
+            exit(1);
+        }
+        for (size_t o = 0; o < n; o += (size_t)page)
+            p[o] = (unsigned char)i;
+        p[n - 1] = (unsigned char)i;
+        slot[k] = p;
+    }
+    for (long k = 0; k < g_slots; k++)
+        free(slot[k]);
+    free(slot);
+    return NULL;
+}
+
+static double run_large(int argc, char **argv)
+{
+    g_slots = bench_opt_long(argc, argv, "slots", 20);
+    g_steps = bench_opt_long(argc, argv, "steps", 20000);
+    g_min = bench_opt_long(argc, argv, "min", 40000);
+    g_max = bench_opt_long(argc, argv, "max", 2000000);
+    if (g_max < g_min)
+        g_max = g_min;
+    printf("slots=%ld\nsteps=%ld\nmin=%ld\nmax=%ld\n", g_slots, g_steps, g_min, g_max);
+    pthread_t *tid = bench_xmalloc((size_t)nthreads * sizeof *tid);
+    for (long t = 1; t < nthreads; t++)
+        pthread_create(&tid[t], NULL, large_worker, (void *)(intptr_t)t);
+    uint64_t t0 = bench_now_ns();
+    large_worker((void *)(intptr_t)0);
+    for (long t = 1; t < nthreads; t++)
+        pthread_join(tid[t], NULL);
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    free(tid);
+    printf("mops_per_s=%.3f\n", (double)(g_steps * nthreads) / s * 1e-6);
+    return s;
+}
+
 int main(int argc, char **argv)
 {
     const char *test = bench_opt_str(argc, argv, "test", "larson");
@@ -349,8 +410,10 @@ int main(int argc, char **argv)
         s = run_churn(argc, argv);
     else if (strcmp(test, "bulk") == 0)
         s = run_bulk(argc, argv);
+    else if (strcmp(test, "large") == 0)
+        s = run_large(argc, argv);
     else {
-        fprintf(stderr, "unknown --test %s (larson, xmalloc, scratch, churn, bulk)\n", test);
+        fprintf(stderr, "unknown --test %s (larson, xmalloc, scratch, churn, bulk, large)\n", test);
         return 2;
     }
     pthread_barrier_destroy(&barrier);

@@ -103,7 +103,8 @@ def cases(bindir, full):
           ("xmalloc", ["--blocks", "1000000"], ["--blocks", "4000000"]),
           ("scratch", ["--iterations", "30000"], ["--iterations", "100000"]),
           ("churn", ["--generations", "1500"], ["--generations", "5000"]),
-          ("bulk", ["--count", "500000", "--rounds", "4"], ["--count", "1000000", "--rounds", "10"])]
+          ("bulk", ["--count", "500000", "--rounds", "4"], ["--count", "1000000", "--rounds", "10"]),
+          ("large", ["--steps", "5000"], ["--steps", "20000"])]
     for t, q, f in mt:
         out.append(Case("mt", t, [b("mt_bench"), "--test", t, "--threads", "2"],
                         [("time_s", "s", "time")], q, f))

@@ -13,8 +13,9 @@
  *
  * Invariants (under cache->lock): depot_nfull/depot_nempty count the two stacks;
  * depot_rounds is the sum of the full magazines' rounds; depot_nfull <= depot_max_full
- * after every exchange; depot_flushing counts magazines taken out to be flushed whose
- * objects are not back in their slabs yet (destroy waits for it to reach 0).
+ * after every exchange, and depot_base_full <= depot_max_full <= depot_cap_full; depot_flushing
+ * counts magazines taken out to be flushed whose objects are not back in their slabs yet (destroy
+ * waits for it to reach 0).
  */
 #include "internal.h"
 
@@ -50,13 +51,29 @@ static uint32_t magazine_capacity(size_t stride)
     return (uint32_t)(cap < 4 ? 4 : cap);
 }
 
-/* Sets how many full magazines the depot keeps, from USLAB_DEPOT_BYTES and the capacity. */
+/* Sets how many full magazines the depot keeps: at first USLAB_DEPOT_BYTES of objects (at
+ * least 2 magazines); while threads find the depot without a full magazine, the limit
+ * doubles each time one more would overflow it, up to DEPOT_GROWTH times the first (issue
+ * 12: a producer/consumer flow of more than 1 MiB went through the slab layer one object at
+ * a time under the cache lock). Each purger pass without such misses halves it again; the
+ * pass also reaps what the depot did not need (usi_depot_reap_unused), so what it holds
+ * beyond the first limit is what a flow uses, for one purge interval at most. */
+#define DEPOT_GROWTH 64
+
+/* Its address tells threads apart: a miss by one thread and a full magazine given by
+ * another is a flow between threads. A thread that frees what it allocated itself keeps
+ * the first limit (its magazines are its own flow). */
+static __thread char thread_mark;
+
 static void set_limit(struct uslab_cache *c)
 {
     size_t per_mag = (size_t)c->mag_capacity * c->stride;
-    c->depot_max_full = 2;
-    if (per_mag && usi_options.depot_bytes / per_mag > c->depot_max_full)
-        c->depot_max_full = usi_options.depot_bytes / per_mag;
+    c->depot_base_full = 2;
+    if (per_mag && usi_options.depot_bytes / per_mag > c->depot_base_full)
+        c->depot_base_full = usi_options.depot_bytes / per_mag;
+    c->depot_cap_full = c->depot_base_full * DEPOT_GROWTH;
+    if (c->depot_max_full < c->depot_base_full || c->depot_max_full > c->depot_cap_full)
+        c->depot_max_full = c->depot_base_full;
 }
 
 void usi_depot_init_cache(struct uslab_cache *c)
@@ -137,6 +154,13 @@ static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *
         c->depot_nempty++;
         return NULL;
     }
+    if (c->depot_nfull >= c->depot_max_full && c->depot_misses &&
+        c->depot_miss_thread != &thread_mark && c->depot_max_full < c->depot_cap_full) {
+        /* Another thread came for full magazines and found none: a flow, not a hoard. */
+        c->depot_max_full =
+            c->depot_max_full * 2 < c->depot_cap_full ? c->depot_max_full * 2 : c->depot_cap_full;
+        c->depot_grew = 1; /* the caller kicks the purger, which reaps what goes unused */
+    }
     if (c->depot_nfull >= c->depot_max_full) {
         /* Full: the magazine given goes back to the caller to be flushed (its objects,
          * freed last, return to slabs together: the slab layer's batch is cheapest). */
@@ -149,6 +173,17 @@ static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *
     c->depot_nfull++;
     c->depot_rounds += m->rounds;
     return NULL;
+}
+
+/* Drops the lock; wakes the purger (or schedules an inline pass) when the depot's limit
+ * grew, so that what the flow leaves behind is reaped once unused. */
+static void unlock_and_kick(struct uslab_cache *c)
+{
+    int grew = c->depot_grew;
+    c->depot_grew = 0;
+    usi_unlock(&c->lock);
+    if (grew)
+        usi_purge_kick();
 }
 
 struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty)
@@ -165,6 +200,9 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
             USI_ASSERT(give_empty->rounds == 0);
             depot_push_locked(c, give_empty); /* an empty one never overflows */
         }
+    } else {
+        c->depot_misses++;
+        c->depot_miss_thread = &thread_mark;
     }
     usi_unlock(&c->lock);
     return m;
@@ -184,7 +222,7 @@ struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_
         if (c->depot_nempty < c->depot_min_empty)
             c->depot_min_empty = c->depot_nempty;
     }
-    usi_unlock(&c->lock);
+    unlock_and_kick(c);
     return m ? m : usi_mag_new(c);
 }
 
@@ -195,7 +233,7 @@ void usi_depot_put(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **ov
         return;
     depot_lock(c);
     *over = depot_push_locked(c, m);
-    usi_unlock(&c->lock);
+    unlock_and_kick(c);
 }
 
 int usi_depot_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p)
@@ -291,6 +329,11 @@ size_t usi_depot_reap_unused(struct uslab_cache *c)
     }
     c->depot_min_full = c->depot_nfull;
     c->depot_min_empty = c->depot_nempty;
+    if (!c->depot_misses && c->depot_max_full > c->depot_base_full)
+        c->depot_max_full =
+            c->depot_max_full / 2 > c->depot_base_full ? c->depot_max_full / 2 : c->depot_base_full;
+    c->depot_misses = 0;
+    c->depot_miss_thread = NULL;
     usi_unlock(&c->lock);
     free_mag_lists(c, full, empty);
     return n;

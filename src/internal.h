@@ -168,8 +168,10 @@ struct uslab_cache {
     uint32_t link_offset;  /* free-list link at slot + link_offset (after the object in debug) */
     uint32_t mag_max;      /* largest magazine capacity this cache may grow to */
     size_t mag_max_bytes;  /* mag_max * stride */
-    size_t depot_max_full; /* full magazines the depot keeps before flushing to slabs */
-    size_t empty_reserve;  /* empty slabs kept unpurged */
+    size_t depot_max_full; /* full magazines the depot keeps now (under `lock`): from
+                            * depot_base_full up to depot_cap_full, following the flow */
+    size_t depot_base_full, depot_cap_full;
+    size_t empty_reserve; /* empty slabs kept unpurged */
 
     /* Capacity of new magazines: 0 means no magazines (never changes then). It only grows,
      * under `lock` when the depot sees contention; read without the lock (relaxed) by the
@@ -190,9 +192,12 @@ struct uslab_cache {
     struct usi_mag *depot_full, *depot_empty;
     size_t depot_nfull, depot_nempty;
     size_t depot_min_full, depot_min_empty; /* lowest counts since the last purger tick */
-    size_t depot_flushing;                  /* magazines taken out to flush, not yet back */
-    size_t slab_inuse;                      /* objects outside slabs: live + cached in magazines */
-    int purge_pending;                      /* empty slabs beyond the reserve await the purger */
+    size_t depot_misses;           /* full magazines asked for and not there, since the last tick */
+    const void *depot_miss_thread; /* the thread of the last miss (depot.c's thread mark) */
+    int depot_grew;                /* the limit grew under `lock`: kick the purger after it */
+    size_t depot_flushing;         /* magazines taken out to flush, not yet back */
+    size_t slab_inuse;             /* objects outside slabs: live + cached in magazines */
+    int purge_pending;             /* empty slabs beyond the reserve await the purger */
     size_t depot_rounds;
     uint64_t slabs_created, slabs_released;
 };
@@ -290,6 +295,11 @@ void *usi_sys_realloc(void *p, size_t size);
 void *usi_sys_memalign(size_t align, size_t size);
 void usi_sys_free(void *p);
 size_t usi_sys_usable_size(const void *p);
+/* Preload library: raises glibc's trim and mmap thresholds for its role as the allocator of
+ * large blocks only; returns 1 if it did (0: the user tuned glibc, or not the preload
+ * library). usi_sys_trim gives glibc's free memory back (malloc_trim). */
+int usi_sys_tune_for_large(void);
+void usi_sys_trim(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* report.c (rank 3): error messages that never allocate                                 */
@@ -666,6 +676,11 @@ void usi_purge_postfork_child(void);
 /* A thread's first call that sets up its thread cache (tcache.c): in a fork child, the
  * process has threads again once it is not the forking one. */
 void usi_purge_thread_started(void);
+/* Large blocks (design §8): init.c says whether glibc was tuned to keep their memory
+ * (usi_sys_tune_for_large); then each free of one restarts an idle clock, and a pass
+ * trims glibc once they have been idle for the purge delay. */
+void usi_purge_track_large(int tuned);
+void usi_purge_large_freed(void);
 /* When an inline pass is due (monotonic ms), 0 when none is. */
 extern uint64_t usi_purge_due_ms;
 void usi_purge_poll_due(void);

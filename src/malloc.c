@@ -333,6 +333,8 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
     if (tracking_large())
         check_large(p, "free", 1);
     usi_sys_free(p);
+    usi_purge_large_freed();
+    usi_purge_poll();
 }
 
 /* The fast path: the unit tag of p's 64 KiB unit names its pair (pair 0, which never holds

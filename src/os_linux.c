@@ -573,6 +573,7 @@ extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 extern void __libc_free(void *);
 #define SYS(name) __libc_##name
+#include <malloc.h> /* mallopt, malloc_trim */
 #else
 /* libuslab exports only uslab_* names: its system allocator is the process's malloc
  * (glibc's, or a sanitizer's, whose interceptors then see every block). */
@@ -612,5 +613,37 @@ size_t usi_sys_usable_size(const void *p)
     return (head & 2) ? chunk - 2 * sizeof(size_t) : chunk - sizeof(size_t);
 #else
     return malloc_usable_size((void *)p);
+#endif
+}
+
+/* The preload library leaves glibc's malloc only the blocks above the slab range. With
+ * glibc's defaults (trim at 128 KiB of free top, mmap from 128 KiB with a threshold that
+ * adapts), a heap of large blocks only is trimmed and faulted back all the time (issue 12:
+ * 2.4x mimalloc on mstress, 5.6x on bench/'s `large`). Raised thresholds keep it; uslab's
+ * purger gives it back with malloc_trim once the large blocks have been idle for the purge
+ * delay (purge.c). Not when the user tuned glibc's malloc (GLIBC_TUNABLES, MALLOC_*_
+ * variables: theirs wins), nor in libuslab, whose system allocator is also the program's. */
+int usi_sys_tune_for_large(void)
+{
+#ifdef USLAB_PRELOAD
+    const char *t = usi_os_getenv("GLIBC_TUNABLES");
+    if ((t && strstr(t, "glibc.malloc.")) || usi_os_getenv("MALLOC_TRIM_THRESHOLD_") ||
+        usi_os_getenv("MALLOC_MMAP_THRESHOLD_") || usi_os_getenv("MALLOC_TOP_PAD_"))
+        return 0;
+    int e = errno;
+    int ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) && mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    errno = e;
+    return ok;
+#else
+    return 0;
+#endif
+}
+
+void usi_sys_trim(void)
+{
+#ifdef USLAB_PRELOAD
+    int e = errno;
+    malloc_trim(0);
+    errno = e;
 #endif
 }

@@ -43,6 +43,13 @@ static struct {
 
 uint64_t usi_purge_due_ms;
 
+/* glibc's large blocks: kept by raised thresholds, trimmed once idle (usi_sys_trim). */
+static struct {
+    int tuned;         /* set once at initialisation */
+    int pending;       /* a large block was freed since the last trim (atomic) */
+    uint64_t freed_ms; /* when the last one was freed (relaxed) */
+} large;
+
 /* The pass, set once at initialisation before anything can kick the purger. */
 static int (*purge_pass)(uint64_t now_ms, int may_call_user);
 
@@ -54,6 +61,34 @@ void usi_purge_set_pass(int (*pass)(uint64_t now_ms, int may_call_user))
 static uint64_t tick_ms(void)
 {
     return usi_options.purge_delay_ms / 2 ? usi_options.purge_delay_ms / 2 : 1;
+}
+
+void usi_purge_track_large(int tuned)
+{
+    large.tuned = tuned;
+}
+
+void usi_purge_large_freed(void)
+{
+    if (!large.tuned)
+        return;
+    __atomic_store_n(&large.freed_ms, usi_os_now_ms(), __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&large.pending, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&large.pending, 1, __ATOMIC_ACQ_REL))
+        usi_purge_kick();
+}
+
+/* Trims glibc once its blocks have been idle for the delay; returns whether that is still
+ * to come. */
+static int trim_large(uint64_t now)
+{
+    if (!__atomic_load_n(&large.pending, __ATOMIC_ACQUIRE))
+        return 0;
+    if (now < __atomic_load_n(&large.freed_ms, __ATOMIC_RELAXED) + usi_options.purge_delay_ms)
+        return 1;
+    __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE); /* a free from here on: again */
+    usi_sys_trim();
+    return 0;
 }
 
 static void *purger_main(void *arg)
@@ -68,7 +103,9 @@ static void *purger_main(void *arg)
         usi_unlock(&purger.lock);
         usi_os_sleep_ms(tick);
         USI_ASSERT_NO_LOCK();
-        if (purge_pass(usi_os_now_ms(), 1)) {
+        uint64_t now = usi_os_now_ms();
+        int more = purge_pass(now, 1);
+        if (trim_large(now) || more) {
             usi_lock(&purger.lock);
             purger.pending = 1;
             usi_unlock(&purger.lock);
@@ -168,7 +205,8 @@ void usi_purge_poll_due(void)
     __atomic_store_n(&usi_purge_due_ms, 0, __ATOMIC_RELAXED);
     USI_ASSERT_NO_LOCK();
     int e = errno;
-    if (purge_pass(now, 0))
+    int more = purge_pass(now, 0);
+    if (trim_large(now) || more)
         schedule_inline();
     errno = e;
     __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);

@@ -353,7 +353,19 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     }
     struct usi_magpair *mp = &tc->pairs[c->id];
     exchange_begin(tc, c->id);
-    pair_open(c, mp);
+    if (pair_is_blank(mp)) {
+        /* The thread's first use of this cache is a free: another thread allocated the
+         * block. Kept here, it would be this thread's next block, in a cache line the
+         * allocating thread's neighbouring blocks share: false sharing for as long as the
+         * two reuse them (cache-scratch, issue 12). It goes back to its slab instead; the
+         * thread's first magazine, filled from the slabs, hands out its top object first,
+         * a magazine's length away from it. */
+        pair_open(c, mp);
+        exchange_end(tc);
+        usi_objects_unfill(c, 1, &p);
+        usi_purge_poll();
+        return;
+    }
     if (usi_pair_push(mp, p)) {
         exchange_end(tc);
         return;

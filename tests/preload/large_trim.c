@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * large_trim.c - the large blocks uslab hands to glibc (design §8, issue 12). Under the
+ * preload library glibc's malloc holds only blocks above the slab range, so uslab raises
+ * its mmap and trim thresholds (no mmap/munmap and no trim-and-refault per block) and gives
+ * the memory back with malloc_trim once those blocks have been idle for the purge delay.
+ * Modes (argv[1]):
+ *  - `tuned`: 100 blocks of 1 MiB come from glibc's heap, not from mmap (mallinfo2's hblks
+ *    is 0); once all are freed, resident memory falls back to where it was, with no
+ *    further call (the process has had a thread: the purger runs);
+ *  - `user`: the test sets GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072, and the
+ *    user's setting wins: the blocks are mmapped (hblks is 100).
+ */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N   100
+#define MIB ((size_t)1 << 20)
+
+static size_t rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void *nothing(void *arg)
+{
+    return arg;
+}
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "large_trim: " __VA_ARGS__);                                               \
+        fputc('\n', stderr);                                                                       \
+        exit(1);                                                                                   \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    int user = argc > 1 && strcmp(argv[1], "user") == 0;
+    pthread_t t;
+    if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
+        FAIL("pthread_create");
+    static unsigned char *p[N];
+    size_t base = rss();
+    for (int i = 0; i < N; i++) {
+        p[i] = malloc(MIB);
+        if (!p[i])
+            FAIL("malloc");
+        memset(p[i], i, MIB);
+    }
+    struct mallinfo2 mi = mallinfo2();
+    size_t full = rss();
+    printf("hblks %zu, resident over the baseline %zu KiB\n", mi.hblks, (full - base) >> 10);
+    if (full < base + 90 * MIB)
+        FAIL("only %zu KiB resident for 100 MiB of blocks", (full - base) >> 10);
+    if (user ? mi.hblks != N : mi.hblks != 0)
+        FAIL("%zu blocks mmapped by glibc, expected %d", mi.hblks, user ? N : 0);
+    for (int i = 0; i < N; i++) {
+        if (p[i][0] != (unsigned char)i || p[i][MIB - 1] != (unsigned char)i)
+            FAIL("block %d changed", i);
+        free(p[i]);
+    }
+    size_t now = rss();
+    for (int waited = 0; waited < 10000 && now > base + 8 * MIB; waited += 50) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+        now = rss();
+    }
+    printf("after the frees and idling: %zu KiB over the baseline\n", (now - base) >> 10);
+    if (now > base + 8 * MIB)
+        FAIL("%zu KiB still resident over the baseline", (now - base) >> 10);
+    printf("large trim ok\n");
+    return 0;
+}
