@@ -49,7 +49,7 @@ class Case:
     """One program invocation, measured by some of the keys it prints."""
 
     def __init__(self, group, name, argv, metrics, quick_args=None, full_args=None,
-                 quick_reps=None, full_reps=None, program=False, timeout=600):
+                 quick_reps=None, full_reps=None, program=False, timeout=600, env=None):
         self.group = group          # benchmark (CSV file name, plot)
         self.name = name            # case within the benchmark
         self.argv = argv            # program and common args (program path filled in later)
@@ -60,6 +60,7 @@ class Case:
         self.full_reps = full_reps
         self.program = program      # an outside program: probe first, no allocator= line
         self.timeout = timeout
+        self.env = env or {}        # extra environment of every run (PYTHONMALLOC=malloc)
 
 
 def cases(bindir, full):
@@ -113,6 +114,10 @@ def cases(bindir, full):
     if py:
         out.append(Case("programs", "python3", [py, os.path.join(progs, "alloc.py")],
                         [("wall_s", "s", "wall time")], ["100000"], ["300000"], program=True))
+        # Every object through malloc, not pymalloc's arenas: the allocator's own work.
+        out.append(Case("programs", "python3-malloc", [py, os.path.join(progs, "alloc.py")],
+                        [("wall_s", "s", "wall time")], ["100000"], ["300000"], program=True,
+                        env={"PYTHONMALLOC": "malloc"}))
     if shutil.which("sqlite3"):
         out.append(Case("programs", "sqlite3",
                         [shutil.which("sqlite3"), ":memory:", ".read " +
@@ -528,7 +533,7 @@ def main():
                     sys.stderr.flush()
                 else:
                     print(msg, file=sys.stderr, flush=True)
-                env = env_for(lib)
+                env = dict(env_for(lib), **c.env)
                 if c.program:
                     # the program cannot say which malloc it got: probe the same environment
                     pr = parse_kv(run_once([os.path.join(bindir, "probe")], env, 30)[1])
