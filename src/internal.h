@@ -329,6 +329,7 @@ struct usi_options {
     size_t depot_bytes;    /* USLAB_DEPOT_BYTES: bytes a depot caches before flushing */
     size_t purge_delay_ms; /* USLAB_PURGE_DELAY: idle time before empty slabs are purged */
     size_t purger;         /* USLAB_PURGER: enum usi_purger_mode (settings.h) */
+    size_t return_policy;  /* USLAB_RETURN: enum usi_return_policy (settings.h) */
     size_t tcache_max;     /* USLAB_TCACHE_MAX: bound on bytes cached by all threads */
     size_t mag_growth;     /* USLAB_MAGAZINE_GROWTH: magazines grow under contention (0/1) */
     size_t harden;         /* USLAB_HARDEN: USI_HARDEN_* bits (settings.h) */
@@ -663,11 +664,18 @@ USI_COLD USI_NORETURN void usi_slab_bad_pointer(const struct uslab_cache *c, con
 /* purge.c (rank 10): the purger thread that gives idle memory back (design §3, §4)      */
 /* ------------------------------------------------------------------------------------ */
 
-/* The pass the purger runs each tick: returns whether anything remains to be given back
- * later. may_call_user 0: the pass must not run destructors (it runs inline, on a slow
- * path of a thread that may hold its own locks). Set once at initialisation (init.c sets
- * reclaim.c's usi_reclaim_pass). */
-void usi_purge_set_pass(int (*pass)(uint64_t now_ms, int may_call_user));
+/* How a pass runs (bits): */
+#define USI_PASS_USER                                                                              \
+    1u /* it may run user code: destructors, reclaim callbacks (purger                             \
+        * thread); not inline, on a slow path of a thread that may hold                            \
+        * its own locks */
+#define USI_PASS_URGENT                                                                            \
+    2u /* memory pressure: give back everything that is not in a                                   \
+        * thread's own magazines, at once */
+/* The pass the purger runs each tick: gives back what has been idle since before
+ * before_ms; returns whether anything remains to be given back later. Set once at
+ * initialisation (init.c sets reclaim.c's usi_reclaim_pass). */
+void usi_purge_set_pass(int (*pass)(uint64_t before_ms, unsigned how));
 /* Called without locks when a cache has empty slabs beyond its reserve: starts the purger
  * thread (once, where USLAB_PURGER allows it) or wakes it, or else schedules an inline
  * pass. Cheap when the thread is already awake. */
@@ -692,6 +700,11 @@ static inline void usi_purge_poll(void)
         usi_purge_poll_due();
 }
 
+/* pressure.c (rank 10, with the purger): 1 if the kernel reported memory pressure since
+ * the previous call (PSI stall time, cgroup events, memory.high nearly reached; design
+ * §3), else 0. The first call chooses the source. Called by passes only, without locks. */
+int usi_pressure_now(void);
+
 /* ------------------------------------------------------------------------------------ */
 /* objects.c (rank 11): objects between the slabs and the magazines: locking, the        */
 /* reclaim retry, constructors and destructors (Bonwick 1994 §3)                          */
@@ -707,6 +720,8 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
 /* One object from the slab layer, constructed; NULL + errno on failure. May run the
  * reclaim callback and the constructor: call it with no lock held and nothing half done. */
 void *usi_objects_alloc(struct uslab_cache *c);
+/* Calls c's reclaim callback (non-NULL; checked like every callback); no lock held. */
+void usi_objects_call_reclaim(struct uslab_cache *c);
 /* n objects, constructed; all or nothing; returns n or 0 (errno set). `reclaim`: whether
  * the reclaim callback may run when slabs run out. Runs the constructor (if any). */
 size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim);
@@ -921,7 +936,7 @@ static inline void usi_tcache_free(struct uslab_cache *c, void *p)
 
 /* One purger pass over every cache: reap unused depot magazines, purge idle empty slabs.
  * Returns whether anything remains to be given back later. */
-int usi_reclaim_pass(uint64_t now_ms, int may_call_user);
+int usi_reclaim_pass(uint64_t before_ms, unsigned how);
 /* uslab_cache_reap: the calling thread's magazines and the depot back to the slabs, every
  * empty slab to the system; returns the bytes released. */
 size_t usi_reclaim_cache(struct uslab_cache *c);

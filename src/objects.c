@@ -104,6 +104,13 @@ static int construct(struct uslab_cache *c, void *obj)
     return 0;
 }
 
+void usi_objects_call_reclaim(struct uslab_cache *c)
+{
+    USI_ASSERT_NO_LOCK();
+    check_callbacks(c);
+    c->reclaim(c->arg);
+}
+
 /* ---- raw objects to and from the slabs ----------------------------------------------- */
 
 /* Takes n raw objects; when the slabs cannot grow and `reclaim` allows it, calls the

@@ -21,6 +21,7 @@ struct usi_options usi_options = {
     .tcache_max = USI_SETTINGS_TCACHE_MAX_DEFAULT,
     .mag_growth = USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT,
     .purger = USI_PURGER_AUTO,
+    .return_policy = USI_RETURN_DELAY,
 };
 
 /* The field each setting read here goes to; NULL for the settings read elsewhere. */
@@ -31,6 +32,7 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_DEPOT_BYTES] = &usi_options.depot_bytes,
     [USI_SETTING_PURGE_DELAY] = &usi_options.purge_delay_ms,
     [USI_SETTING_PURGER] = &usi_options.purger,
+    [USI_SETTING_RETURN] = &usi_options.return_policy,
     [USI_SETTING_TCACHE_MAX] = &usi_options.tcache_max,
     [USI_SETTING_MAGAZINE_GROWTH] = &usi_options.mag_growth,
     [USI_SETTING_HARDEN] = &usi_options.harden,

@@ -51,16 +51,21 @@ static struct {
 } large;
 
 /* The pass, set once at initialisation before anything can kick the purger. */
-static int (*purge_pass)(uint64_t now_ms, int may_call_user);
+static int (*purge_pass)(uint64_t before_ms, unsigned how);
 
-void usi_purge_set_pass(int (*pass)(uint64_t now_ms, int may_call_user))
+void usi_purge_set_pass(int (*pass)(uint64_t before_ms, unsigned how))
 {
     purge_pass = pass;
 }
 
+/* Time between passes while something is pending: half the delay; at most 250 ms where
+ * the policy watches memory pressure, so that pressure is seen within a quarter second. */
 static uint64_t tick_ms(void)
 {
-    return usi_options.purge_delay_ms / 2 ? usi_options.purge_delay_ms / 2 : 1;
+    uint64_t tick = usi_options.purge_delay_ms / 2 ? usi_options.purge_delay_ms / 2 : 1;
+    if (usi_options.return_policy != USI_RETURN_DELAY && tick > 250)
+        tick = 250;
+    return tick;
 }
 
 void usi_purge_track_large(int tuned)
@@ -80,15 +85,35 @@ void usi_purge_large_freed(void)
 
 /* Trims glibc once its blocks have been idle for the delay; returns whether that is still
  * to come. */
-static int trim_large(uint64_t now)
+static int trim_large(uint64_t now, uint64_t idle)
 {
     if (!__atomic_load_n(&large.pending, __ATOMIC_ACQUIRE))
         return 0;
-    if (now < __atomic_load_n(&large.freed_ms, __ATOMIC_RELAXED) + usi_options.purge_delay_ms)
+    if (now < __atomic_load_n(&large.freed_ms, __ATOMIC_RELAXED) + idle)
         return 1;
     __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE); /* a free from here on: again */
     usi_sys_trim();
     return 0;
+}
+
+/* One pass at `now` (USLAB_RETURN, design §3): idle memory older than the delay (10 delays
+ * under `pressure`) goes back; under pressure reported by the kernel, everything the pass
+ * can reach goes at once, with glibc's free memory. Pressure is read only where the policy
+ * asks for it, and inline only then too: reading a file is a system call a sandbox may
+ * refuse. Returns whether anything remains to be given back later. */
+static int run_pass(uint64_t now, unsigned how)
+{
+    uint64_t idle = usi_options.purge_delay_ms;
+    if (usi_options.return_policy == USI_RETURN_PRESSURE)
+        idle *= 10;
+    if (usi_options.return_policy != USI_RETURN_DELAY && usi_pressure_now()) {
+        purge_pass(now, how | USI_PASS_URGENT);
+        __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE);
+        usi_sys_trim();
+        return 0;
+    }
+    int more = purge_pass(now >= idle ? now - idle : 0, how);
+    return trim_large(now, idle) || more;
 }
 
 static void *purger_main(void *arg)
@@ -103,9 +128,7 @@ static void *purger_main(void *arg)
         usi_unlock(&purger.lock);
         usi_os_sleep_ms(tick);
         USI_ASSERT_NO_LOCK();
-        uint64_t now = usi_os_now_ms();
-        int more = purge_pass(now, 1);
-        if (trim_large(now) || more) {
+        if (run_pass(usi_os_now_ms(), USI_PASS_USER)) {
             usi_lock(&purger.lock);
             purger.pending = 1;
             usi_unlock(&purger.lock);
@@ -205,8 +228,7 @@ void usi_purge_poll_due(void)
     __atomic_store_n(&usi_purge_due_ms, 0, __ATOMIC_RELAXED);
     USI_ASSERT_NO_LOCK();
     int e = errno;
-    int more = purge_pass(now, 0);
-    if (trim_large(now) || more)
+    if (run_pass(now, 0))
         schedule_inline();
     errno = e;
     __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);

@@ -30,22 +30,32 @@ static size_t release_empty(struct uslab_cache *c, int all, uint64_t before_ms, 
 
 struct pass {
     uint64_t before_ms;
-    int may_call_user; /* 0: skip the depots of caches with a destructor (inline pass) */
+    unsigned how; /* USI_PASS_*: without USER, skip what would run a destructor or callback */
     int more;
 };
 
 static void pass_one(struct uslab_cache *c, void *arg)
 {
     struct pass *p = arg;
-    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && (p->may_call_user || !c->dtor))
+    int user = (p->how & USI_PASS_USER) || !c->dtor;
+    if (p->how & USI_PASS_URGENT) {
+        /* Pressure: the depot's magazines, the cache's own reclaim callback, every empty
+         * slab (the reserve too). Threads' own magazines stay theirs. */
+        if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && user)
+            usi_depot_drain(c, 0);
+        if (c->reclaim && (p->how & USI_PASS_USER))
+            usi_objects_call_reclaim(c);
+        release_empty(c, 1, 0, NULL);
+        return;
+    }
+    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && user)
         usi_depot_reap_unused(c);
     release_empty(c, 0, p->before_ms, &p->more);
 }
 
-int usi_reclaim_pass(uint64_t now_ms, int may_call_user)
+int usi_reclaim_pass(uint64_t before_ms, unsigned how)
 {
-    struct pass p = {now_ms >= usi_options.purge_delay_ms ? now_ms - usi_options.purge_delay_ms : 0,
-                     may_call_user, 0};
+    struct pass p = {before_ms, how, 0};
     usi_registry_for_each(pass_one, &p);
     return p.more;
 }

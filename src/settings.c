@@ -12,6 +12,7 @@
 
 static const char *const harden_words[] = {"random", NULL};                  /* USI_HARDEN_RANDOM */
 static const char *const purger_words[] = {"auto", "always", "never", NULL}; /* usi_purger_mode */
+static const char *const return_words[] = {"delay", "pressure", "both", NULL}; /* policy */
 
 const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_MAX_SLAB_SIZE] = {"USLAB_MAX_SLAB_SIZE", USI_SETTING_KIND_SIZE,
@@ -47,6 +48,20 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                             "threads and no seccomp filter; `always`; `never` (memory goes "
                             "back on slow paths; docs/design.md §3)",
                             purger_words},
+    [USI_SETTING_RETURN] = {"USLAB_RETURN", USI_SETTING_KIND_CHOICE, USI_RETURN_DELAY, "delay", 0,
+                            0,
+                            "when idle memory goes back: `delay` (after `USLAB_PURGE_DELAY`), "
+                            "`pressure` (at once when the kernel reports memory pressure, else "
+                            "after 10 delays) or `both` (at once under pressure, else after the "
+                            "delay); docs/design.md §3",
+                            return_words},
+    [USI_SETTING_PRESSURE_SOURCE] = {"USLAB_PRESSURE_SOURCE", USI_SETTING_KIND_PATH, 0, "unset", 0,
+                                     0,
+                                     "where `USLAB_RETURN` reads memory pressure: a cgroup v2 "
+                                     "directory (`memory.pressure`, `memory.events`, "
+                                     "`memory.high`) or a file in PSI format; unset: the "
+                                     "process's cgroup, else `/proc/pressure/memory`",
+                                     NULL},
     [USI_SETTING_TCACHE_MAX] = {"USLAB_TCACHE_MAX", USI_SETTING_KIND_SIZE,
                                 USI_SETTINGS_TCACHE_MAX_DEFAULT, "64M", 0, (size_t)1 << 40,
                                 "bound on the bytes all threads together may cache in their "

@@ -54,6 +54,13 @@ enum usi_purger_mode {
     USI_PURGER_NEVER,  /* no thread: memory goes back on slow paths only */
 };
 
+/* USLAB_RETURN's words, in order: usi_options.return_policy holds the index (design §3). */
+enum usi_return_policy {
+    USI_RETURN_DELAY,    /* idle memory back after USLAB_PURGE_DELAY */
+    USI_RETURN_PRESSURE, /* at once under memory pressure, else after 10 delays */
+    USI_RETURN_BOTH,     /* at once under memory pressure, else after the delay */
+};
+
 /* Row indices of usi_settings_table[], in table order. */
 enum usi_setting_id {
     USI_SETTING_MAX_SLAB_SIZE,
@@ -62,6 +69,8 @@ enum usi_setting_id {
     USI_SETTING_DEPOT_BYTES,
     USI_SETTING_PURGE_DELAY,
     USI_SETTING_PURGER,
+    USI_SETTING_RETURN,
+    USI_SETTING_PRESSURE_SOURCE,
     USI_SETTING_TCACHE_MAX,
     USI_SETTING_MAGAZINE_GROWTH,
     USI_SETTING_HARDEN,
