@@ -18,6 +18,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/single_threaded.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -445,6 +447,52 @@ int usi_os_write_file(const char *path, const char *buf, size_t len)
         len -= (size_t)w;
     }
     return close(fd);
+}
+
+int usi_os_open_ro(const char *path)
+{
+    int fd;
+    do
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
+long usi_os_read(int fd, void *buf, size_t len)
+{
+    ssize_t r;
+    do
+        r = read(fd, buf, len);
+    while (r < 0 && errno == EINTR);
+    return (long)r;
+}
+
+void usi_os_close(int fd)
+{
+    if (fd >= 0)
+        close(fd);
+}
+
+const void *usi_os_map_file(int fd, struct usi_os_file *file)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        (uint64_t)st.st_size > (uint64_t)SIZE_MAX)
+        return NULL;
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    file->size = (size_t)st.st_size;
+    file->device_major = major(st.st_dev);
+    file->device_minor = minor(st.st_dev);
+    file->inode = (uint64_t)st.st_ino;
+    return p;
+}
+
+void usi_os_unmap_file(const void *addr, size_t size)
+{
+    if (addr && size)
+        munmap((void *)(uintptr_t)addr, size);
 }
 
 void *usi_os_map_shared(size_t size)
