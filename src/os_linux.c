@@ -19,8 +19,8 @@
 #include <sys/resource.h>
 #include <sys/single_threaded.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 

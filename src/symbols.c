@@ -140,8 +140,9 @@ static int maps_line_holds(const char *line, uint64_t pc, struct mapping *m, cha
     p = skip_spaces(p);
     while (*p && *p != ' ') /* permissions */
         p++;
-    if (!(p = parse_hex(skip_spaces(p), &m->file_offset)) || !(p = parse_hex(skip_spaces(p), &major)) ||
-        *p != ':' || !(p = parse_hex(p + 1, &minor)) || !(p = parse_dec(skip_spaces(p), &m->inode)))
+    if (!(p = parse_hex(skip_spaces(p), &m->file_offset)) ||
+        !(p = parse_hex(skip_spaces(p), &major)) || *p != ':' || !(p = parse_hex(p + 1, &minor)) ||
+        !(p = parse_dec(skip_spaces(p), &m->inode)))
         return 0;
     m->device_major = (unsigned)major;
     m->device_minor = (unsigned)minor;
@@ -188,13 +189,19 @@ static int find_mapping(uint64_t pc, struct mapping *m, struct scratch *s)
 
 /* ---- ELF -------------------------------------------------------------------------------- */
 
+/* The process's own ELF class (32 or 64 bits): the only one read. */
+typedef ElfW(Ehdr) elf_header;
+typedef ElfW(Phdr) elf_program_header;
+typedef ElfW(Shdr) elf_section_header;
+typedef ElfW(Sym) elf_symbol;
+
 /* A mapped ELF file of this process's class and byte order. Invariant: the section and
  * program header tables lie inside [base, base + size). */
 struct elf_image {
     const unsigned char *base;
     size_t size;
-    const ElfW(Ehdr) * header;
-    const ElfW(Shdr) * sections;
+    const elf_header *header;
+    const elf_section_header *sections;
     size_t nsections;
     const char *section_names;
     size_t section_names_size;
@@ -210,27 +217,28 @@ static int elf_open(struct elf_image *e, const void *base, size_t size)
     e->base = base;
     e->size = size;
     e->header = base;
-    const ElfW(Ehdr) *h = e->header;
+    const elf_header *h = e->header;
     if (size < sizeof *h || memcmp(h->e_ident, ELFMAG, SELFMAG) != 0 ||
         h->e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
         h->e_ident[EI_DATA] !=
             (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB) ||
-        h->e_phentsize != sizeof(ElfW(Phdr)) ||
-        !in_file(e, h->e_phoff, (uint64_t)h->e_phnum * sizeof(ElfW(Phdr))) ||
-        (h->e_phoff % _Alignof(ElfW(Phdr))) != 0)
+        h->e_phentsize != sizeof(elf_program_header) ||
+        !in_file(e, h->e_phoff, (uint64_t)h->e_phnum * sizeof(elf_program_header)) ||
+        (h->e_phoff % _Alignof(elf_program_header)) != 0)
         return 0;
     e->sections = NULL;
     e->nsections = 0;
     e->section_names = NULL;
     e->section_names_size = 0;
-    if (h->e_shoff == 0 || h->e_shentsize != sizeof(ElfW(Shdr)) ||
-        (h->e_shoff % _Alignof(ElfW(Shdr))) != 0 || !in_file(e, h->e_shoff, sizeof(ElfW(Shdr))))
+    if (h->e_shoff == 0 || h->e_shentsize != sizeof(elf_section_header) ||
+        (h->e_shoff % _Alignof(elf_section_header)) != 0 ||
+        !in_file(e, h->e_shoff, sizeof(elf_section_header)))
         return 1; /* no section headers: program headers only, no symbols */
-    const ElfW(Shdr) *first = (const void *)(e->base + h->e_shoff);
+    const elf_section_header *first = (const void *)(e->base + h->e_shoff);
     /* Extended numbering: the counts live in section 0 when they do not fit the header. */
     size_t n = h->e_shnum ? h->e_shnum : (size_t)first->sh_size;
     size_t names = h->e_shstrndx == SHN_XINDEX ? first->sh_link : h->e_shstrndx;
-    if (!in_file(e, h->e_shoff, (uint64_t)n * sizeof(ElfW(Shdr))))
+    if (!in_file(e, h->e_shoff, (uint64_t)n * sizeof(elf_section_header)))
         return 1;
     e->sections = first;
     e->nsections = n;
@@ -243,8 +251,8 @@ static int elf_open(struct elf_image *e, const void *base, size_t size)
 }
 
 /* A section's bytes: 1, or 0 if it has none in the file or is compressed. */
-static int section_bytes(const struct elf_image *e, const ElfW(Shdr) * sh, const unsigned char **p,
-                         size_t *n)
+static int section_bytes(const struct elf_image *e, const elf_section_header *sh,
+                         const unsigned char **p, size_t *n)
 {
     if (sh->sh_type == SHT_NOBITS || (sh->sh_flags & SHF_COMPRESSED) ||
         !in_file(e, sh->sh_offset, sh->sh_size))
@@ -254,7 +262,7 @@ static int section_bytes(const struct elf_image *e, const ElfW(Shdr) * sh, const
     return 1;
 }
 
-static const ElfW(Shdr) * find_section(const struct elf_image *e, const char *name)
+static const elf_section_header *find_section(const struct elf_image *e, const char *name)
 {
     size_t len = strlen(name);
     for (size_t i = 1; i < e->nsections && e->section_names; i++) {
@@ -270,7 +278,7 @@ static const ElfW(Shdr) * find_section(const struct elf_image *e, const char *na
  * loadable segment maps: 1 and *vaddr, or 0. */
 static int file_offset_to_vaddr(const struct elf_image *e, uint64_t offset, uint64_t *vaddr)
 {
-    const ElfW(Phdr) *ph = (const void *)(e->base + e->header->e_phoff);
+    const elf_program_header *ph = (const void *)(e->base + e->header->e_phoff);
     for (size_t i = 0; i < e->header->e_phnum; i++)
         if (ph[i].p_type == PT_LOAD && offset >= ph[i].p_offset &&
             offset - ph[i].p_offset < ph[i].p_filesz) {
@@ -281,17 +289,17 @@ static int file_offset_to_vaddr(const struct elf_image *e, uint64_t offset, uint
 }
 
 /* The function of a symbol table whose [st_value, st_value + st_size) holds vaddr. */
-static const char *function_in_table(const struct elf_image *e, const ElfW(Shdr) * table,
+static const char *function_in_table(const struct elf_image *e, const elf_section_header *table,
                                      uint64_t vaddr, uint64_t *offset)
 {
     const unsigned char *syms, *strs;
     size_t syms_size, strs_size;
-    if (!table || table->sh_entsize != sizeof(ElfW(Sym)) || table->sh_link >= e->nsections ||
+    if (!table || table->sh_entsize != sizeof(elf_symbol) || table->sh_link >= e->nsections ||
         !section_bytes(e, table, &syms, &syms_size) ||
         !section_bytes(e, &e->sections[table->sh_link], &strs, &strs_size) ||
-        ((uintptr_t)syms % _Alignof(ElfW(Sym))) != 0)
+        ((uintptr_t)syms % _Alignof(elf_symbol)) != 0)
         return NULL;
-    const ElfW(Sym) *sym = (const void *)syms;
+    const elf_symbol *sym = (const void *)syms;
     for (size_t i = 0; i < syms_size / sizeof *sym; i++) {
         unsigned type = ELF64_ST_TYPE(sym[i].st_info);
         if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym[i].st_shndx == SHN_UNDEF ||
@@ -702,7 +710,7 @@ static int describe_in_file(struct text *t, const void *base, size_t size, uint6
     if (!function)
         function = function_in_table(&e, find_section(&e, ".dynsym"), vaddr, &offset);
     struct debug_sections d = {0};
-    const ElfW(Shdr) *sh;
+    const elf_section_header *sh;
     const char *file = NULL;
     uint64_t line = 0;
     if ((sh = find_section(&e, ".debug_line_str")))
