@@ -567,6 +567,8 @@ static const char *v5_table_path(struct reader *r, uint64_t wanted, const struct
     }
     uint64_t count = read_uleb(r);
     const char *found = NULL;
+    if (nformats == 0) /* entries of no bytes: nothing to find, nothing to skip */
+        return NULL;
     for (uint64_t i = 0; i < count && !r->failed; i++) {
         struct reader f = formats;
         for (unsigned k = 0; k < nformats && !r->failed; k++) {

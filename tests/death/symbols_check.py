@@ -15,6 +15,9 @@ Usage: symbols_check.py CHECK PROGRAM PRELOAD SOURCE [REFERENCE]
               build before strip) maps to leak_static_block
   double_free USLAB_DEBUG=F: the BUG report's stack names double_free_static and the line
               of the second free
+  corrupt     copies of PROGRAM with random bytes overwritten after its loaded segments
+              (section headers, symbol and string tables, DWARF: what only the symboliser
+              reads): each must still run, report its leaks and exit 0 (no fault)
   signal      USLAB_DEBUG=FT: a SIGALRM handler that interrupted malloc or free frees a
               pointer uslab never gave out. Every run must end by SIGABRT within the
               timeout (no deadlock) with the whole report and no TRACE line inside it (a
@@ -25,6 +28,9 @@ Usage: symbols_check.py CHECK PROGRAM PRELOAD SOURCE [REFERENCE]
 """
 import json
 import os
+import random
+import struct
+import tempfile
 import re
 import shutil
 import signal
@@ -49,7 +55,7 @@ def run(program, preload, mode, env_extra, timeout=60):
     env.update(LD_PRELOAD=preload, **env_extra)
     try:
         p = subprocess.run([program, mode], env=env, capture_output=True, text=True,
-                           timeout=timeout)
+                           errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
         fail("%s %s still running after %d s (deadlock?)" % (program, mode, timeout),
@@ -117,6 +123,36 @@ def main():
         if site["bytes"] != 100000 or site["stack"][0] != want:
             fail("expected the 100000-byte site first, its stack from %r" % want, p.stderr)
         print("ok: %s" % site["stack"][0])
+    elif check == "corrupt":
+        with open(program, "rb") as f:
+            image = f.read()
+        if image[:6] != b"\x7fELF\x02\x01":
+            print("skipped: not a 64-bit little-endian ELF file")
+            return
+        phoff, = struct.unpack_from("<Q", image, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", image, 0x36)
+        loaded_end = 0
+        for i in range(phnum):
+            kind, _, offset, _, _, filesz = struct.unpack_from("<IIQQQQ", image,
+                                                              phoff + i * phentsize)
+            if kind == 1:  # PT_LOAD
+                loaded_end = max(loaded_end, offset + filesz)
+        if loaded_end >= len(image):
+            fail("nothing after the loaded segments of %s" % program)
+        rng = random.Random(16)
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = os.path.join(tmp, name)
+            for variant in range(150):
+                damaged = bytearray(image)
+                for _ in range(rng.choice((1, 4, 32, 256))):
+                    damaged[rng.randrange(loaded_end, len(image))] = rng.randrange(256)
+                with open(copy, "wb") as f:
+                    f.write(damaged)
+                os.chmod(copy, 0o755)
+                p = run(copy, preload, "leak", {"USLAB_LEAKS": "1"})
+                if p.returncode != 0 or BIG not in p.stderr:
+                    fail("damaged copy %d: status %d" % (variant, p.returncode), p.stderr)
+        print("ok: 150 damaged copies reported their leaks")
     elif check == "double_free":
         p = run(program, preload, "double_free", {"USLAB_DEBUG": "F"})
         if p.returncode != -signal.SIGABRT:
