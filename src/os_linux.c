@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * os_linux.c - the os layer (docs/design.md §1): the only file that calls mmap, mprotect,
- * madvise or munmap, reads the environment or the clock, or calls the system allocator
- * (and knows glibc's chunk header) or registers fork handlers. Nothing here allocates (but
- * the system allocator, and dlsym once initialisation is over) or calls a function that a
- * preloaded library could interpose on the way to malloc.
+ * madvise or munmap, opens files (read-only, for the symboliser), reads the environment or
+ * the clock, or calls the system allocator (and knows glibc's chunk header) or registers
+ * fork handlers. Nothing here allocates (but the system allocator, and dlsym once
+ * initialisation is over) or calls a function that a preloaded library could interpose on
+ * the way to malloc.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -449,28 +450,31 @@ int usi_os_write_file(const char *path, const char *buf, size_t len)
     return close(fd);
 }
 
+/* The symboliser's open, read and close are made as system calls: a preloaded library
+ * that wraps them (fakeroot, tracers) might allocate, and a report may hold a cache lock.
+ * fstat stays glibc's, whose struct stat is the same on every architecture. */
 int usi_os_open_ro(const char *path)
 {
-    int fd;
+    long fd;
     do
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
     while (fd < 0 && errno == EINTR);
-    return fd;
+    return (int)fd;
 }
 
 long usi_os_read(int fd, void *buf, size_t len)
 {
-    ssize_t r;
+    long r;
     do
-        r = read(fd, buf, len);
+        r = syscall(SYS_read, fd, buf, len);
     while (r < 0 && errno == EINTR);
-    return (long)r;
+    return r;
 }
 
 void usi_os_close(int fd)
 {
     if (fd >= 0)
-        close(fd);
+        syscall(SYS_close, fd);
 }
 
 const void *usi_os_map_file(int fd, struct usi_os_file *file)
