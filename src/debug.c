@@ -21,7 +21,6 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,22 +197,11 @@ static void out(const char *fmt, ...)
         usi_os_write_err(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
-/* One frame as text: "function+0xoff (library)", "library+0xoff" or the address. */
+/* One frame as text: "function (file.c:line)", "function+0xoff (object)", "object+0xoff"
+ * or the address (symbols.c; no allocation, no lock). */
 static void frame_text(void *pc, char *buf, size_t len)
 {
-    Dl_info info;
-    if (dladdr(pc, &info) && info.dli_fname) {
-        const char *lib = strrchr(info.dli_fname, '/');
-        lib = lib ? lib + 1 : info.dli_fname;
-        if (info.dli_sname)
-            snprintf(buf, len, "%s+0x%lx (%s)", info.dli_sname,
-                     (unsigned long)((char *)pc - (char *)info.dli_saddr), lib);
-        else
-            snprintf(buf, len, "%s+0x%lx", lib,
-                     (unsigned long)((char *)pc - (char *)info.dli_fbase));
-    } else {
-        snprintf(buf, len, "%p", pc);
-    }
+    usi_symbols_describe(pc, buf, len);
 }
 
 static void print_frame(const char *indent, void *pc)
@@ -223,14 +211,17 @@ static void print_frame(const char *indent, void *pc)
     out("%s%s\n", indent, text);
 }
 
-/* Whether pc is inside uslab's own shared object (its frames are noise in a report). */
+/* Whether pc is inside uslab's own file (its frames are noise in a report): the shared
+ * library, or the program that uslab is linked into statically. */
 static int own_frame(void *pc)
 {
-    static void *own_base;
-    Dl_info info;
-    if (!own_base && dladdr((void *)usi_debug_report, &info))
-        own_base = info.dli_fbase;
-    return own_base && dladdr(pc, &info) && info.dli_fbase == own_base;
+    static uint64_t own_file; /* 0 until known; a race only computes it twice */
+    uint64_t own = __atomic_load_n(&own_file, __ATOMIC_RELAXED);
+    if (!own) {
+        own = usi_symbols_file_id((void *)usi_debug_report);
+        __atomic_store_n(&own_file, own, __ATOMIC_RELAXED);
+    }
+    return own && usi_symbols_file_id(pc) == own;
 }
 
 /* The first frame worth showing: uslab's own leading frames are skipped. */

@@ -203,7 +203,7 @@ struct uslab_cache {
 };
 
 /* ------------------------------------------------------------------------------------ */
-/* os_linux.c (rank 1): the only code that calls the kernel, reads environ, or calls the  */
+/* os_linux.c (rank 1): the only code that calls the kernel, reads environ, or calls the*/
 /* system allocator                                                                      */
 /* ------------------------------------------------------------------------------------ */
 
@@ -252,6 +252,22 @@ void usi_os_write_err(const char *buf, size_t len);
 long usi_os_read_file(const char *path, char *buf, size_t len);
 /* Creates (mode 0600, replacing) and writes a file; 0, or -1 with errno. */
 int usi_os_write_file(const char *path, const char *buf, size_t len);
+/* Files, for the symboliser (reports only; no allocation, no lock, so they may run in a
+ * signal handler): open read-only (O_CLOEXEC; fd or -1), read (bytes read, 0 at the end,
+ * -1; EINTR retried), close. usi_os_map_file maps a whole regular file read-only and
+ * private and fills *file with its size and identity (the device and inode that
+ * /proc/self/maps shows); NULL if it is empty, not a regular file, or cannot be mapped.
+ * usi_os_unmap_file takes the address and file->size back. */
+struct usi_os_file {
+    size_t size;
+    uint64_t inode;
+    unsigned device_major, device_minor;
+};
+int usi_os_open_ro(const char *path);
+long usi_os_read(int fd, void *buf, size_t len);
+void usi_os_close(int fd);
+const void *usi_os_map_file(int fd, struct usi_os_file *file);
+void usi_os_unmap_file(const void *addr, size_t size);
 /* Shared anonymous memory (fork children write into the same pages), zeroed; NULL. */
 void *usi_os_map_shared(size_t size);
 int usi_os_getpid(void);
@@ -302,7 +318,7 @@ int usi_sys_tune_for_large(void);
 void usi_sys_trim(void);
 
 /* ------------------------------------------------------------------------------------ */
-/* report.c (rank 3): error messages that never allocate                                 */
+/* report.c (rank 3): error messages that never allocate                                */
 /* ------------------------------------------------------------------------------------ */
 
 /* Prints "uslab: <message>\n" to stderr and aborts. */
@@ -319,7 +335,7 @@ extern int usi_report_verbose; /* set at initialisation (init.c) */
 USI_NORETURN USI_COLD void usi_report_assert(const char *expr, const char *file, int line);
 
 /* ------------------------------------------------------------------------------------ */
-/* options.c (rank 4): USLAB_* settings, read once at initialisation (design §11)         */
+/* options.c (rank 4): USLAB_* settings, read once at initialisation (design §11)       */
 /* ------------------------------------------------------------------------------------ */
 
 struct usi_options {
@@ -339,7 +355,7 @@ extern struct usi_options usi_options;
 void usi_options_read(void);
 
 /* ------------------------------------------------------------------------------------ */
-/* sizeclass.c (rank 5): the malloc size-class tables (design §8)                        */
+/* sizeclass.c (rank 5): the malloc size-class tables (design §8)                       */
 /* ------------------------------------------------------------------------------------ */
 
 #define USI_NCLASSES USI_RESERVED_IDS /* ids 1..USI_NCLASSES are the malloc classes */
@@ -362,7 +378,7 @@ void usi_sizeclass_name(unsigned id, char name[32]);
 extern struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
 
 /* ------------------------------------------------------------------------------------ */
-/* registry.c (rank 6): the cache table (id -> cache), pins, fork of cache locks          */
+/* registry.c (rank 6): the cache table (id -> cache), pins, fork of cache locks        */
 /* ------------------------------------------------------------------------------------ */
 
 /* The table; read without the lock only by paths that hold a pin or a page-map entry of
@@ -385,7 +401,23 @@ void usi_registry_prefork_caches(void);
 void usi_registry_postfork(int child);
 
 /* ------------------------------------------------------------------------------------ */
-/* debug.c (rank 7): USLAB_DEBUG checks, reports, leak report (docs/design.md §9)        */
+/* symbols.c (rank 7): code addresses as function, file and line (docs/design.md §9)    */
+/* ------------------------------------------------------------------------------------ */
+
+/* Writes what pc is into buf (len bytes, always terminated, cut short if need be):
+ * "function (file.c:line)" with DWARF line information, "function+0xoff (object)" with a
+ * symbol table (.symtab, else .dynsym), "object+0xoff" (the address in the object's file)
+ * without, or the bare address when no file holds it. Reads /proc/self/maps and the
+ * object's file; never allocates (one anonymous mapping of scratch), takes no lock and
+ * leaves errno alone: safe in a signal handler and under uslab's locks. For reports only:
+ * it costs system calls and a scan of the object's line tables. */
+void usi_symbols_describe(const void *pc, char *buf, size_t len);
+/* An identity of the file mapped at pc (device and inode, mixed; never 0), or 0 if pc is
+ * in no file's mapping or /proc/self/maps cannot be read. */
+uint64_t usi_symbols_file_id(const void *pc);
+
+/* ------------------------------------------------------------------------------------ */
+/* debug.c (rank 8): USLAB_DEBUG checks, reports, leak report (docs/design.md §9)       */
 /* ------------------------------------------------------------------------------------ */
 
 /* The letters' bits USI_DEBUG_F, _Z, _P, _U, _T come from the letter table (settings.h). */
@@ -447,7 +479,7 @@ void usi_debug_postfork(int child);
 #endif
 
 /* ------------------------------------------------------------------------------------ */
-/* pages.c (rank 8): address-space reservation, spans, page map, unit tags               */
+/* pages.c (rank 9): address-space reservation, spans, page map, unit tags              */
 /* ------------------------------------------------------------------------------------ */
 
 /*
@@ -576,7 +608,7 @@ static inline uintptr_t usi_pagemap_lookup(const void *p)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* slab.c (rank 9): slabs of one object size                                            */
+/* slab.c (rank 10): slabs of one object size                                           */
 /* ------------------------------------------------------------------------------------ */
 
 /*
@@ -661,7 +693,7 @@ USI_COLD USI_NORETURN void usi_slab_bad_pointer(const struct uslab_cache *c, con
                                                 uintptr_t entry);
 
 /* ------------------------------------------------------------------------------------ */
-/* purge.c (rank 10): the purger thread that gives idle memory back (design §3, §4)      */
+/* purge.c (rank 11): the purger thread that gives idle memory back (design §3, §4)     */
 /* ------------------------------------------------------------------------------------ */
 
 /* How a pass runs (bits): */
@@ -700,13 +732,13 @@ static inline void usi_purge_poll(void)
         usi_purge_poll_due();
 }
 
-/* pressure.c (rank 10, with the purger): 1 if the kernel reported memory pressure since
+/* pressure.c (rank 11, with the purger): 1 if the kernel reported memory pressure since
  * the previous call (PSI stall time, cgroup events, memory.high nearly reached; design
  * §3), else 0. The first call chooses the source. Called by passes only, without locks. */
 int usi_pressure_now(void);
 
 /* ------------------------------------------------------------------------------------ */
-/* objects.c (rank 11): objects between the slabs and the magazines: locking, the        */
+/* objects.c (rank 12): objects between the slabs and the magazines: locking, the       */
 /* reclaim retry, constructors and destructors (Bonwick 1994 §3)                          */
 /* ------------------------------------------------------------------------------------ */
 
@@ -740,7 +772,7 @@ static inline int usi_objects_starved(struct uslab_cache *c)
 void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs);
 
 /* ------------------------------------------------------------------------------------ */
-/* depot.c (rank 12): magazines and the per-cache depot                                 */
+/* depot.c (rank 13): magazines and the per-cache depot                                 */
 /* ------------------------------------------------------------------------------------ */
 
 /* A magazine: a stack of constructed objects; objs[0 .. rounds) are valid. */
@@ -785,7 +817,7 @@ void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes);
 size_t usi_depot_reap_unused(struct uslab_cache *c);
 
 /* ------------------------------------------------------------------------------------ */
-/* tcache.c (rank 13): per-thread magazine pairs                                        */
+/* tcache.c (rank 14): per-thread magazine pairs                                        */
 /* ------------------------------------------------------------------------------------ */
 
 /*
@@ -931,7 +963,7 @@ static inline void usi_tcache_free(struct uslab_cache *c, void *p)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* reclaim.c (rank 14): giving memory back: the purge pass, reaping                      */
+/* reclaim.c (rank 15): giving memory back: the purge pass, reaping                     */
 /* ------------------------------------------------------------------------------------ */
 
 /* One purger pass over every cache: reap unused depot magazines, purge idle empty slabs.
@@ -944,7 +976,7 @@ size_t usi_reclaim_cache(struct uslab_cache *c);
 size_t usi_reclaim_all(void);
 
 /* ------------------------------------------------------------------------------------ */
-/* init.c (rank 15): one-time initialisation, cache set-up, fork handlers                */
+/* init.c (rank 16): one-time initialisation, cache set-up, fork handlers               */
 /* ------------------------------------------------------------------------------------ */
 
 extern int usi_initialized; /* 0: not yet, 1: ready, -1: slabs disabled (init.c) */

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * os_linux.c - the os layer (docs/design.md §1): the only file that calls mmap, mprotect,
- * madvise or munmap, reads the environment or the clock, or calls the system allocator
- * (and knows glibc's chunk header) or registers fork handlers. Nothing here allocates (but
- * the system allocator, and dlsym once initialisation is over) or calls a function that a
- * preloaded library could interpose on the way to malloc.
+ * madvise or munmap, opens files (read-only, for the symboliser), reads the environment or
+ * the clock, or calls the system allocator (and knows glibc's chunk header) or registers
+ * fork handlers. Nothing here allocates (but the system allocator, and dlsym once
+ * initialisation is over) or calls a function that a preloaded library could interpose on
+ * the way to malloc.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -18,7 +19,9 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/single_threaded.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -445,6 +448,55 @@ int usi_os_write_file(const char *path, const char *buf, size_t len)
         len -= (size_t)w;
     }
     return close(fd);
+}
+
+/* The symboliser's open, read and close are made as system calls: a preloaded library
+ * that wraps them (fakeroot, tracers) might allocate, and a report may hold a cache lock.
+ * fstat stays glibc's, whose struct stat is the same on every architecture. */
+int usi_os_open_ro(const char *path)
+{
+    long fd;
+    do
+        fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    return (int)fd;
+}
+
+long usi_os_read(int fd, void *buf, size_t len)
+{
+    long r;
+    do
+        r = syscall(SYS_read, fd, buf, len);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
+void usi_os_close(int fd)
+{
+    if (fd >= 0)
+        syscall(SYS_close, fd);
+}
+
+const void *usi_os_map_file(int fd, struct usi_os_file *file)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        (uint64_t)st.st_size > (uint64_t)SIZE_MAX)
+        return NULL;
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    file->size = (size_t)st.st_size;
+    file->device_major = major(st.st_dev);
+    file->device_minor = minor(st.st_dev);
+    file->inode = (uint64_t)st.st_ino;
+    return p;
+}
+
+void usi_os_unmap_file(const void *addr, size_t size)
+{
+    if (addr && size)
+        munmap((void *)(uintptr_t)addr, size);
 }
 
 void *usi_os_map_shared(size_t size)

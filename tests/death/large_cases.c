@@ -3,7 +3,7 @@
  * large_cases.c - blocks uslab takes from the system allocator, under debugging or leak
  * reports (issue 16): they are tracked, so leak reports list them and a pointer that is
  * neither a slab block nor one of them is reported. A plain program run under LD_PRELOAD;
- * linked with -rdynamic so that the reports can name its functions.
+ * the reports name its functions from its symbol table and line information (symbols.c).
  *
  *   leaks          leaks 100,000 bytes in leak_big_block and 100 in leak_small_block
  *   foreign        free() of a 16-aligned address in a static array, from foreign_free_site

@@ -2,8 +2,8 @@
 /*
  * leak_program.c - leaks on purpose, for the leak report test: leaky_function allocates 10
  * blocks of 100 bytes (class malloc-112) and drops them; the report at exit (USLAB_LEAKS=1)
- * must group them under a stack that names leaky_function. Linked with -rdynamic so that
- * dladdr can name the program's functions.
+ * must group them under a stack that names leaky_function (from the symbol table, with its
+ * file and line when the build has line information: symbols.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

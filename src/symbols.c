@@ -1,0 +1,797 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * symbols.c - names for code addresses in reports (docs/design.md §9): a stack frame's pc
+ * becomes "function (file.c:line)" when the object that holds it carries DWARF line
+ * information, "function+0xoff (object)" when it has only a symbol table, "object+0xoff"
+ * (the address inside the object, as addr2line takes it) when it has neither, and the bare
+ * address when the object cannot be found.
+ *
+ * How: the mapping that holds pc is looked up in /proc/self/maps (path, device, inode and
+ * the file offset of the mapping); that file is opened, checked to be the same file (device
+ * and inode: a program rebuilt since it started is not read), and mapped read-only. The
+ * pc's file offset gives its address in the ELF file through the PT_LOAD program header
+ * that covers it (so PIE and non-PIE objects alike, with no load bias to compute). The
+ * function is the STT_FUNC symbol of .symtab (static functions included), else of .dynsym,
+ * whose range holds that address. The line is found by running every line-number program
+ * of .debug_line (DWARF 2 to 5) until a row range holds the address; the file name comes
+ * from the program's file table (v5: entries described by their own formats, names in
+ * .debug_line_str or .debug_str or inline).
+ *
+ * Rules: never allocates from uslab or malloc (scratch memory is one anonymous mapping per
+ * call, the file is mapped), takes no lock and uses no stdio, so it works in a signal
+ * handler that interrupted malloc and while a report holds uslab's locks; only the os
+ * layer's calls reach the kernel. Everything read from a file is bounds-checked: a
+ * truncated or hostile file gives a plainer answer, never a crash. A compressed section
+ * (SHF_COMPRESSED) or one absent (NOBITS, stripped) is treated as absent.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <string.h>
+
+/* ---- text without stdio --------------------------------------------------------------- */
+
+/* A bounded string being built: buf[used] is always '\0' and used < cap. */
+struct text {
+    char *buf;
+    size_t cap, used;
+};
+
+static void text_add(struct text *t, const char *s, size_t n)
+{
+    while (n-- && t->used + 1 < t->cap)
+        t->buf[t->used++] = *s++;
+    t->buf[t->used] = '\0';
+}
+
+static void text_str(struct text *t, const char *s)
+{
+    text_add(t, s, strlen(s));
+}
+
+static void text_hex(struct text *t, uint64_t v)
+{
+    char digits[2 + 16];
+    size_t n = sizeof digits;
+    do
+        digits[--n] = "0123456789abcdef"[v & 15];
+    while (v >>= 4);
+    digits[--n] = 'x';
+    digits[--n] = '0';
+    text_add(t, digits + n, sizeof digits - n);
+}
+
+static void text_dec(struct text *t, uint64_t v)
+{
+    char digits[20];
+    size_t n = sizeof digits;
+    do
+        digits[--n] = (char)('0' + v % 10);
+    while (v /= 10);
+    text_add(t, digits + n, sizeof digits - n);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* ---- the mapping that holds an address (/proc/self/maps) ------------------------------ */
+
+#define PATH_BYTES 4096
+#define MAPS_BYTES 8192 /* longer than any line: a path is at most PATH_BYTES */
+
+/* Memory for one lookup, mapped per call: the stack of a signal handler may be small. */
+struct scratch {
+    char maps[MAPS_BYTES];
+    char path[PATH_BYTES];
+};
+
+/* Invariant: start <= pc < end; path is "" for memory without a file ("[vdso]", JIT). */
+struct mapping {
+    uint64_t start, end, file_offset, inode;
+    unsigned device_major, device_minor;
+    const char *path; /* in the scratch memory */
+};
+
+static const char *parse_hex(const char *p, uint64_t *v)
+{
+    const char *first = p;
+    *v = 0;
+    for (;; p++) {
+        unsigned d;
+        if (*p >= '0' && *p <= '9')
+            d = (unsigned)(*p - '0');
+        else if (*p >= 'a' && *p <= 'f')
+            d = (unsigned)(*p - 'a' + 10);
+        else
+            break;
+        *v = *v << 4 | d;
+    }
+    return p == first ? NULL : p;
+}
+
+static const char *parse_dec(const char *p, uint64_t *v)
+{
+    const char *first = p;
+    for (*v = 0; *p >= '0' && *p <= '9'; p++)
+        *v = *v * 10 + (uint64_t)(*p - '0');
+    return p == first ? NULL : p;
+}
+
+static const char *skip_spaces(const char *p)
+{
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+/* One line "start-end perms offset major:minor inode [path]": 1 and *m if it holds pc. */
+static int maps_line_holds(const char *line, uint64_t pc, struct mapping *m, char *path)
+{
+    uint64_t major, minor;
+    const char *p = parse_hex(line, &m->start);
+    if (!p || *p != '-' || !(p = parse_hex(p + 1, &m->end)) || pc < m->start || pc >= m->end)
+        return 0;
+    p = skip_spaces(p);
+    while (*p && *p != ' ') /* permissions */
+        p++;
+    if (!(p = parse_hex(skip_spaces(p), &m->file_offset)) ||
+        !(p = parse_hex(skip_spaces(p), &major)) || *p != ':' || !(p = parse_hex(p + 1, &minor)) ||
+        !(p = parse_dec(skip_spaces(p), &m->inode)))
+        return 0;
+    m->device_major = (unsigned)major;
+    m->device_minor = (unsigned)minor;
+    p = skip_spaces(p);
+    size_t n = strlen(p);
+    if (n >= PATH_BYTES)
+        n = PATH_BYTES - 1;
+    memcpy(path, p, n);
+    path[n] = '\0';
+    m->path = path;
+    return 1;
+}
+
+/* Finds the mapping holding pc: 1 and *m, or 0 (not mapped, or /proc unreadable). */
+static int find_mapping(uint64_t pc, struct mapping *m, struct scratch *s)
+{
+    int fd = usi_os_open_ro("/proc/self/maps");
+    if (fd < 0)
+        return 0;
+    size_t fill = 0;
+    int found = 0, dropping = 0; /* dropping: the rest of a line too long for the buffer */
+    while (!found) {
+        long got = usi_os_read(fd, s->maps + fill, sizeof s->maps - 1 - fill);
+        if (got <= 0)
+            break;
+        fill += (size_t)got;
+        size_t line = 0;
+        for (char *nl; !found && (nl = memchr(s->maps + line, '\n', fill - line));) {
+            *nl = '\0';
+            found = !dropping && maps_line_holds(s->maps + line, pc, m, s->path);
+            dropping = 0;
+            line = (size_t)(nl + 1 - s->maps);
+        }
+        memmove(s->maps, s->maps + line, fill - line);
+        fill -= line;
+        if (fill == sizeof s->maps - 1) {
+            fill = 0;
+            dropping = 1;
+        }
+    }
+    usi_os_close(fd);
+    return found;
+}
+
+/* ---- ELF -------------------------------------------------------------------------------- */
+
+/* The process's own ELF class (32 or 64 bits): the only one read. */
+typedef ElfW(Ehdr) elf_header;
+typedef ElfW(Phdr) elf_program_header;
+typedef ElfW(Shdr) elf_section_header;
+typedef ElfW(Sym) elf_symbol;
+
+/* A mapped ELF file of this process's class and byte order. Invariant: the section and
+ * program header tables lie inside [base, base + size). */
+struct elf_image {
+    const unsigned char *base;
+    size_t size;
+    const elf_header *header;
+    const elf_section_header *sections;
+    size_t nsections;
+    const char *section_names;
+    size_t section_names_size;
+};
+
+static int in_file(const struct elf_image *e, uint64_t offset, uint64_t bytes)
+{
+    return offset <= e->size && bytes <= e->size - offset;
+}
+
+static int elf_open(struct elf_image *e, const void *base, size_t size)
+{
+    e->base = base;
+    e->size = size;
+    e->header = base;
+    const elf_header *h = e->header;
+    if (size < sizeof *h || memcmp(h->e_ident, ELFMAG, SELFMAG) != 0 ||
+        h->e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
+        h->e_ident[EI_DATA] !=
+            (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB) ||
+        h->e_phentsize != sizeof(elf_program_header) ||
+        !in_file(e, h->e_phoff, (uint64_t)h->e_phnum * sizeof(elf_program_header)) ||
+        (h->e_phoff % _Alignof(elf_program_header)) != 0)
+        return 0;
+    e->sections = NULL;
+    e->nsections = 0;
+    e->section_names = NULL;
+    e->section_names_size = 0;
+    if (h->e_shoff == 0 || h->e_shentsize != sizeof(elf_section_header) ||
+        (h->e_shoff % _Alignof(elf_section_header)) != 0 ||
+        !in_file(e, h->e_shoff, sizeof(elf_section_header)))
+        return 1; /* no section headers: program headers only, no symbols */
+    const elf_section_header *first = (const void *)(e->base + h->e_shoff);
+    /* Extended numbering: the counts live in section 0 when they do not fit the header. */
+    size_t n = h->e_shnum ? h->e_shnum : (size_t)first->sh_size;
+    size_t names = h->e_shstrndx == SHN_XINDEX ? first->sh_link : h->e_shstrndx;
+    if (!in_file(e, h->e_shoff, (uint64_t)n * sizeof(elf_section_header)))
+        return 1;
+    e->sections = first;
+    e->nsections = n;
+    if (names < n && e->sections[names].sh_type == SHT_STRTAB &&
+        in_file(e, e->sections[names].sh_offset, e->sections[names].sh_size)) {
+        e->section_names = (const char *)e->base + e->sections[names].sh_offset;
+        e->section_names_size = e->sections[names].sh_size;
+    }
+    return 1;
+}
+
+/* A section's bytes: 1, or 0 if it has none in the file or is compressed. */
+static int section_bytes(const struct elf_image *e, const elf_section_header *sh,
+                         const unsigned char **p, size_t *n)
+{
+    if (sh->sh_type == SHT_NOBITS || (sh->sh_flags & SHF_COMPRESSED) ||
+        !in_file(e, sh->sh_offset, sh->sh_size))
+        return 0;
+    *p = e->base + sh->sh_offset;
+    *n = sh->sh_size;
+    return 1;
+}
+
+static const elf_section_header *find_section(const struct elf_image *e, const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = 1; i < e->nsections && e->section_names; i++) {
+        size_t at = e->sections[i].sh_name;
+        if (at < e->section_names_size && e->section_names_size - at > len &&
+            memcmp(e->section_names + at, name, len + 1) == 0)
+            return &e->sections[i];
+    }
+    return NULL;
+}
+
+/* The address in the file's own terms (st_value, DWARF addresses) of a file offset that a
+ * loadable segment maps: 1 and *vaddr, or 0. */
+static int file_offset_to_vaddr(const struct elf_image *e, uint64_t offset, uint64_t *vaddr)
+{
+    const elf_program_header *ph = (const void *)(e->base + e->header->e_phoff);
+    for (size_t i = 0; i < e->header->e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && offset >= ph[i].p_offset &&
+            offset - ph[i].p_offset < ph[i].p_filesz) {
+            *vaddr = ph[i].p_vaddr + (offset - ph[i].p_offset);
+            return 1;
+        }
+    return 0;
+}
+
+/* The function of a symbol table whose [st_value, st_value + st_size) holds vaddr. */
+static const char *function_in_table(const struct elf_image *e, const elf_section_header *table,
+                                     uint64_t vaddr, uint64_t *offset)
+{
+    const unsigned char *syms, *strs;
+    size_t syms_size, strs_size;
+    if (!table || table->sh_entsize != sizeof(elf_symbol) || table->sh_link >= e->nsections ||
+        !section_bytes(e, table, &syms, &syms_size) ||
+        !section_bytes(e, &e->sections[table->sh_link], &strs, &strs_size) ||
+        ((uintptr_t)syms % _Alignof(elf_symbol)) != 0)
+        return NULL;
+    const elf_symbol *sym = (const void *)syms;
+    for (size_t i = 0; i < syms_size / sizeof *sym; i++) {
+        unsigned type = ELF64_ST_TYPE(sym[i].st_info);
+        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym[i].st_shndx == SHN_UNDEF ||
+            vaddr < sym[i].st_value || vaddr - sym[i].st_value >= sym[i].st_size)
+            continue;
+        size_t at = sym[i].st_name;
+        if (at == 0 || at >= strs_size || !memchr(strs + at, '\0', strs_size - at))
+            continue;
+        *offset = vaddr - sym[i].st_value;
+        return (const char *)strs + at;
+    }
+    return NULL;
+}
+
+/* ---- DWARF line-number programs (.debug_line, DWARF 2 to 5) ---------------------------- */
+
+#define DW_LNS_copy             1
+#define DW_LNS_advance_pc       2
+#define DW_LNS_advance_line     3
+#define DW_LNS_set_file         4
+#define DW_LNS_const_add_pc     8
+#define DW_LNS_fixed_advance_pc 9
+#define DW_LNE_end_sequence     1
+#define DW_LNE_set_address      2
+#define DW_LNCT_path            1
+
+#define DW_FORM_block2    0x03
+#define DW_FORM_block4    0x04
+#define DW_FORM_data2     0x05
+#define DW_FORM_data4     0x06
+#define DW_FORM_data8     0x07
+#define DW_FORM_string    0x08
+#define DW_FORM_block     0x09
+#define DW_FORM_block1    0x0a
+#define DW_FORM_data1     0x0b
+#define DW_FORM_sdata     0x0d
+#define DW_FORM_strp      0x0e
+#define DW_FORM_udata     0x0f
+#define DW_FORM_strx      0x1a
+#define DW_FORM_strp_sup  0x1d
+#define DW_FORM_data16    0x1e
+#define DW_FORM_line_strp 0x1f
+#define DW_FORM_strx1     0x25
+#define DW_FORM_strx2     0x26
+#define DW_FORM_strx3     0x27
+#define DW_FORM_strx4     0x28
+
+/* Reads bytes in [p, end); a read past end sets `failed` and yields zeros from then on. */
+struct reader {
+    const unsigned char *p, *end;
+    int failed;
+};
+
+static int reader_has(struct reader *r, uint64_t n)
+{
+    if (r->failed || n > (uint64_t)(r->end - r->p)) {
+        r->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+static void skip_bytes(struct reader *r, uint64_t n)
+{
+    if (reader_has(r, n))
+        r->p += n;
+}
+
+/* An unsigned value of n bytes (n <= 8) in the file's byte order (the process's). */
+static uint64_t read_fixed(struct reader *r, unsigned n)
+{
+    uint64_t v = 0;
+    if (!reader_has(r, n))
+        return 0;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned shift = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? 8 * i : 8 * (n - 1 - i);
+        v |= (uint64_t)r->p[i] << shift;
+    }
+    r->p += n;
+    return v;
+}
+
+static uint64_t read_uleb(struct reader *r)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0;; shift += 7) {
+        if (!reader_has(r, 1))
+            return 0;
+        unsigned char b = *r->p++;
+        if (shift < 64)
+            v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return v;
+    }
+}
+
+static int64_t read_sleb(struct reader *r)
+{
+    uint64_t v = 0;
+    unsigned shift = 0;
+    unsigned char b;
+    do {
+        if (!reader_has(r, 1))
+            return 0;
+        b = *r->p++;
+        if (shift < 64)
+            v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+    } while (b & 0x80);
+    if (shift < 64 && (b & 0x40))
+        v |= ~(uint64_t)0 << shift;
+    return (int64_t)v;
+}
+
+/* A NUL-terminated string at the reader, or NULL (and failed) if it runs past the end. */
+static const char *read_cstr(struct reader *r)
+{
+    const unsigned char *nul = r->failed ? NULL : memchr(r->p, '\0', (size_t)(r->end - r->p));
+    if (!nul) {
+        r->failed = 1;
+        return NULL;
+    }
+    const char *s = (const char *)r->p;
+    r->p = nul + 1;
+    return s;
+}
+
+struct debug_sections {
+    const unsigned char *line, *line_str, *str;
+    size_t line_size, line_str_size, str_size;
+};
+
+/* The string at offset of a string section, or NULL. */
+static const char *string_at(const unsigned char *sec, size_t size, uint64_t offset)
+{
+    if (!sec || offset >= size || !memchr(sec + offset, '\0', size - (size_t)offset))
+        return NULL;
+    return (const char *)sec + offset;
+}
+
+/* One line-number program's header, as read. Invariant: tables <= program <= unit_end,
+ * all inside .debug_line. */
+struct line_header {
+    unsigned version, offset_size;
+    unsigned min_inst_length, max_ops, line_range, opcode_base;
+    int default_is_stmt, line_base;
+    const unsigned char *opcode_lengths; /* opcode_base - 1 bytes */
+    const unsigned char *tables;         /* directory and file tables */
+    const unsigned char *program, *unit_end;
+};
+
+/* Reads the unit at r; on return r is at the next unit. 1 if its header can be used. */
+static int read_line_header(struct reader *r, struct line_header *h)
+{
+    h->offset_size = 4;
+    uint64_t length = read_fixed(r, 4);
+    if (length == 0xffffffffu) {
+        h->offset_size = 8;
+        length = read_fixed(r, 8);
+    } else if (length >= 0xfffffff0u) {
+        r->failed = 1; /* reserved values: nothing after this can be trusted */
+    }
+    if (!reader_has(r, length))
+        return 0;
+    struct reader unit = {r->p, r->p + length, 0};
+    r->p += length;
+    h->unit_end = unit.end;
+    h->version = (unsigned)read_fixed(&unit, 2);
+    if (h->version < 2 || h->version > 5)
+        return 0;
+    if (h->version >= 5)
+        skip_bytes(&unit, 2); /* address_size, segment_selector_size */
+    uint64_t header_length = read_fixed(&unit, h->offset_size);
+    if (!reader_has(&unit, header_length))
+        return 0;
+    h->program = unit.p + header_length;
+    h->min_inst_length = (unsigned)read_fixed(&unit, 1);
+    h->max_ops = h->version >= 4 ? (unsigned)read_fixed(&unit, 1) : 1;
+    h->default_is_stmt = (int)read_fixed(&unit, 1);
+    h->line_base = (int)(int8_t)read_fixed(&unit, 1);
+    h->line_range = (unsigned)read_fixed(&unit, 1);
+    h->opcode_base = (unsigned)read_fixed(&unit, 1);
+    h->opcode_lengths = unit.p;
+    if (h->opcode_base == 0)
+        return 0;
+    skip_bytes(&unit, h->opcode_base - 1);
+    h->tables = unit.p;
+    if (h->max_ops == 0)
+        h->max_ops = 1;
+    return !unit.failed && h->line_range != 0 && h->tables <= h->program;
+}
+
+/* Reads one value of a v5 entry format's form: for string forms the string (NULL if it
+ * cannot be resolved here, e.g. strx, which needs the unit's string offsets), for the
+ * others NULL after skipping it. An unknown form sets failed. */
+static const char *read_form(struct reader *r, uint64_t form, const struct line_header *h,
+                             const struct debug_sections *d)
+{
+    switch (form) {
+    case DW_FORM_string:
+        return read_cstr(r);
+    case DW_FORM_line_strp:
+        return string_at(d->line_str, d->line_str_size, read_fixed(r, h->offset_size));
+    case DW_FORM_strp:
+        return string_at(d->str, d->str_size, read_fixed(r, h->offset_size));
+    case DW_FORM_strp_sup:
+        skip_bytes(r, h->offset_size);
+        return NULL;
+    case DW_FORM_udata:
+    case DW_FORM_strx:
+        read_uleb(r);
+        return NULL;
+    case DW_FORM_sdata:
+        read_sleb(r);
+        return NULL;
+    case DW_FORM_data1:
+    case DW_FORM_strx1:
+        skip_bytes(r, 1);
+        return NULL;
+    case DW_FORM_data2:
+    case DW_FORM_strx2:
+        skip_bytes(r, 2);
+        return NULL;
+    case DW_FORM_strx3:
+        skip_bytes(r, 3);
+        return NULL;
+    case DW_FORM_data4:
+    case DW_FORM_strx4:
+        skip_bytes(r, 4);
+        return NULL;
+    case DW_FORM_data8:
+        skip_bytes(r, 8);
+        return NULL;
+    case DW_FORM_data16:
+        skip_bytes(r, 16);
+        return NULL;
+    case DW_FORM_block:
+        skip_bytes(r, read_uleb(r));
+        return NULL;
+    case DW_FORM_block1:
+        skip_bytes(r, read_fixed(r, 1));
+        return NULL;
+    case DW_FORM_block2:
+        skip_bytes(r, read_fixed(r, 2));
+        return NULL;
+    case DW_FORM_block4:
+        skip_bytes(r, read_fixed(r, 4));
+        return NULL;
+    default:
+        r->failed = 1;
+        return NULL;
+    }
+}
+
+/* Walks a v5 entry table (format count, formats, entry count, entries) at r, leaving r
+ * after it; returns the DW_LNCT_path of entry `wanted` (NULL if absent or not reached). */
+static const char *v5_table_path(struct reader *r, uint64_t wanted, const struct line_header *h,
+                                 const struct debug_sections *d)
+{
+    unsigned nformats = (unsigned)read_fixed(r, 1);
+    struct reader formats = *r;
+    for (unsigned k = 0; k < nformats; k++) {
+        read_uleb(r);
+        read_uleb(r);
+    }
+    uint64_t count = read_uleb(r);
+    const char *found = NULL;
+    if (nformats == 0) /* entries of no bytes: nothing to find, nothing to skip */
+        return NULL;
+    for (uint64_t i = 0; i < count && !r->failed; i++) {
+        struct reader f = formats;
+        for (unsigned k = 0; k < nformats && !r->failed; k++) {
+            uint64_t content = read_uleb(&f);
+            uint64_t form = read_uleb(&f);
+            const char *s = read_form(r, form, h, d);
+            if (i == wanted && content == DW_LNCT_path)
+                found = s;
+        }
+    }
+    return r->failed ? NULL : found;
+}
+
+/* The name of file `index` of a line-number program (DWARF 5 counts from 0, earlier
+ * versions from 1), or NULL. */
+static const char *line_file_name(const struct line_header *h, const struct debug_sections *d,
+                                  uint64_t index)
+{
+    struct reader r = {h->tables, h->program, 0};
+    if (h->version >= 5) {
+        v5_table_path(&r, UINT64_MAX, h, d); /* directories */
+        return v5_table_path(&r, index, h, d);
+    }
+    for (const char *dir = read_cstr(&r); dir && *dir; dir = read_cstr(&r))
+        ; /* include_directories */
+    for (uint64_t i = 1; !r.failed; i++) {
+        const char *name = read_cstr(&r);
+        if (!name || !*name)
+            return NULL;
+        read_uleb(&r); /* directory, modification time, length */
+        read_uleb(&r);
+        read_uleb(&r);
+        if (i == index && !r.failed)
+            return name;
+    }
+    return NULL;
+}
+
+/* The line-number state machine's registers that matter here. */
+struct line_row {
+    uint64_t address, file, line;
+};
+
+/* Runs one program: 1 and *found if a row's range [row, next row) holds vaddr. Sequences
+ * that start at address 0 (code the linker discarded) are ignored. */
+static int line_program_find(const struct line_header *h, uint64_t vaddr, struct line_row *found)
+{
+    struct reader r = {h->program, h->unit_end, 0};
+    struct line_row row = {0, 1, 1}, prev = {0, 0, 0};
+    uint64_t op_index = 0, sequence_start = 0;
+    int have_prev = 0; /* prev is an earlier row of the current sequence */
+    while (r.p < r.end && !r.failed) {
+        unsigned op = (unsigned)read_fixed(&r, 1);
+        int emit = 0, end_sequence = 0;
+        uint64_t advance = 0; /* operation advance */
+        if (op >= h->opcode_base) {
+            unsigned adjusted = op - h->opcode_base;
+            advance = adjusted / h->line_range;
+            row.line += (uint64_t)(int64_t)(h->line_base + (int)(adjusted % h->line_range));
+            emit = 1;
+        } else if (op == 0) {
+            uint64_t len = read_uleb(&r);
+            if (len == 0 || !reader_has(&r, len))
+                break;
+            struct reader ext = {r.p, r.p + len, 0};
+            r.p += len;
+            unsigned sub = (unsigned)read_fixed(&ext, 1);
+            if (sub == DW_LNE_end_sequence) {
+                emit = end_sequence = 1;
+            } else if (sub == DW_LNE_set_address && len - 1 <= 8) {
+                row.address = read_fixed(&ext, (unsigned)(len - 1));
+                op_index = 0;
+            }
+        } else if (op == DW_LNS_copy) {
+            emit = 1;
+        } else if (op == DW_LNS_advance_pc) {
+            advance = read_uleb(&r);
+        } else if (op == DW_LNS_advance_line) {
+            row.line += (uint64_t)read_sleb(&r);
+        } else if (op == DW_LNS_set_file) {
+            row.file = read_uleb(&r);
+        } else if (op == DW_LNS_const_add_pc) {
+            advance = (255 - h->opcode_base) / h->line_range;
+        } else if (op == DW_LNS_fixed_advance_pc) {
+            row.address += read_fixed(&r, 2);
+            op_index = 0;
+        } else { /* other standard opcodes: skip their unsigned LEB128 operands */
+            for (unsigned k = 0; k < h->opcode_lengths[op - 1]; k++)
+                read_uleb(&r);
+        }
+        if (advance) {
+            row.address += h->min_inst_length * ((op_index + advance) / h->max_ops);
+            op_index = (op_index + advance) % h->max_ops;
+        }
+        if (!emit || r.failed)
+            continue;
+        if (have_prev && sequence_start != 0 && prev.address <= vaddr && vaddr < row.address) {
+            *found = prev;
+            return 1;
+        }
+        if (!have_prev)
+            sequence_start = row.address;
+        prev = row;
+        have_prev = !end_sequence;
+        if (end_sequence) {
+            row = (struct line_row){0, 1, 1};
+            op_index = 0;
+        }
+    }
+    return 0;
+}
+
+/* File name and line of vaddr from .debug_line: 1, or 0 if no program covers it. */
+static int line_of(const struct debug_sections *d, uint64_t vaddr, const char **file,
+                   uint64_t *line)
+{
+    struct reader r = {d->line, d->line + d->line_size, 0};
+    while (r.p < r.end && !r.failed) {
+        struct line_header h;
+        struct line_row row;
+        if (!read_line_header(&r, &h) || !line_program_find(&h, vaddr, &row))
+            continue;
+        *file = line_file_name(&h, d, row.file);
+        *line = row.line;
+        return *file != NULL;
+    }
+    return 0;
+}
+
+/* ---- a frame as text ------------------------------------------------------------------- */
+
+/* Describes vaddr of the mapped file into t; 0 if the file is not a usable ELF file. */
+static int describe_in_file(struct text *t, const void *base, size_t size, uint64_t file_offset,
+                            const char *object)
+{
+    struct elf_image e;
+    uint64_t vaddr, offset = 0;
+    if (!elf_open(&e, base, size) || !file_offset_to_vaddr(&e, file_offset, &vaddr))
+        return 0;
+    const char *function = function_in_table(&e, find_section(&e, ".symtab"), vaddr, &offset);
+    if (!function)
+        function = function_in_table(&e, find_section(&e, ".dynsym"), vaddr, &offset);
+    struct debug_sections d = {0};
+    const elf_section_header *sh;
+    const char *file = NULL;
+    uint64_t line = 0;
+    if ((sh = find_section(&e, ".debug_line_str")))
+        section_bytes(&e, sh, &d.line_str, &d.line_str_size);
+    if ((sh = find_section(&e, ".debug_str")))
+        section_bytes(&e, sh, &d.str, &d.str_size);
+    if (function && (sh = find_section(&e, ".debug_line")) &&
+        section_bytes(&e, sh, &d.line, &d.line_size) && line_of(&d, vaddr, &file, &line)) {
+        text_str(t, function);
+        text_str(t, " (");
+        text_str(t, base_name(file));
+        text_str(t, ":");
+        text_dec(t, line);
+        text_str(t, ")");
+    } else if (function) {
+        text_str(t, function);
+        text_str(t, "+");
+        text_hex(t, offset);
+        text_str(t, " (");
+        text_str(t, object);
+        text_str(t, ")");
+    } else {
+        text_str(t, object);
+        text_str(t, "+");
+        text_hex(t, vaddr);
+    }
+    return 1;
+}
+
+void usi_symbols_describe(const void *pc, char *buf, size_t len)
+{
+    if (len == 0)
+        return;
+    int saved_errno = errno;
+    struct text t = {buf, len, 0};
+    struct mapping m;
+    buf[0] = '\0';
+    struct scratch *s = usi_os_map(sizeof *s);
+    if (!s || !find_mapping((uintptr_t)pc, &m, s)) {
+        text_hex(&t, (uintptr_t)pc);
+    } else if (m.path[0] == '[') { /* a mapping the kernel names: "[vdso]+0x.." */
+        text_str(&t, m.path);
+        text_str(&t, "+");
+        text_hex(&t, (uintptr_t)pc - m.start);
+    } else if (m.path[0] != '/') { /* anonymous memory (generated code) */
+        text_hex(&t, (uintptr_t)pc);
+    } else {
+        const char *object = base_name(m.path);
+        uint64_t file_offset = (uintptr_t)pc - m.start + m.file_offset;
+        struct usi_os_file f;
+        int fd = usi_os_open_ro(m.path);
+        const void *image = fd >= 0 ? usi_os_map_file(fd, &f) : NULL;
+        usi_os_close(fd);
+        /* The file at that path now must be the one mapped (not a rebuilt program). */
+        int same = image && f.inode == m.inode && f.device_major == m.device_major &&
+                   f.device_minor == m.device_minor;
+        if (!same || !describe_in_file(&t, image, f.size, file_offset, object)) {
+            text_str(&t, object); /* the file offset: what a disassembly of the file shows */
+            text_str(&t, "+");
+            text_hex(&t, file_offset);
+        }
+        if (image)
+            usi_os_unmap_file(image, f.size);
+    }
+    if (s)
+        usi_os_unmap(s, sizeof *s);
+    errno = saved_errno;
+}
+
+uint64_t usi_symbols_file_id(const void *pc)
+{
+    int saved_errno = errno;
+    struct mapping m;
+    uint64_t id = 0;
+    struct scratch *s = usi_os_map(sizeof *s);
+    if (s && find_mapping((uintptr_t)pc, &m, s) && m.path[0] == '/')
+        id = usi_mix64(m.inode ^ usi_mix64((uint64_t)m.device_major << 32 | m.device_minor)) | 1;
+    if (s)
+        usi_os_unmap(s, sizeof *s);
+    errno = saved_errno;
+    return id;
+}

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Symbolised stacks (issue 16, docs/design.md §9): runs a build of symbols_program.c under
+the preload library and checks how its frames are named.
+
+Usage: symbols_check.py CHECK PROGRAM PRELOAD SOURCE [REFERENCE]
+
+  lines       USLAB_LEAKS=1: the 100,000-byte leak's first frame is
+              "leak_static_block (symbols_program.c:LINE)", LINE that of the malloc call
+              (marked SITE:leak_big in SOURCE), the 112-byte one's likewise
+  json        the same from USLAB_LEAKS=json, as the first frame of the largest site
+  names       a build without line information (no -g, compressed debug sections):
+              "leak_static_block+0x.. (PROGRAM)", and no file or line
+  stripped    no symbols at all: "PROGRAM+0x..", which addr2line on REFERENCE (the same
+              build before strip) maps to leak_static_block
+  double_free USLAB_DEBUG=F: the BUG report's stack names double_free_static and the line
+              of the second free
+  corrupt     copies of PROGRAM with random bytes overwritten after its loaded segments
+              (section headers, symbol and string tables, DWARF: what only the symboliser
+              reads): each must still run, report its leaks and exit 0 (no fault)
+  signal      USLAB_DEBUG=FT: a SIGALRM handler that interrupted malloc or free frees a
+              pointer uslab never gave out. Every run must end by SIGABRT within the
+              timeout (no deadlock) with the whole report and no TRACE line inside it (a
+              report that allocated from a debug cache would trace it, or hang on the lock
+              the interrupted call holds); the handler and its line must be named in one
+              of the runs (a run whose signal landed in the middle of a stack capture
+              reports no stack: the unwinder is not entered twice)
+"""
+import json
+import os
+import random
+import struct
+import tempfile
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+
+def fail(msg, output=""):
+    sys.exit("FAIL: %s\n--- output ---\n%s--- end ---" % (msg, output))
+
+
+def site_line(source, name):
+    with open(source) as f:
+        for number, text in enumerate(f, 1):
+            if "SITE:%s " % name in text:
+                return number
+    fail("no SITE:%s in %s" % (name, source))
+
+
+def run(program, preload, mode, env_extra, timeout=60):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("USLAB_")}
+    env.update(LD_PRELOAD=preload, **env_extra)
+    try:
+        p = subprocess.run([program, mode], env=env, capture_output=True, text=True,
+                           errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
+        fail("%s %s still running after %d s (deadlock?)" % (program, mode, timeout),
+             (err or "")[-4000:])
+    return p
+
+
+def first_frame_after(output, header):
+    m = re.search(re.escape(header) + r"\n    ([^\n]*)\n", output)
+    if not m:
+        fail("no stack after %r" % header, output)
+    return m.group(1)
+
+
+BIG = "LEAK: 100000 bytes in 1 objects (malloc (system allocator)), allocated from:"
+SMALL = "LEAK: 112 bytes in 1 objects (malloc-112), allocated from:"
+
+
+def main():
+    check, program, preload, source = sys.argv[1:5]
+    reference = sys.argv[5] if len(sys.argv) > 5 else None
+    name = os.path.basename(program)
+    src = os.path.basename(source)
+    if check in ("lines", "names", "stripped"):
+        p = run(program, preload, "leak", {"USLAB_LEAKS": "1"})
+        if p.returncode != 0:
+            fail("exit status %d" % p.returncode, p.stderr)
+        big = first_frame_after(p.stderr, BIG)
+        small = first_frame_after(p.stderr, SMALL)
+        if check == "lines":
+            want = "leak_static_block (%s:%d)" % (src, site_line(source, "leak_big"))
+            want_small = "leak_small_static_block (%s:%d)" % (src, site_line(source, "leak_small"))
+            if big != want or small != want_small:
+                fail("expected %r and %r, got %r and %r" % (want, want_small, big, small),
+                     p.stderr)
+        elif check == "names":
+            if not re.fullmatch(r"leak_static_block\+0x[0-9a-f]+ \(%s\)" % re.escape(name), big):
+                fail("expected leak_static_block+0x.. (%s), got %r" % (name, big), p.stderr)
+            if src + ":" in p.stderr:
+                fail("a file and line where the build has none", p.stderr)
+        else:
+            m = re.fullmatch(r"%s\+(0x[0-9a-f]+)" % re.escape(name), big)
+            if not m:
+                fail("expected %s+0x.., got %r" % (name, big), p.stderr)
+            if "leak_static_block" in p.stderr:
+                fail("a name that only the symbol table had", p.stderr)
+            addr2line = shutil.which("addr2line")
+            if addr2line and reference:
+                a = subprocess.run([addr2line, "-f", "-e", reference, m.group(1)],
+                                   capture_output=True, text=True)
+                if a.stdout.split("\n")[0] != "leak_static_block":
+                    fail("addr2line -f -e %s %s says %r" % (reference, m.group(1), a.stdout),
+                         p.stderr)
+        print("ok: %s" % big)
+    elif check == "json":
+        p = run(program, preload, "leak", {"USLAB_LEAKS": "json"})
+        if p.returncode != 0:
+            fail("exit status %d" % p.returncode, p.stderr)
+        try:
+            doc = json.loads(p.stderr)["uslab_leaks"]
+        except ValueError as e:
+            fail("not one JSON document: %s" % e, p.stderr)
+        site = doc["by_site"][0]
+        want = "leak_static_block (%s:%d)" % (src, site_line(source, "leak_big"))
+        if site["bytes"] != 100000 or site["stack"][0] != want:
+            fail("expected the 100000-byte site first, its stack from %r" % want, p.stderr)
+        print("ok: %s" % site["stack"][0])
+    elif check == "corrupt":
+        with open(program, "rb") as f:
+            image = f.read()
+        if image[:6] != b"\x7fELF\x02\x01":
+            print("skipped: not a 64-bit little-endian ELF file")
+            return
+        phoff, = struct.unpack_from("<Q", image, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", image, 0x36)
+        loaded_end = 0
+        for i in range(phnum):
+            kind, _, offset, _, _, filesz = struct.unpack_from("<IIQQQQ", image,
+                                                              phoff + i * phentsize)
+            if kind == 1:  # PT_LOAD
+                loaded_end = max(loaded_end, offset + filesz)
+        if loaded_end >= len(image):
+            fail("nothing after the loaded segments of %s" % program)
+        rng = random.Random(16)
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = os.path.join(tmp, name)
+            for variant in range(150):
+                damaged = bytearray(image)
+                for _ in range(rng.choice((1, 4, 32, 256))):
+                    damaged[rng.randrange(loaded_end, len(image))] = rng.randrange(256)
+                with open(copy, "wb") as f:
+                    f.write(damaged)
+                os.chmod(copy, 0o755)
+                p = run(copy, preload, "leak", {"USLAB_LEAKS": "1"})
+                if p.returncode != 0 or BIG not in p.stderr:
+                    fail("damaged copy %d: status %d" % (variant, p.returncode), p.stderr)
+        print("ok: 150 damaged copies reported their leaks")
+    elif check == "double_free":
+        p = run(program, preload, "double_free", {"USLAB_DEBUG": "F"})
+        if p.returncode != -signal.SIGABRT:
+            fail("expected SIGABRT, got status %d" % p.returncode, p.stderr)
+        if "BUG malloc-48: Object already free" not in p.stderr:
+            fail("no BUG line", p.stderr)
+        want = "double_free_static (%s:%d)" % (src, site_line(source, "double_free"))
+        got = first_frame_after(p.stderr, "INFO: detected in")
+        if got != want:
+            fail("expected %r, got %r" % (want, got), p.stderr)
+        print("ok: %s" % got)
+    elif check == "signal":
+        want = "    bad_free_in_handler (%s:%d)\n" % (src, site_line(source, "bad_free"))
+        rule = "=" * 77 + "\n"
+        for attempt in range(1, 41):
+            p = run(program, preload, "signal", {"USLAB_DEBUG": "FT"}, timeout=30)
+            start = p.stderr.find("BUG malloc: Invalid pointer: free(0x")
+            if p.returncode != -signal.SIGABRT or start < 0:
+                fail("run %d: expected the BUG report and SIGABRT, got status %d" %
+                     (attempt, p.returncode), p.stderr[-4000:])
+            report = p.stderr[start:]
+            end = report.find(rule)
+            if end < 0:
+                fail("run %d: the report is cut short" % attempt, report)
+            report = report[:end]
+            if "TRACE" in report:
+                fail("run %d: the report allocated" % attempt, report)
+            if want in report:
+                print("ok: run %d named the handler:\n%s" % (attempt, report))
+                return
+        fail("the handler was named in no run (last report below)", report)
+    else:
+        fail("unknown check %s" % check)
+
+
+main()
