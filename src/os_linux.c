@@ -683,7 +683,9 @@ int usi_sys_tune_for_large(void)
         usi_os_getenv("MALLOC_MMAP_THRESHOLD_") || usi_os_getenv("MALLOC_TOP_PAD_"))
         return 0;
     int e = errno;
-    int ok = mallopt(M_MMAP_THRESHOLD, 32 << 20) && mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    /* 4 MiB: blocks above it are still mmapped, as glibc does with its own threshold after
+     * the first few (glibc's tst-free-errno maps over a 16 MiB block it expects mmapped). */
+    int ok = mallopt(M_MMAP_THRESHOLD, 4 << 20) && mallopt(M_TRIM_THRESHOLD, 64 << 20);
     errno = e;
     return ok;
 #else
