@@ -430,6 +430,29 @@ static struct {
     size_t cap, live, used; /* used: live + tombstones */
 } large = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* Set while this thread holds large.lock: a signal handler that interrupted it and frees
+ * (or allocates) must not wait for the lock its own thread holds. It skips the table
+ * instead: the block goes unchecked, or untracked (free from a signal handler is not
+ * async-signal-safe anyway; a report must still never deadlock, issue 16). */
+static __thread int holding_large;
+
+/* Takes large.lock unless this thread already holds it (interrupted by a handler that came
+ * back in): 1, or 0 and nothing taken. */
+static int large_lock(void)
+{
+    if (holding_large)
+        return 0;
+    usi_lock(&large.lock);
+    holding_large = 1;
+    return 1;
+}
+
+static void large_unlock(void)
+{
+    holding_large = 0;
+    usi_unlock(&large.lock);
+}
+
 static size_t large_hash(const void *p, size_t cap)
 {
     return (size_t)(usi_mix64((uint64_t)(uintptr_t)p) & (cap - 1));
@@ -470,9 +493,10 @@ void usi_debug_large_alloc(const void *p, size_t size)
     if (!p)
         return;
     usi_debug_capture();
-    usi_lock(&large.lock);
+    if (!large_lock())
+        return; /* from a handler that interrupted this thread's table work: untracked */
     if ((large.used + 1) * 2 > large.cap && large_rebuild() != 0) {
-        usi_unlock(&large.lock); /* no memory for the table: the block goes untracked */
+        large_unlock(); /* no memory for the table: the block goes untracked */
         return;
     }
     struct large_entry *e = large_find(p);
@@ -484,13 +508,14 @@ void usi_debug_large_alloc(const void *p, size_t size)
     e->size = size;
     e->state = LARGE_LIVE;
     record(&e->alloc);
-    usi_unlock(&large.lock);
+    large_unlock();
 }
 
 int usi_debug_large_release(const void *p, int release, size_t *size)
 {
     int r = 0;
-    usi_lock(&large.lock);
+    if (!large_lock())
+        return 2; /* from a handler that interrupted this thread's table work: unchecked */
     if (large.cap) {
         struct large_entry *e = large_find(p);
         if (e->state == LARGE_LIVE) {
@@ -505,7 +530,7 @@ int usi_debug_large_release(const void *p, int release, size_t *size)
             *size = e->size;
         }
     }
-    usi_unlock(&large.lock);
+    large_unlock();
     return r;
 }
 
