@@ -200,6 +200,13 @@ struct uslab_cache {
     int purge_pending;             /* empty slabs beyond the reserve await the purger */
     size_t depot_rounds;
     uint64_t slabs_created, slabs_released;
+    /* Purge hysteresis (design §3, issue 12): empty slabs go once idle for the delay times
+     * purge_mult (1 to USI_PURGE_MULT_MAX). A slab created within two such delays of the
+     * cache's last purge (purged_ms) means the purge was faulted back: the multiplier
+     * doubles; a purge with no such refault since the previous one halves it. */
+    uint64_t purged_ms;
+    uint32_t purge_mult;
+    int refaulted;
 };
 
 /* ------------------------------------------------------------------------------------ */
@@ -706,10 +713,11 @@ USI_COLD USI_NORETURN void usi_slab_bad_pointer(const struct uslab_cache *c, con
 #define USI_PASS_URGENT                                                                            \
     2u /* memory pressure: give back everything that is not in a                                   \
         * thread's own magazines, at once */
-/* The pass the purger runs each tick: gives back what has been idle since before
- * before_ms; returns whether anything remains to be given back later. Set once at
+/* The pass the purger runs each tick at now_ms: gives back what has been idle for idle_ms
+ * (times each cache's purge multiplier); returns whether anything remains to be given back
+ * later. Set once at
  * initialisation (init.c sets reclaim.c's usi_reclaim_pass). */
-void usi_purge_set_pass(int (*pass)(uint64_t before_ms, unsigned how));
+void usi_purge_set_pass(int (*pass)(uint64_t now_ms, uint64_t idle_ms, unsigned how));
 /* Called without locks when a cache has empty slabs beyond its reserve: starts the purger
  * thread (once, where USLAB_PURGER allows it) or wakes it, or else schedules an inline
  * pass. Cheap when the thread is already awake. */
@@ -970,7 +978,8 @@ static inline void usi_tcache_free(struct uslab_cache *c, void *p)
 
 /* One purger pass over every cache: reap unused depot magazines, purge idle empty slabs.
  * Returns whether anything remains to be given back later. */
-int usi_reclaim_pass(uint64_t before_ms, unsigned how);
+int usi_reclaim_pass(uint64_t now_ms, uint64_t idle_ms, unsigned how);
+#define USI_PURGE_MULT_MAX 16
 /* uslab_cache_reap: the calling thread's magazines and the depot back to the slabs, every
  * empty slab to the system; returns the bytes released. */
 size_t usi_reclaim_cache(struct uslab_cache *c);

@@ -72,6 +72,7 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
     if (flags & USLAB_CACHE_NOCOLOUR)
         c->colour_max = 0;
     c->empty_reserve = usi_options.empty_reserve;
+    c->purge_mult = 1;
     pthread_mutex_init(&c->lock, NULL);
 }
 

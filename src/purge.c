@@ -51,9 +51,9 @@ static struct {
 } large;
 
 /* The pass, set once at initialisation before anything can kick the purger. */
-static int (*purge_pass)(uint64_t before_ms, unsigned how);
+static int (*purge_pass)(uint64_t now_ms, uint64_t idle_ms, unsigned how);
 
-void usi_purge_set_pass(int (*pass)(uint64_t before_ms, unsigned how))
+void usi_purge_set_pass(int (*pass)(uint64_t now_ms, uint64_t idle_ms, unsigned how))
 {
     purge_pass = pass;
 }
@@ -107,12 +107,12 @@ static int run_pass(uint64_t now, unsigned how)
     if (usi_options.return_policy == USI_RETURN_PRESSURE)
         idle *= 10;
     if (usi_options.return_policy != USI_RETURN_DELAY && usi_pressure_now()) {
-        purge_pass(now, how | USI_PASS_URGENT);
+        purge_pass(now, 0, how | USI_PASS_URGENT);
         __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE);
         usi_sys_trim();
         return 0;
     }
-    int more = purge_pass(now >= idle ? now - idle : 0, how);
+    int more = purge_pass(now, idle, how);
     return trim_large(now, idle) || more;
 }
 

@@ -10,9 +10,11 @@
  */
 #include "internal.h"
 
-/* Unlinks the empty slabs of c (all of them, or the idle ones beyond the reserve) under
- * its lock, then gives them back; returns the bytes released. */
-static size_t release_empty(struct uslab_cache *c, int all, uint64_t before_ms, int *more)
+/* Unlinks the empty slabs of c (all of them, or those beyond the reserve idle for idle_ms
+ * times the cache's purge multiplier at now_ms) under its lock, then gives them back;
+ * returns the bytes released. */
+static size_t release_empty(struct uslab_cache *c, int all, uint64_t now_ms, uint64_t idle_ms,
+                            int *more)
 {
     struct usi_slab *release = NULL;
     usi_lock(&c->lock);
@@ -20,7 +22,16 @@ static size_t release_empty(struct uslab_cache *c, int all, uint64_t before_ms, 
         usi_slab_detach_empty(c, 0, &release);
         c->purge_pending = 0;
     } else if (c->purge_pending) {
-        c->purge_pending = usi_slab_detach_idle(c, c->empty_reserve, before_ms, &release) != 0;
+        uint64_t idle = idle_ms * c->purge_mult;
+        c->purge_pending = usi_slab_detach_idle(c, c->empty_reserve,
+                                                now_ms >= idle ? now_ms - idle : 0, &release) != 0;
+        if (release) {
+            /* Hysteresis: no refault since the last purge, the multiplier halves. */
+            if (!c->refaulted && c->purge_mult > 1)
+                c->purge_mult /= 2;
+            c->refaulted = 0;
+            c->purged_ms = now_ms ? now_ms : 1;
+        }
     }
     if (more && (c->purge_pending || c->depot_nfull || c->depot_nempty))
         *more = 1;
@@ -29,7 +40,7 @@ static size_t release_empty(struct uslab_cache *c, int all, uint64_t before_ms, 
 }
 
 struct pass {
-    uint64_t before_ms;
+    uint64_t now_ms, idle_ms;
     unsigned how; /* USI_PASS_*: without USER, skip what would run a destructor or callback */
     int more;
 };
@@ -45,17 +56,17 @@ static void pass_one(struct uslab_cache *c, void *arg)
             usi_depot_drain(c, 0);
         if (c->reclaim && (p->how & USI_PASS_USER))
             usi_objects_call_reclaim(c);
-        release_empty(c, 1, 0, NULL);
+        release_empty(c, 1, 0, 0, NULL);
         return;
     }
     if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && user)
         usi_depot_reap_unused(c);
-    release_empty(c, 0, p->before_ms, &p->more);
+    release_empty(c, 0, p->now_ms, p->idle_ms, &p->more);
 }
 
-int usi_reclaim_pass(uint64_t before_ms, unsigned how)
+int usi_reclaim_pass(uint64_t now_ms, uint64_t idle_ms, unsigned how)
 {
-    struct pass p = {before_ms, how, 0};
+    struct pass p = {now_ms, idle_ms, how, 0};
     usi_registry_for_each(pass_one, &p);
     return p.more;
 }
@@ -66,7 +77,7 @@ size_t usi_reclaim_cache(struct uslab_cache *c)
         usi_tcache_flush_own(c);
         usi_depot_drain(c, 0);
     }
-    return release_empty(c, 1, 0, NULL);
+    return release_empty(c, 1, 0, 0, NULL);
 }
 
 static void reclaim_one(struct uslab_cache *c, void *arg)

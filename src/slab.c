@@ -218,6 +218,15 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     usi_pages_set_owner(span, c->slab_order, (uintptr_t)span | c->id, c->unit_tag);
     list_push(c, s, USI_SLAB_EMPTY);
     c->slabs_created++;
+    if (c->purged_ms) { /* a slab again soon after a purge: it was faulted back (design §3) */
+        uint64_t window = 2 * (uint64_t)usi_options.purge_delay_ms * c->purge_mult;
+        if (usi_os_now_ms() < c->purged_ms + window) {
+            c->refaulted = 1;
+            if (c->purge_mult < USI_PURGE_MULT_MAX)
+                c->purge_mult *= 2;
+        }
+        c->purged_ms = 0; /* one purge, one refault at most */
+    }
     return s;
 }
 
