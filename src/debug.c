@@ -14,9 +14,9 @@
  * as libumem and SLUB do), so every operation reaches the slab layer and these hooks; other
  * caches never look at any of this: their fast paths are unchanged.
  *
- * A debug cache's slot:  [left red zone][object][right red zone][link][state][tracks]
- * The user pointer is slot + obj_offset. The free-list link lives after the object, so the
- * poison and the red zones stay intact while the object is free.
+ * A debug cache's slot:  [left red zone][object][right red zone][state][tracks]
+ * The user pointer is slot + obj_offset. The slab layer keeps nothing in a free object (its
+ * bitmap is its free list), so the poison and the red zones stay intact while it is free.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -45,9 +45,8 @@ struct track {
     uint32_t depth;
 };
 
-/* After the link: the object's state, then (with U) its two tracks. */
+/* After the right red zone: the object's state, then (with U) its two tracks. */
 struct tail {
-    void *link;
     uint64_t state;
     struct track alloc, free;
 };
@@ -171,16 +170,16 @@ void usi_debug_layout(struct uslab_cache *c)
 {
     size_t left = (c->debug & USI_DEBUG_Z) ? (c->align > 16 ? c->align : 16) : 0;
     size_t end = left + c->size + ((c->debug & USI_DEBUG_Z) ? RED_RIGHT : 0);
-    size_t link = round_up(end, sizeof(void *));
+    size_t tail_at = round_up(end, sizeof(void *));
     size_t tail = (c->debug & USI_DEBUG_U) ? sizeof(struct tail) : offsetof(struct tail, alloc);
     c->obj_offset = (uint32_t)left;
-    c->link_offset = (uint32_t)link;
-    c->stride = round_up(link + tail, c->align);
+    c->tail_offset = (uint32_t)tail_at;
+    c->stride = round_up(tail_at + tail, c->align);
 }
 
 static struct tail *tail_of(const struct uslab_cache *c, char *slot)
 {
-    return (struct tail *)(void *)(slot + c->link_offset);
+    return (struct tail *)(void *)(slot + c->tail_offset);
 }
 
 /* ---- reports ---------------------------------------------------------------------- */
@@ -287,7 +286,7 @@ void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj
         hexdump("Object", (unsigned char *)obj, c->size < 256 ? c->size : 256);
         if (c->debug & USI_DEBUG_Z)
             hexdump("Redzone", (unsigned char *)obj + c->size,
-                    c->link_offset - c->obj_offset - c->size);
+                    c->tail_offset - c->obj_offset - c->size);
     }
     out("INFO: detected in\n");
     print_stack(pending.stack, pending.depth);
@@ -330,7 +329,7 @@ static void check_redzones(struct uslab_cache *c, struct usi_slab *s, char *slot
                            unsigned char want, const char *when)
 {
     char *obj = slot + c->obj_offset;
-    size_t right = c->link_offset - c->obj_offset - c->size;
+    size_t right = c->tail_offset - c->obj_offset - c->size;
     const unsigned char *bad = first_not((unsigned char *)slot, c->obj_offset, want);
     if (!bad)
         bad = first_not((unsigned char *)obj + c->size, right, want);
@@ -364,7 +363,7 @@ void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot)
     }
     if (c->debug & USI_DEBUG_Z) {
         memset(slot, RED_ACTIVE, c->obj_offset);
-        memset(obj + c->size, RED_ACTIVE, c->link_offset - c->obj_offset - c->size);
+        memset(obj + c->size, RED_ACTIVE, c->tail_offset - c->obj_offset - c->size);
     }
     if (c->debug & USI_DEBUG_P)
         memset(obj, POISON_NEW, c->size);
@@ -388,7 +387,7 @@ void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot)
         check_redzones(c, s, slot, RED_ACTIVE, "on free");
     if (c->debug & USI_DEBUG_Z) {
         memset(slot, RED_INACTIVE, c->obj_offset);
-        memset(obj + c->size, RED_INACTIVE, c->link_offset - c->obj_offset - c->size);
+        memset(obj + c->size, RED_INACTIVE, c->tail_offset - c->obj_offset - c->size);
     }
     if (c->debug & USI_DEBUG_P) {
         memset(obj, POISON_FREE, c->size - 1);

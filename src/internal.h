@@ -165,7 +165,7 @@ struct uslab_cache {
     uint32_t colour_step;
     unsigned debug;        /* USI_DEBUG_* letters enabled for this cache (debug.c) */
     uint32_t obj_offset;   /* user pointer = slot + obj_offset (a left red zone); 0 without */
-    uint32_t link_offset;  /* free-list link at slot + link_offset (after the object in debug) */
+    uint32_t tail_offset;  /* debug caches: their per-object record at slot + tail_offset */
     uint32_t mag_max;      /* largest magazine capacity this cache may grow to */
     size_t mag_max_bytes;  /* mag_max * stride */
     size_t depot_max_full; /* full magazines the depot keeps now (under `lock`): from
@@ -442,7 +442,7 @@ void usi_debug_after_init(void);
 /* The debug letters for a cache of this name (0: none). */
 unsigned usi_debug_flags_for(const char *name, unsigned cache_flags);
 /* Lays out a debug cache's slot: red zones, link, state and tracking after the object;
- * sets obj_offset, link_offset and stride. */
+ * sets obj_offset, tail_offset and stride. */
 void usi_debug_layout(struct uslab_cache *c);
 /* Records the caller's stack for the hooks below; called before the cache lock is taken. */
 void usi_debug_capture(void);
@@ -627,14 +627,12 @@ static inline uintptr_t usi_pagemap_lookup(const void *p)
  * them, USI_ASSERT samples them):
  *  - inuse = number of objects outside the slab (in magazines or with the user);
  *  - objects with index >= bump have never been handed out (their pages may be untouched);
- *  - free_head (index + 1 of the first free object, 0 for none) starts a list of the other
- *    free objects linked through the word at link_offset, each link the next one's
- *    index + 1 (0 ends it), encoded as that ^ usi_slab_secret ^ (address of the word)
- *    (safe-linking); every decoded link is checked before use: an index below bump (so an
- *    object of this slab, on its boundary) whose bit is clear, not the object itself. The
- *    objects are unconstructed, so the link overwrites nothing a user can see;
+ *    under USLAB_HARDEN=random bump is nobjs from the start;
  *  - bit i of alloc_map is set iff object i is outside the slab (exact double-free check),
- *    so the bitmap's population count is inuse;
+ *    so the bitmap's population count is inuse; bits past nobjs are clear. The bitmap is
+ *    the free list too: no object in the slab holds anything of this layer's, so a write
+ *    after free cannot steer it (docs/security.md §3);
+ *  - every bitmap word below scan is full: taking starts at word scan;
  *  - list says which of the cache's lists holds the slab: EMPTY iff inuse == 0,
  *    FULL iff inuse == nobjs, PARTIAL otherwise. A slab moves only when that changes.
  *    USI_SLAB_NLISTS: detached, on its way back to the pages layer.
@@ -650,7 +648,7 @@ struct usi_slab {
     uint32_t inuse;
     uint32_t bump;
     uint32_t colour;
-    uint32_t free_head; /* index + 1 of the first free object below bump, 0: none */
+    uint32_t scan; /* bitmap word the next take looks at first */
     uint8_t list;
     uint64_t empty_since_ms; /* when inuse last became 0 (usi_os_now_ms) */
 };
@@ -662,8 +660,9 @@ static inline struct usi_slab *usi_slab_of_entry(uintptr_t entry)
     return (struct usi_slab *)usi_pages_meta(entry & ~USI_ID_MASK);
 }
 
-/* The free-list key (safe-linking), set once by init.c before the first slab exists. */
-extern uintptr_t usi_slab_secret;
+/* The per-process secret (AT_RANDOM) that seeds each cache's generator for
+ * USLAB_HARDEN=random, set once by init.c before the first slab exists. */
+extern uintptr_t usi_slab_seed;
 
 /* Slab geometry of a cache, fixed at creation. */
 void usi_slab_geometry(struct uslab_cache *c);

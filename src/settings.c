@@ -74,7 +74,7 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                      NULL},
     [USI_SETTING_HARDEN] = {"USLAB_HARDEN", USI_SETTING_KIND_WORDS, 0, "0", 0, 0,
                             "hardening beyond the default checks: `random` hands out the "
-                            "objects of each new slab in a random order (docs/security.md §5)",
+                            "objects of every slab in a random order (docs/security.md §5)",
                             harden_words},
     [USI_SETTING_CLASSES] = {"USLAB_CLASSES", USI_SETTING_KIND_PATH, 0, "unset", 0, 0,
                              "a file of size classes (`uslab profile` writes one) used instead "

@@ -5,18 +5,19 @@
  *
  * A slab is a span from the pages layer holding only objects: its header (struct usi_slab)
  * and its bitmap of allocated objects are in the pages layer's side arrays, out of reach of
- * an overflow (docs/security.md). Objects are handed out from the slab's free list first,
- * then by a bump index over never-used objects, so pages of a fresh slab are touched only
- * as objects are used. Free-list links are encoded with a secret and their own address
- * and checked when decoded. Slabs of uslab's internal caches (descriptors, magazines) keep
- * a guard page at each end. This layer runs only when a magazine is filled or emptied.
+ * an overflow (docs/security.md). The bitmap is also the free list: a slab hands out its
+ * lowest free objects first (a word of the bitmap at a time), so the pages of a fresh slab
+ * are touched only as objects are used, and neither taking nor returning an object reads or
+ * writes the object itself: a write after free cannot steer this layer. Slabs of uslab's
+ * internal caches (descriptors, magazines) keep a guard page at each end. This layer runs
+ * only when a magazine is filled or emptied.
  */
 #include "internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
-uintptr_t usi_slab_secret;
+uintptr_t usi_slab_seed;
 
 /* Bytes of guard page at each end of a span of c: internal caches only. */
 static size_t guard_bytes(const struct uslab_cache *c)
@@ -127,52 +128,72 @@ static unsigned state_of(const struct uslab_cache *c, const struct usi_slab *s)
 /* ---- slabs ----------------------------------------------------------------------------- */
 
 /* USLAB_HARDEN=random (docs/security.md §5): a uniform random number below bound, from the
- * cache's own generator (splitmix64 over random_state, seeded from the free-list secret;
+ * cache's own generator (splitmix64 over random_state, seeded from the per-process secret;
  * under the cache lock). The multiply-shift reduction's bias is below bound / 2^32. */
 static uint32_t random_below(struct uslab_cache *c, uint32_t bound)
 {
     if (c->random_state == 0)
-        c->random_state = usi_mix64(usi_slab_secret ^ (uintptr_t)c) | 1;
+        c->random_state = usi_mix64(usi_slab_seed ^ (uintptr_t)c) | 1;
     c->random_state += 0x9e3779b97f4a7c15ull;
     uint32_t r = (uint32_t)usi_mix64(c->random_state);
     return (uint32_t)(((uint64_t)r * bound) >> 32);
 }
 
-static uintptr_t *link_word(const struct uslab_cache *c, const struct usi_slab *s, uint32_t idx)
+/* ---- the bitmap: bit i set iff object i is outside the slab --------------------------- */
+
+static uint32_t bitmap_words(const struct uslab_cache *c)
 {
-    return (uintptr_t *)(void *)(s->objs + (size_t)idx * c->stride + c->link_offset);
+    return (c->nobjs + 63) / 64;
+}
+
+/* The bits of word w that stand for objects (all of them but in the last word). */
+static uint64_t word_valid(const struct uslab_cache *c, uint32_t w)
+{
+    uint32_t in_word = c->nobjs - w * 64;
+    return in_word >= 64 ? UINT64_MAX : ((uint64_t)1 << in_word) - 1;
+}
+
+/* The free objects of word w of s, as bits. */
+static uint64_t word_free(const struct uslab_cache *c, const struct usi_slab *s, uint32_t w)
+{
+    return ~s->alloc_map[w] & word_valid(c, w);
+}
+
+/* Whether c's fresh slabs hand out their objects in random order (USLAB_HARDEN=random). */
+static int takes_random(const struct uslab_cache *c)
+{
+    return (usi_options.harden & USI_HARDEN_RANDOM) && !c->debug &&
+           !(c->flags & USI_CACHE_INTERNAL);
+}
+
+/* Moves s->scan past the full words (every word below it is full: the invariant). */
+static void advance_scan(const struct uslab_cache *c, struct usi_slab *s)
+{
+    uint32_t words = bitmap_words(c);
+    while (s->scan < words && word_free(c, s, s->scan) == 0)
+        s->scan++;
 }
 
 /*
- * USLAB_HARDEN=random: the new slab's objects all go on its free list at once, in a random
- * order (Linux's CONFIG_SLAB_FREELIST_RANDOM shuffles new slabs the same way, from a
- * per-cache sequence). The list is built in place, in the link words themselves: Sattolo's
- * algorithm turns word i = i into a uniformly random cycle through all objects (word i =
- * the object after i), and cutting it after a random object x gives a uniformly random
- * order (each of the n! orders comes from exactly one cycle and one x). Then the words are
- * encoded as links (index + 1, 0 after x) and bump covers every object. It costs a pass
- * over the slab, whose pages all become resident at once (docs/security.md §5).
+ * USLAB_HARDEN=random: the index of a free object of s drawn uniformly from its free ones
+ * (s has one). Drawing each object so, without replacement, hands a fresh slab's objects
+ * out in a uniformly random order (every one of the n! orders equally likely), and keeps
+ * doing so as objects come back, where Linux's CONFIG_SLAB_FREELIST_RANDOM shuffles only a
+ * new slab's list. It costs a pass over the bitmap's words (popcounts) per object.
  */
-static void shuffle_fresh(struct uslab_cache *c, struct usi_slab *s)
+static uint32_t random_free_index(struct uslab_cache *c, const struct usi_slab *s)
 {
-    uint32_t n = c->nobjs;
-    for (uint32_t i = 0; i < n; i++)
-        *link_word(c, s, i) = i;
-    for (uint32_t i = n - 1; i > 0; i--) {
-        uintptr_t *a = link_word(c, s, i), *b = link_word(c, s, random_below(c, i));
-        uintptr_t t = *a;
-        *a = *b;
-        *b = t;
+    uint32_t k = random_below(c, c->nobjs - s->inuse);
+    for (uint32_t w = s->scan;; w++) {
+        uint64_t free_bits = word_free(c, s, w);
+        uint32_t count = (uint32_t)__builtin_popcountll(free_bits);
+        if (k < count) {
+            while (k--)
+                free_bits &= free_bits - 1;
+            return w * 64 + (uint32_t)__builtin_ctzll(free_bits);
+        }
+        k -= count;
     }
-    uint32_t x = random_below(c, n);
-    s->free_head = (uint32_t)*link_word(c, s, x) + 1;
-    for (uint32_t i = 0; i < n; i++) {
-        uintptr_t *link = link_word(c, s, i);
-        uintptr_t next = i == x ? 0 : *link + 1;
-        *link = next ^ usi_slab_secret ^ (uintptr_t)link;
-        USI_VG_NOACCESS(link, sizeof *link);
-    }
-    s->bump = n;
 }
 
 static struct usi_slab *slab_create(struct uslab_cache *c)
@@ -191,7 +212,7 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     struct usi_slab *s = usi_pages_meta((uintptr_t)span);
     memset(s, 0, sizeof *s);
     s->alloc_map = usi_pages_bits((uintptr_t)span);
-    memset(s->alloc_map, 0, 8 * (((size_t)c->nobjs + 63) / 64));
+    memset(s->alloc_map, 0, 8 * (size_t)bitmap_words(c));
     s->cache = c;
     s->span = span;
     if (c->flags & USI_CACHE_LATTICE) {
@@ -211,10 +232,12 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
         for (char *q = s->objs + (size_t)c->nobjs * c->stride; q + 16 <= end; q += c->stride)
             ((uintptr_t *)(void *)q)[1] = (uintptr_t)q;
     }
-    /* Debug caches keep the address order: their checks take objects at or above bump as
-     * never used. uslab's own caches (descriptors, magazines) are not the user's heap. */
-    if ((usi_options.harden & USI_HARDEN_RANDOM) && !c->debug && !(c->flags & USI_CACHE_INTERNAL))
-        shuffle_fresh(c, s);
+    /* USLAB_HARDEN=random: any object may be handed out first, so none counts as never
+     * used. Debug caches keep the address order: their checks take objects at or above
+     * bump as never used. uslab's own caches (descriptors, magazines) are not the user's
+     * heap. */
+    if (takes_random(c))
+        s->bump = c->nobjs;
     usi_pages_set_owner(span, c->slab_order, (uintptr_t)span | c->id, c->unit_tag);
     list_push(c, s, USI_SLAB_EMPTY);
     c->slabs_created++;
@@ -251,27 +274,23 @@ const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s
         return "counts out of range (inuse > bump or bump > objects)";
     if (s->list != state_of(c, s))
         return "on the wrong list for its number of objects in use";
+    uint32_t words = bitmap_words(c);
+    if (s->scan > words)
+        return "bitmap scan position out of range";
     size_t bits = 0;
-    for (uint32_t w = 0; w < (c->nobjs + 63) / 64; w++)
-        bits += (size_t)__builtin_popcountll(s->alloc_map[w]);
+    for (uint32_t w = 0; w < words; w++) {
+        uint64_t map = s->alloc_map[w];
+        if (map & ~word_valid(c, w))
+            return "allocation bitmap marks objects past the slab's last one";
+        if (w < s->scan && map != word_valid(c, w))
+            return "a free object below the bitmap scan position";
+        bits += (size_t)__builtin_popcountll(map);
+    }
     if (bits != s->inuse)
         return "allocation bitmap does not match the objects in use";
-    size_t free_listed = 0;
-    for (uint32_t head = s->free_head; head; free_listed++) {
-        uint32_t idx = head - 1;
-        if (idx >= s->bump || free_listed >= s->bump)
-            return "free list leaves the slab's used objects";
-        if (s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63)))
-            return "free list holds an allocated object";
-        const uintptr_t *link = link_word(c, s, idx);
-        USI_VG_DEFINED(link, sizeof *link);
-        uintptr_t next = *link ^ usi_slab_secret ^ (uintptr_t)link;
-        if (next > s->bump)
-            return "free list leaves the slab's used objects";
-        head = (uint32_t)next;
-    }
-    if (free_listed != s->bump - s->inuse)
-        return "free list length does not match the free objects below bump";
+    for (uint32_t i = s->bump; i < c->nobjs; i++)
+        if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63)))
+            return "an object above bump (never handed out) is marked allocated";
     return NULL;
 }
 
@@ -305,27 +324,15 @@ void usi_slab_bad_pointer(const struct uslab_cache *c, const void *p, uintptr_t 
                      owner ? owner->name : "(destroyed)");
 }
 
-/* A decoded free-list link that fails its check: an object was written after it was
- * freed (or uslab's side arrays were). Never followed: report and abort. */
-static USI_COLD USI_NORETURN void bad_link(struct uslab_cache *c, struct usi_slab *s,
-                                           const char *slot, uintptr_t value)
+/* Hands out object idx of s (its bit clear): marks it, and returns the user pointer. */
+static inline void *take_index(struct uslab_cache *c, struct usi_slab *s, uint32_t idx)
 {
-    char what[240];
-    snprintf(what, sizeof what,
-             "free list of %s corrupted in slab %p: the link in free object %p decodes to "
-             "index %#zx, not a free object of the slab's %u used ones (written after free?)",
-             c->name, (void *)s->span, (const void *)slot, (size_t)(value - 1), s->bump);
-    if (c->debug)
-        usi_debug_bug(c->name, what);
-    usi_report_fatal("%s", what);
-}
-
-/* Whether a decoded link names an object of s handed out before and now free: an index
- * below bump (so inside the slab and on an object boundary by construction) whose bit is
- * clear. idx is a full word: a forged or corrupted link decodes to any value. */
-static inline int link_ok(const struct usi_slab *s, uintptr_t idx)
-{
-    return idx < s->bump && !(s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63)));
+    s->alloc_map[idx >> 6] |= (uint64_t)1 << (idx & 63);
+    s->inuse++;
+    char *slot = s->objs + (size_t)idx * c->stride;
+    if (USI_UNLIKELY(c->debug))
+        usi_debug_on_alloc(c, s, slot);
+    return slot + c->obj_offset;
 }
 
 size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
@@ -339,30 +346,26 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
             s = slab_create(c);
         if (!s)
             break;
-        while (got < n && s->inuse < c->nobjs) {
-            char *slot;
-            uint32_t idx;
-            if (s->free_head) {
-                idx = s->free_head - 1; /* checked when it became the head */
-                slot = s->objs + (size_t)idx * c->stride;
-                uintptr_t *link = (uintptr_t *)(void *)(slot + c->link_offset);
-                USI_VG_DEFINED(link, sizeof *link);
-                uintptr_t next = *link ^ usi_slab_secret ^ (uintptr_t)link; /* index + 1, or 0 */
-                if (next && USI_UNLIKELY(next - 1 == idx || !link_ok(s, next - 1)))
-                    bad_link(c, s, slot, next);
-                if (!c->debug)
-                    *link = 0; /* a fresh block never shows an encoded link */
-                USI_VG_UNDEFINED(link, sizeof *link);
-                s->free_head = (uint32_t)next;
-            } else {
-                idx = s->bump++;
-                slot = s->objs + (size_t)idx * c->stride;
+        if (USI_UNLIKELY(takes_random(c))) {
+            while (got < n && s->inuse < c->nobjs)
+                objs[got++] = take_index(c, s, random_free_index(c, s));
+            advance_scan(c, s);
+        } else {
+            /* The lowest free objects first, a bitmap word at a time: no object is read. */
+            while (got < n && s->inuse < c->nobjs) {
+                uint32_t w = s->scan, next = 0; /* next: one past the last object taken */
+                uint64_t free_bits = word_free(c, s, w);
+                while (free_bits && got < n) {
+                    uint32_t idx = w * 64 + (uint32_t)__builtin_ctzll(free_bits);
+                    free_bits &= free_bits - 1;
+                    objs[got++] = take_index(c, s, idx);
+                    next = idx + 1;
+                }
+                if (next > s->bump)
+                    s->bump = next; /* taken in ascending order: the highest so far */
+                if (!free_bits)
+                    s->scan = w + 1; /* word w is full now (or was: then scan was stale) */
             }
-            s->alloc_map[idx >> 6] |= (uint64_t)1 << (idx & 63);
-            s->inuse++;
-            if (USI_UNLIKELY(c->debug))
-                usi_debug_on_alloc(c, s, slot);
-            objs[got++] = slot + c->obj_offset;
         }
         list_move(c, s, state_of(c, s));
         if (USI_UNLIKELY(c->debug & USI_DEBUG_F))
@@ -406,11 +409,8 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         if (USI_UNLIKELY(c->debug))
             usi_debug_on_free(c, s, slot);
         s->alloc_map[idx >> 6] &= ~bit;
-        uintptr_t *link = (uintptr_t *)(void *)(slot + c->link_offset);
-        USI_VG_UNDEFINED(link, sizeof *link);
-        *link = (uintptr_t)s->free_head ^ usi_slab_secret ^ (uintptr_t)link;
-        USI_VG_NOACCESS(link, sizeof *link);
-        s->free_head = idx + 1;
+        if (idx >> 6 < s->scan)
+            s->scan = idx >> 6;
         s->inuse--;
         c->slab_inuse--;
         list_move(c, s, state_of(c, s));

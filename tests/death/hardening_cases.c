@@ -7,11 +7,13 @@
  *
  * Each case first does the misuse, then checks whether the allocator was fooled by it (a
  * block handed out twice, an interior pointer handed out as a block, a live block or a
- * pointer outside the heap handed out of a free list); if so it says so on stderr and
- * exits 0, otherwise it exits 1. death_driver wants SIGABRT with the report's text (all
- * cases but overflow_into_next_slab), so either way the test fails unless the allocator
- * stopped the misuse. uslab_reap (include/uslab.h) is looked up with dlsym: the program
- * runs only under the preload library (exit 3 otherwise).
+ * pointer outside the heap handed out); if so it says so on stderr and exits 0, otherwise
+ * it exits 1. death_driver wants SIGABRT with the report's text, so either way the test
+ * fails unless the allocator stopped the misuse. Two kinds of case must instead leave the
+ * allocator unharmed, and exit 0 only if it was: poison_freelist* (a write after free into
+ * a block back in its slab, which keeps nothing there) and overflow_into_next_slab. uslab_reap
+ * (include/uslab.h) is looked up with dlsym: the program runs only under the preload library (exit
+ * 3 otherwise).
  *
  * Built with -fno-builtin, and the misuse goes through volatile pointers and a volatile
  * function pointer: the compiler must neither fold a malloc/free pair nor see the bug.
@@ -172,26 +174,28 @@ static int case_interior(size_t size, size_t offset)
 #define POISON_BLOCKS 4000
 static void *blocks[POISON_BLOCKS];
 static void *live_sorted[POISON_BLOCKS / 2];
+static void *again[POISON_BLOCKS];
 /* A write after free aims a free list here: its first word (the "next" link if the
  * allocator follows it) is 0. */
 static uintptr_t target_global[8];
 
-/* What the write after free puts in the link. With plain links (before issue 11) only a
- * live block of the victim's own slab is handed out: the slab layer takes any in-slab object
- * index on trust. A link outside the slab makes it write the allocation bitmap 512 MiB past
- * the slab header (TARGET_GLOBAL) or read the next link from unmapped memory (TARGET_FAR):
- * SIGSEGV, before anything is handed out. */
+/* What the write after free puts in the free object's first word. Before issue 11 that
+ * word was the slab's free-list link, taken on trust: a live block of the victim's own slab
+ * was handed out again (TARGET_LIVE); a link outside the slab made the slab layer write the
+ * allocation bitmap 512 MiB past the slab header (TARGET_GLOBAL) or read the next link from
+ * unmapped memory (TARGET_FAR): SIGSEGV, before anything was handed out. Now the slab layer
+ * keeps nothing in a free object (its bitmap is its free list): the write must change
+ * nothing the allocator hands out. */
 enum poison_target {
-    TARGET_LIVE,   /* a live block of the same slab: the allocator hands it out again */
+    TARGET_LIVE,   /* a live block of the same slab */
     TARGET_GLOBAL, /* a global variable outside the heap */
     TARGET_FAR,    /* the freed block's address + 64 MiB: far outside its slab */
 };
 
 /* Frees every second one of POISON_BLOCKS malloc(64) blocks, reaps so they go back to
- * their slabs' free lists, then overwrites the first word of the last one freed (a write
- * after free; in the slab layer the first word of a free object is its free-list link),
- * and allocates POISON_BLOCKS blocks again. The write goes unnoticed today: what the
- * allocator hands out tells how far it followed it. */
+ * their slabs, then overwrites the first word of the last one freed (a write after free),
+ * and allocates POISON_BLOCKS blocks again: none may be the address written, a block still
+ * in use, or one handed out twice. Exits 0 (death_driver's "-") only then. */
 static int case_poison(enum poison_target target)
 {
     for (size_t i = 0; i < POISON_BLOCKS; i++) {
@@ -231,22 +235,31 @@ static int case_poison(enum poison_target target)
 
     for (size_t i = 0; i < POISON_BLOCKS; i++) {
         char *volatile q = malloc(64);
+        again[i] = q;
+        if (!q)
+            return 2;
         if ((uintptr_t)q == value || in_sorted(live_sorted, nlive, q)) {
             fprintf(stderr,
-                    "hardening_cases: free list poisoned through %p not caught: "
-                    "malloc(64) handed out %p (%s)\n",
+                    "hardening_cases: free list poisoned through %p: malloc(64) handed out %p "
+                    "(%s)\n",
                     (void *)victim, (void *)q,
                     (uintptr_t)q == (uintptr_t)target_global ? "a global variable"
                     : in_sorted(live_sorted, nlive, q)       ? "a block still in use"
                                                              : "the address written");
-            return 0;
+            return 1;
         }
     }
+    qsort(again, POISON_BLOCKS, sizeof *again, cmp_ptr);
+    for (size_t i = 1; i < POISON_BLOCKS; i++)
+        if (again[i] == again[i - 1]) {
+            fprintf(stderr, "hardening_cases: malloc(64) handed out %p twice\n", again[i]);
+            return 1;
+        }
     fprintf(stderr,
-            "hardening_cases: free list poisoned through %p not caught, nothing bad "
+            "hardening_cases: the write after free into %p changed nothing the allocator "
             "handed out\n",
             (void *)victim);
-    return 1;
+    return 0;
 }
 
 /* ---- a linear overflow out of the last block of a slab -------------------------------------- */

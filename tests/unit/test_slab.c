@@ -184,13 +184,28 @@ static void test_slab_check(void)
     bad = usi_slab_check(c, s);
     CHECK(bad && strstr(bad, "wrong list"), "list: %s", bad ? bad : "(passed)");
     s->list = USI_SLAB_PARTIAL;
-    uint32_t head = s->free_head;
-    const void *block;
-    s->free_head = usi_slab_index_of(c, usi_pagemap_lookup(objs[0]), objs[0], &block) + 1;
-    CHECK(s->free_head != 0, "objs[0] has an index"); /* allocated, now on the free list */
+    /* objects 4 and 5 are free in word 0: a scan position past it hides them */
+    s->scan = 1;
     bad = usi_slab_check(c, s);
-    CHECK(bad && strstr(bad, "free list"), "free list: %s", bad ? bad : "(passed)");
-    s->free_head = head;
+    CHECK(bad && strstr(bad, "scan"), "scan: %s", bad ? bad : "(passed)");
+    s->scan = 0;
+    /* a bit past the last object (48-byte objects: fewer than 64 * words of them?) */
+    uint32_t words = (c->nobjs + 63) / 64;
+    if (c->nobjs % 64) {
+        s->alloc_map[words - 1] ^= (uint64_t)1 << 63;
+        bad = usi_slab_check(c, s);
+        CHECK(bad && strstr(bad, "past the slab"), "past the end: %s", bad ? bad : "(passed)");
+        s->alloc_map[words - 1] ^= (uint64_t)1 << 63;
+    }
+    /* an object never handed out marked allocated */
+    uint32_t never = s->bump; /* six taken: bump is 6 */
+    CHECK(never == 6, "bump %u after taking 6", never);
+    s->alloc_map[0] ^= (uint64_t)1 << never;
+    s->inuse++;
+    bad = usi_slab_check(c, s);
+    CHECK(bad && strstr(bad, "above bump"), "above bump: %s", bad ? bad : "(passed)");
+    s->inuse--;
+    s->alloc_map[0] ^= (uint64_t)1 << never;
     CHECK(usi_slab_check(c, s) == NULL, "sound again");
     usi_slab_put(c, 4, objs, &release);
     check_all_slabs(c, "all back");
@@ -242,10 +257,10 @@ static void test_lists(void)
     CHECK(c->lists[USI_SLAB_FULL].count == 2 && c->lists[USI_SLAB_PARTIAL].count == 2,
           "full -> partial");
     CHECK(release == NULL, "nothing released");
-    /* Take it again: the freed object comes back first (free list before bump). */
+    /* Take it again: the lowest free object comes first. */
     void *again;
     CHECK(usi_slab_take(c, 1, &again) == 1, "take one");
-    CHECK(again == objs[0] || c->lists[USI_SLAB_PARTIAL].count >= 1, "reuse");
+    CHECK(again == objs[0], "the freed object %p comes back first, got %p", objs[0], again);
     objs[0] = again;
     /* Give everything back. With a purge delay, empty slabs stay (stamped) until they have
      * been idle long enough; the newest `empty_reserve` of them stay for good. The stamps are
