@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Size classes fitted to each program (issue 13): waste, peak RSS and time, default
-classes against the table `uslab profile` fits to the program.
+classes against the table `uslab profile` fits to the program, and what recording costs.
 
 For each program: `uslab profile` runs it once and writes its table (bench/results/
 classes-<name>.txt) and the bytes wasted per request by both tables; then the program runs
-`--reps` times under the preload library with the default classes and with the fitted ones,
-alternating, through bench/spawn (wall time, ru_maxrss of the program). The table is fitted
+`--reps` times under the preload library with the default classes, with the fitted ones, and
+while recording (USLAB_PROFILE set, as `uslab profile` runs it: every malloc counted), in a
+rotating order, through bench/spawn (wall time, ru_maxrss of the program). The table is fitted
 to the same run it is measured on, as a profile-guided build is.
 
 Output: a markdown table on stdout and in <out>/classes.md, the numbers in
@@ -35,6 +36,7 @@ def programs(bindir):
     out = [("size a=2,b=20", [b("size_bench"), "--alpha", "2", "--beta", "20"], {}),
            ("size a=10,b=10", [b("size_bench"), "--alpha", "10", "--beta", "10"], {}),
            ("size a=20,b=2", [b("size_bench"), "--alpha", "20", "--beta", "2"], {}),
+           ("lifetime d=2000", [b("lifetime_bench"), "--distance", "2000"], {}),
            ("cfrac", [b("cfrac")], {})]
     py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
     if py:
@@ -83,15 +85,20 @@ def main():
         slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
         table = os.path.join(args.out, "classes-%s.txt" % slug)
         wd, wf, reqs = profile(tool, argv, extra, table)
-        times = {"default": [], "fitted": []}
-        rss = {"default": [], "fitted": []}
+        kinds = ["default", "fitted", "profiled"]
+        times = {k: [] for k in kinds}
+        rss = {k: [] for k in kinds}
+        counts = os.path.join(args.out, "classes-%s.counts" % slug)
         for rep in range(args.reps):
-            order = ["default", "fitted"] if rep % 2 == 0 else ["fitted", "default"]
+            order = kinds[rep % 3:] + kinds[:rep % 3]
             for which in order:
                 env = dict(os.environ, LD_PRELOAD=lib, **extra)
                 env.pop("USLAB_CLASSES", None)
+                env.pop("USLAB_PROFILE", None)
                 if which == "fitted":
                     env["USLAB_CLASSES"] = table
+                if which == "profiled":
+                    env["USLAB_PROFILE"] = counts
                 rc, out, err, wall, maxrss = run.run_once(argv, env, 600)
                 if rc != 0 or "USLAB_CLASSES" in err:
                     sys.exit("classes.py: %s (%s) failed: rc=%d %s" % (name, which, rc,
@@ -100,23 +107,29 @@ def main():
                 t = float(kv["time_s"]) if "time_s" in kv else wall
                 times[which].append(t)
                 rss[which].append(maxrss / 1024.0)
+        for f in os.listdir(args.out):  # the profiled runs' count files (PATH.<pid>)
+            if f.startswith(os.path.basename(counts) + "."):
+                os.unlink(os.path.join(args.out, f))
         row = {"program": name, "requests": reqs, "waste_default": wd, "waste_fitted": wf,
                "time_default": times["default"], "time_fitted": times["fitted"],
-               "rss_default": rss["default"], "rss_fitted": rss["fitted"], "table": table}
+               "rss_default": rss["default"], "rss_fitted": rss["fitted"], "table": table,
+               "time_profiled": times["profiled"], "rss_profiled": rss["profiled"]}
         rows.append(row)
-        print("%-16s waste %.2f -> %.2f B/request, RSS %.1f -> %.1f MiB, time ratio %.3f" %
-              (name, wd, wf, med(rss["default"]), med(rss["fitted"]),
-               med(times["fitted"]) / med(times["default"])), flush=True)
+        print("%-16s waste %.2f -> %.2f B/request, RSS %.1f -> %.1f MiB, time ratio %.3f, "
+              "recording %.3f" % (name, wd, wf, med(rss["default"]), med(rss["fitted"]),
+                                  med(times["fitted"]) / med(times["default"]),
+                                  med(times["profiled"]) / med(times["default"])), flush=True)
     lines = ["| program | requests | waste per request, default → fitted (bytes) | "
              "peak RSS, default → fitted (MiB) | time fitted/default (median; spread of "
-             "each) |", "|---|---|---|---|---|"]
+             "each) | time recording/default (spread) |", "|---|---|---|---|---|---|"]
     for r in rows:
-        td, tf = r["time_default"], r["time_fitted"]
+        td, tf, tp = r["time_default"], r["time_fitted"], r["time_profiled"]
         spread = lambda v: 100.0 * (max(v) - min(v)) / med(v)  # noqa: E731
-        lines.append("| %s | %d | %.2f → %.2f | %.1f → %.1f | %.3f (±%.0f%%, ±%.0f%%) |" % (
-            r["program"], r["requests"], r["waste_default"], r["waste_fitted"],
-            med(r["rss_default"]), med(r["rss_fitted"]), med(tf) / med(td), spread(td) / 2,
-            spread(tf) / 2))
+        lines.append("| %s | %d | %.2f → %.2f | %.1f → %.1f | %.3f (±%.0f%%, ±%.0f%%) | "
+                     "%.2f (±%.0f%%) |" % (
+                         r["program"], r["requests"], r["waste_default"], r["waste_fitted"],
+                         med(r["rss_default"]), med(r["rss_fitted"]), med(tf) / med(td),
+                         spread(td) / 2, spread(tf) / 2, med(tp) / med(td), spread(tp) / 2))
     text = "\n".join(lines) + "\n"
     print()
     print(text)

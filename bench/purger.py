@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Where purge passes run (issue 15, docs/design.md §3 "Where passes run"), measured:
+burst_bench under libuslab-preload.so, single-threaded with USLAB_PURGER=auto (no thread:
+passes run on slow paths), always (the purger thread, the behaviour before issue 15) and
+never, and with a thread joined first under auto (the purger thread starts). Configurations
+alternate run by run. Reports the median (and min-max) of the bursts' time per block, the
+minor faults, and the resident memory at the end of the idle gaps.
+
+Output: a markdown table on stdout and <out>/purger.md, <out>/purger.json.
+
+Usage: python3 bench/purger.py [--build build] [--reps 3] [--out bench/results]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CONFIGS = [("single-threaded", "auto", "0"), ("single-threaded", "always", "0"),
+           ("single-threaded", "never", "0"), ("a thread joined first", "auto", "1")]
+METRICS = [("alloc_ns_per_block", "ns per block in bursts"), ("minflt", "minor faults"),
+           ("idle_rss_kb", "KiB resident while idle")]
+
+
+def kv(text):
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def run(build, purger, threaded, args):
+    env = dict(os.environ, LD_PRELOAD=os.path.join(build, "libuslab-preload.so"),
+               USLAB_PURGER=purger)
+    for k in ("USLAB_RETURN", "USLAB_PURGE_DELAY"):
+        env.pop(k, None)
+    p = subprocess.run([os.path.join(build, "bench", "burst_bench"), "--threaded", threaded] +
+                       args, capture_output=True, text=True, env=env, timeout=600)
+    if p.returncode != 0:
+        sys.exit("purger.py: burst_bench failed: %s" % p.stderr)
+    out = kv(p.stdout)
+    if out.get("allocator") != "uslab":
+        sys.exit("purger.py: the run's malloc was %s, not uslab" % out.get("allocator"))
+    return {k: float(out[k]) for k, _ in METRICS}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--rounds", default="6")
+    ap.add_argument("--gap", default="1500")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    args = ["--rounds", a.rounds, "--gap", a.gap, "--mib", "64", "--size", "256"]
+    res = {c: [] for c in CONFIGS}
+    for r in range(a.reps):
+        for c in CONFIGS[r % len(CONFIGS):] + CONFIGS[:r % len(CONFIGS)]:
+            print("rep %d: %s, USLAB_PURGER=%s" % (r + 1, c[0], c[1]), file=sys.stderr)
+            res[c].append(run(a.build, c[1], c[2], args))
+    rows = []
+    lines = ["| process | USLAB_PURGER | " + " | ".join(l for _, l in METRICS) + " |",
+             "|---|---|" + "---|" * len(METRICS)]
+    for c in CONFIGS:
+        row = {"process": c[0], "purger": c[1]}
+        for k, _ in METRICS:
+            v = [x[k] for x in res[c]]
+            row[k] = (statistics.median(v), min(v), max(v))
+        rows.append(row)
+        lines.append("| %s | %s | " % (c[0], c[1]) + " | ".join(
+            "%.0f (%.0f-%.0f)" % row[k] for k, _ in METRICS) + " |")
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(a.out, "purger.md"), "w") as f:
+        f.write("burst_bench %s, %d repetitions, median (min-max)\n\n%s\n" %
+                (" ".join(args), a.reps, text))
+    with open(os.path.join(a.out, "purger.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
