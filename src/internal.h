@@ -745,6 +745,13 @@ static inline void usi_purge_poll(void)
  * the previous call (PSI stall time, cgroup events, memory.high nearly reached; design
  * §3), else 0. The first call chooses the source. Called by passes only, without locks. */
 int usi_pressure_now(void);
+/* The source usi_pressure_now reads, chosen now if not yet: 1 a cgroup v2 directory, 2 a
+ * PSI file (*path its name, if path), -1 none (*path NULL). */
+int usi_pressure_source(const char **path);
+/* Tests only, while no pass reads pressure (USLAB_RETURN=delay): forgets the source and its
+ * readings; the next choice looks for /proc/self/cgroup, /sys/fs/cgroup/... and
+ * /proc/pressure/memory under root (NULL or "": under "/"). */
+void usi_pressure_reset(const char *root);
 
 /* ------------------------------------------------------------------------------------ */
 /* objects.c (rank 12): objects between the slabs and the magazines: locking, the       */

@@ -9,6 +9,8 @@
  *  - else the process's own cgroup v2 directory (/proc/self/cgroup's "0::" line under
  *    /sys/fs/cgroup), when it has a memory.pressure file;
  *  - else the system's PSI file, /proc/pressure/memory.
+ * (Tests may have the automatic choice look for those three under another directory than
+ * "/": usi_pressure_reset.)
  * A directory gives three signals: its memory.pressure (PSI), its memory.events (the `high`,
  * `max` and `oom` counters: the kernel reclaimed or refused because of the group's limits)
  * and memory.current against memory.high. The system gets pressure = one of them since
@@ -35,6 +37,7 @@ static struct {
     char path[256];     /* the directory or the file */
     uint64_t psi_total; /* last `some total=` */
     uint64_t events;    /* last sum of memory.events' high, max and oom */
+    char root[128];     /* what the automatic choice takes as "/" (tests; else empty) */
 } src;
 
 /* The unsigned number after `key` in text (first occurrence at a line start or after a
@@ -94,10 +97,22 @@ static void set_path(const char *p, size_t len)
     src.path[len] = '\0';
 }
 
+/* out = src.root followed by path; 0, or -1 when it does not fit. */
+static int under_root(char *out, size_t len, const char *path)
+{
+    size_t r = strlen(src.root), plen = strlen(path);
+    if (r + plen + 1 > len)
+        return -1;
+    memcpy(out, src.root, r);
+    memcpy(out + r, path, plen);
+    out[r + plen] = '\0';
+    return 0;
+}
+
 static void choose_source(void)
 {
     const char *env = usi_os_getenv("USLAB_PRESSURE_SOURCE");
-    char buf[512];
+    char buf[512], file[sizeof src.path];
     src.state = -1;
     if (env && *env) {
         set_path(env, strlen(env));
@@ -113,7 +128,8 @@ static void choose_source(void)
         return;
     }
     /* The cgroup v2 line of /proc/self/cgroup: "0::/path". */
-    if (read_text("/proc/self/cgroup", NULL, buf, sizeof buf) > 0) {
+    if (under_root(file, sizeof file, "/proc/self/cgroup") == 0 &&
+        read_text(file, NULL, buf, sizeof buf) > 0) {
         const char *line = strstr(buf, "0::");
         if (line && (line == buf || line[-1] == '\n')) {
             const char *rel = line + 3, *end = strchr(rel, '\n');
@@ -124,20 +140,41 @@ static void choose_source(void)
                 memcpy(dir, root, sizeof root - 1);
                 memcpy(dir + sizeof root - 1, rel, rlen);
                 dir[sizeof root - 1 + rlen] = '\0';
-                if (psi_some_total(dir, "memory.pressure") >= 0) {
-                    set_path(dir, strlen(dir));
+                if (under_root(file, sizeof file, dir) == 0 &&
+                    psi_some_total(file, "memory.pressure") >= 0) {
+                    set_path(file, strlen(file));
                     src.state = 1;
                     return;
                 }
             }
         }
     }
-    if (psi_some_total("/proc/pressure/memory", NULL) >= 0) {
-        set_path("/proc/pressure/memory", strlen("/proc/pressure/memory"));
+    if (under_root(file, sizeof file, "/proc/pressure/memory") == 0 &&
+        psi_some_total(file, NULL) >= 0) {
+        set_path(file, strlen(file));
         src.state = 2;
         return;
     }
     usi_report_note("no memory-pressure signal (no PSI, no cgroup v2 memory.pressure)");
+}
+
+void usi_pressure_reset(const char *root)
+{
+    size_t n = root ? strlen(root) : 0;
+    memset(&src, 0, sizeof src);
+    if (n >= sizeof src.root)
+        src.state = -1; /* too long: no source rather than a wrong one */
+    else if (n)
+        memcpy(src.root, root, n);
+}
+
+int usi_pressure_source(const char **path)
+{
+    if (src.state == 0)
+        choose_source();
+    if (path)
+        *path = src.state > 0 ? src.path : NULL;
+    return src.state;
 }
 
 /* memory.events' high + max + oom; -1 when unreadable. */
@@ -171,9 +208,7 @@ static int cgroup_near_high(void)
 
 int usi_pressure_now(void)
 {
-    if (src.state == 0)
-        choose_source();
-    if (src.state < 0)
+    if (usi_pressure_source(NULL) < 0)
         return 0;
     int pressure = 0;
     int64_t total = src.state == 1 ? psi_some_total(src.path, "memory.pressure")

@@ -8,6 +8,9 @@
  *   leaks          leaks 100,000 bytes in leak_big_block and 100 in leak_small_block
  *   foreign        free() of a 16-aligned address in a static array, from foreign_free_site
  *   usable         malloc_usable_size() of the same
+ *   realloc_foreign    realloc() of a 64-aligned address in the same array, never
+ *                      allocated, from foreign_realloc_site
+ *   realloc_foreign_16 the same with an address that is 16- but not 32-aligned
  *   double_free    frees a 50,000-byte block twice
  *   realloc_after  realloc() of a freed 50,000-byte block
  *   ok             large blocks made, grown, shrunk and freed in four threads and a fork
@@ -24,6 +27,7 @@ size_t malloc_usable_size(void *p);
 void leak_big_block(void);
 void leak_small_block(void);
 void foreign_free_site(void);
+void foreign_realloc_site(size_t offset);
 void *volatile sink;
 static char arena[4096] __attribute__((aligned(64)));
 
@@ -45,6 +49,12 @@ __attribute__((noinline)) void foreign_free_site(void)
 {
     char *volatile p = arena + 64;
     free(p);
+}
+
+__attribute__((noinline)) void foreign_realloc_site(size_t offset)
+{
+    char *volatile p = arena + offset;
+    sink = realloc(p, 200);
 }
 
 static void *churn(void *arg)
@@ -88,6 +98,10 @@ int main(int argc, char **argv)
             free(malloc(70000 + (size_t)i));
     } else if (strcmp(c, "foreign") == 0) {
         foreign_free_site();
+    } else if (strcmp(c, "realloc_foreign") == 0) {
+        foreign_realloc_site(256);
+    } else if (strcmp(c, "realloc_foreign_16") == 0) {
+        foreign_realloc_site(272);
     } else if (strcmp(c, "usable") == 0) {
         printf("%zu\n", malloc_usable_size(arena + 128));
     } else if (strcmp(c, "double_free") == 0) {

@@ -13,9 +13,13 @@
  *                        aligned_alloc and free calls with at most 1500 live blocks, every
  *                        block's contents checked. Prints VmSize/VmLck/VmRSS before and after.
  *                        Under uslab, small blocks must still come from its slabs at the end.
- *   mlock_small EARLY cap  the same, keeping CAP_IPC_LOCK and the limit (needs root); the
- *                        address space must stay small: no 4 GiB tag table is mapped while
- *                        MCL_FUTURE is in force (the kernel would make all of it present).
+ *   mlock_small EARLY cap  the same, keeping CAP_IPC_LOCK (exit 77, skipped, without it):
+ *                        the address space must stay small (no 4 GiB tag table is mapped
+ *                        while MCL_FUTURE is in force: the kernel would make all of it
+ *                        present), and under uslab the locked memory (VmLck, after mlockall
+ *                        and after the churn) must be at most what the same program locks
+ *                        with glibc's malloc plus ALLOWANCE_KB below. The glibc figures come
+ *                        from this program run again without LD_PRELOAD.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -29,7 +33,20 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+/*
+ * What uslab may lock beyond glibc for this program (docs/design.md §2, "What uslab still
+ * adds, locked"): its library, zeroed tables (the 512 KiB cache-id table) and libgcc's
+ * unwinder, and the side arrays' pages: under 1 MiB; and its reservation, which mlockall
+ * counts whole (the PROT_NONE part included) and which is at most twice what the slabs use:
+ * here a slab of 64 KiB or more for each of the about 40 classes the churn uses, plus the
+ * live blocks, about 3 MiB, so at most 7 MiB. glibc's heap, which the same blocks would
+ * otherwise grow, is not subtracted. A reservation twice as large as the one measured, the
+ * 4 GiB tag table, or an early reservation of many MiB all exceed it.
+ */
+#define ALLOWANCE_KB (8L * 1024)
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
@@ -56,6 +73,63 @@ static void show(const char *when)
 {
     printf("%s: VmSize %ld kB, VmLck %ld kB, VmRSS %ld kB\n", when, status_kb("VmSize"),
            status_kb("VmLck"), status_kb("VmRSS"));
+}
+
+static int has_ipc_lock(void)
+{
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    return syscall(SYS_capget, &h, d) == 0 && (d[0].effective & (1u << CAP_IPC_LOCK));
+}
+
+/* The kB of `field` on the line of text that starts with `when` (as show() prints it). */
+static long shown_kb(const char *text, const char *when, const char *field)
+{
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        if (strncmp(l, when, strlen(when)) != 0 || l[strlen(when)] != ':')
+            continue;
+        const char *end = strchr(l, '\n'), *f = strstr(l, field);
+        if (f && (!end || f < end))
+            return strtol(f + strlen(field) + 1, NULL, 10);
+    }
+    return -1;
+}
+
+/* Runs this program again with the same arguments and without LD_PRELOAD (glibc's
+ * malloc), and returns its VmLck after mlockall (*at_lock) and after the churn. */
+static long glibc_vmlck(char **argv, long *at_lock)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        FAIL("pipe: %s", strerror(errno));
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        FAIL("fork: %s", strerror(errno));
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        unsetenv("LD_PRELOAD");
+        execl("/proc/self/exe", argv[0], argv[1], argv[2], (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    static char out[4096];
+    size_t n = 0;
+    for (ssize_t r; n < sizeof out - 1 && (r = read(fd[0], out + n, sizeof out - 1 - n)) > 0;)
+        n += (size_t)r;
+    out[n] = 0;
+    close(fd[0]);
+    int status;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        FAIL("the glibc run of this program failed (status %#x):\n%s", status, out);
+    printf("glibc run:\n%s", out);
+    *at_lock = shown_kb(out, "after mlockall", "VmLck");
+    long churn = shown_kb(out, "after churn", "VmLck");
+    if (*at_lock < 0 || churn < 0)
+        FAIL("no VmLck in the glibc run's output:\n%s", out);
+    return churn;
 }
 
 static void drop_ipc_lock(void)
@@ -102,6 +176,10 @@ int main(int argc, char **argv)
 {
     long early = argc > 1 ? atol(argv[1]) : 0;
     int keep_cap = argc > 2 && strcmp(argv[2], "cap") == 0;
+    if (keep_cap && !has_ipc_lock()) {
+        printf("skipped: no CAP_IPC_LOCK in the effective set\n");
+        return 77;
+    }
     for (long i = 0; i < early; i++) {
         void *volatile p = malloc((size_t)(i % 200) + 1);
         free(p);
@@ -118,6 +196,7 @@ int main(int argc, char **argv)
              "kB)",
              strerror(errno), status_kb("VmSize"));
     show("after mlockall");
+    long locked_at_lock = status_kb("VmLck");
     for (long n = 0; n < 200000; n++) {
         size_t i = next() % LIVE;
         if (blk[i]) {
@@ -166,9 +245,22 @@ int main(int argc, char **argv)
             free(blk[i]);
         }
     show("after churn");
+    long locked = status_kb("VmLck");
     if (keep_cap && status_kb("VmSize") > 256 * 1024)
         FAIL("VmSize %ld kB after the churn under MCL_FUTURE: a 4 GiB table was mapped and locked",
              status_kb("VmSize"));
+    if (keep_cap && dlsym(RTLD_DEFAULT, "uslab_malloc_usable_size")) {
+        long glibc_at_lock, glibc = glibc_vmlck(argv, &glibc_at_lock);
+        printf("VmLck over glibc's: %ld kB after mlockall, %ld kB after the churn (allowed: "
+               "%ld kB)\n",
+               locked_at_lock - glibc_at_lock, locked - glibc, ALLOWANCE_KB);
+        if (locked_at_lock > glibc_at_lock + ALLOWANCE_KB)
+            FAIL("VmLck %ld kB after mlockall, glibc's %ld kB: more than %ld kB over",
+                 locked_at_lock, glibc_at_lock, ALLOWANCE_KB);
+        if (locked > glibc + ALLOWANCE_KB)
+            FAIL("VmLck %ld kB after the churn, glibc's %ld kB: more than %ld kB over", locked,
+                 glibc, ALLOWANCE_KB);
+    }
     /* uslab kept serving from its slabs (a 20-byte block is in the 32-byte class; glibc's
      * chunk holds 24), rather than stepping aside. */
     if (dlsym(RTLD_DEFAULT, "uslab_malloc_usable_size")) {

@@ -39,6 +39,19 @@ run_options)
     expect_line "$tmp/out" "LD_PRELOAD=$abs_lib"
     expect_line "$tmp/out" "malloc=uslab"
     expect_no_match "$tmp/out" "^USLAB_DEBUG_CONTINUE="
+    # --leaks=json: the child gets USLAB_LEAKS=json and the library writes its leak report
+    # as one JSON document on stderr (the probe's stdout buffer is still allocated at exit),
+    # not the text report.
+    run_status 0 run --leaks=json -- "$probe"
+    expect_line "$tmp/out" "USLAB_LEAKS=json"
+    expect_line "$tmp/out" "malloc=uslab"
+    grep -q '^{"uslab_leaks": {"objects": [0-9]*, "bytes": [0-9]*, "sites": [0-9]*, "by_site": \[' \
+        "$tmp/err" || { cat "$tmp/err" >&2; fail "--leaks=json: no JSON leak report on stderr"; }
+    expect_no_match "$tmp/err" "^uslab: leak report"
+    if command -v python3 > /dev/null; then
+        python3 -c 'import json, sys; d = json.load(sys.stdin)["uslab_leaks"]; sys.exit(not isinstance(d["by_site"], list))' \
+            < "$tmp/err" || { cat "$tmp/err" >&2; fail "--leaks=json: stderr is not one JSON leak report"; }
+    fi
     ;;
 run_more_options)
     # --stats (table), --continue, --env in both spellings, "-" (no letters: debugging
