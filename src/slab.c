@@ -179,10 +179,19 @@ static void advance_scan(const struct uslab_cache *c, struct usi_slab *s)
  * (s has one). Drawing each object so, without replacement, hands a fresh slab's objects
  * out in a uniformly random order (every one of the n! orders equally likely), and keeps
  * doing so as objects come back, where Linux's CONFIG_SLAB_FREELIST_RANDOM shuffles only a
- * new slab's list. It costs a pass over the bitmap's words (popcounts) per object.
+ * new slab's list. First a few uniform draws over all objects, kept if free (rejection
+ * sampling: uniform over the free ones, cheap while many are free); then a uniform rank
+ * among the free ones, found with a popcount per bitmap word from scan on. Either way the
+ * result is uniform over the free objects, so their mixture is too.
  */
+#define RANDOM_TRIES 4
 static uint32_t random_free_index(struct uslab_cache *c, const struct usi_slab *s)
 {
+    for (int t = 0; t < RANDOM_TRIES; t++) {
+        uint32_t i = random_below(c, c->nobjs);
+        if (!(s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63))))
+            return i;
+    }
     uint32_t k = random_below(c, c->nobjs - s->inuse);
     for (uint32_t w = s->scan;; w++) {
         uint64_t free_bits = word_free(c, s, w);
