@@ -260,11 +260,11 @@ long usi_os_read_file(const char *path, char *buf, size_t len);
 /* Creates (mode 0600, replacing) and writes a file; 0, or -1 with errno. */
 int usi_os_write_file(const char *path, const char *buf, size_t len);
 /* Files, for the symboliser (reports only; no allocation, no lock, so they may run in a
- * signal handler): open read-only (O_CLOEXEC; fd or -1), read (bytes read, 0 at the end,
- * -1; EINTR retried), close. usi_os_map_file maps a whole regular file read-only and
- * private and fills *file with its size and identity (the device and inode that
- * /proc/self/maps shows); NULL if it is empty, not a regular file, or cannot be mapped.
- * usi_os_unmap_file takes the address and file->size back. */
+ * signal handler) and pressure.c's line reader: open read-only (O_CLOEXEC; fd or -1), read
+ * (bytes read, 0 at the end, -1; EINTR retried), close. usi_os_map_file maps a whole
+ * regular file read-only and private and fills *file with its size and identity (the
+ * device and inode that /proc/self/maps shows); NULL if it is empty, not a regular file,
+ * or cannot be mapped. usi_os_unmap_file takes the address and file->size back. */
 struct usi_os_file {
     size_t size;
     uint64_t inode;
@@ -749,8 +749,9 @@ int usi_pressure_now(void);
  * PSI file (*path its name, if path), -1 none (*path NULL). */
 int usi_pressure_source(const char **path);
 /* Tests only, while no pass reads pressure (USLAB_RETURN=delay): forgets the source and its
- * readings; the next choice looks for /proc/self/cgroup, /sys/fs/cgroup/... and
- * /proc/pressure/memory under root (NULL or "": under "/"). */
+ * readings; the next choice looks for /proc/self/cgroup, /proc/self/mountinfo, the cgroup
+ * directories it names (or /sys/fs/cgroup/...) and /proc/pressure/memory under root (NULL
+ * or "": under "/"). */
 void usi_pressure_reset(const char *root);
 
 /* ------------------------------------------------------------------------------------ */

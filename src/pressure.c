@@ -6,10 +6,19 @@
  * The source (chosen once, at the first reading):
  *  - USLAB_PRESSURE_SOURCE: a cgroup v2 directory, or a file in PSI format (tests point it
  *    at files they write; a user may point it at another cgroup);
- *  - else the process's own cgroup v2 directory (/proc/self/cgroup's "0::" line under
- *    /sys/fs/cgroup), when it has a memory.pressure file;
+ *  - else the process's own cgroup v2 directory, when it has a memory.pressure file in PSI
+ *    format: its path (/proc/self/cgroup's "0::" line; already relative to the namespace's
+ *    root in a cgroup namespace) is looked for under each cgroup2 mount of
+ *    /proc/self/mountinfo in turn (/sys/fs/cgroup, /sys/fs/cgroup/unified on a hybrid
+ *    host, ...): a mount shows the part of the hierarchy below its root field, so the path
+ *    is made relative to that root, and a mount whose root does not hold it is passed
+ *    over; the first mount whose directory has memory.pressure wins. When mountinfo cannot
+ *    be read, /sys/fs/cgroup is taken as the mount of "/". A path with ".." (a group
+ *    outside the cgroup namespace) has no directory;
  *  - else the system's PSI file, /proc/pressure/memory.
- * (Tests may have the automatic choice look for those three under another directory than
+ * The choice opens, reads and closes files, nothing else. Lines too long for the reader's
+ * buffer (4 KiB) are skipped, as are lines that do not parse.
+ * (Tests may have the automatic choice look for those files under another directory than
  * "/": usi_pressure_reset.)
  * A directory gives three signals: its memory.pressure (PSI), its memory.events (the `high`,
  * `max` and `oom` counters: the kernel reclaimed or refused because of the group's limits)
@@ -109,6 +118,170 @@ static int under_root(char *out, size_t len, const char *path)
     return 0;
 }
 
+/* Calls fn on each line of the file at path (without its newline, NUL-terminated, in a
+ * buffer fn may modify) until fn returns nonzero. A line longer than the buffer is skipped
+ * whole. Returns fn's nonzero result, 0 at the end, or -1 when the file cannot be opened
+ * or read. Open, read and close only; one buffer, static: choose_source is its only
+ * caller and never runs twice at a time (see the top). */
+static int each_line(const char *path, int (*fn)(char *line, void *arg), void *arg)
+{
+    static char buf[4096];
+    int fd = usi_os_open_ro(path);
+    if (fd < 0)
+        return -1;
+    size_t fill = 0;
+    int result = 0, dropping = 0; /* dropping: the rest of a line too long for buf */
+    for (;;) {
+        long got = usi_os_read(fd, buf + fill, sizeof buf - 1 - fill);
+        if (got < 0) {
+            result = -1;
+            break;
+        }
+        if (got == 0) {
+            if (fill && !dropping) {
+                buf[fill] = '\0';
+                result = fn(buf, arg);
+            }
+            break;
+        }
+        fill += (size_t)got;
+        size_t line = 0;
+        for (char *nl; !result && (nl = memchr(buf + line, '\n', fill - line));) {
+            *nl = '\0';
+            if (!dropping)
+                result = fn(buf + line, arg);
+            dropping = 0;
+            line = (size_t)(nl + 1 - buf);
+        }
+        if (result)
+            break;
+        memmove(buf, buf + line, fill - line);
+        fill -= line;
+        if (fill == sizeof buf - 1) {
+            fill = 0;
+            dropping = 1;
+        }
+    }
+    usi_os_close(fd);
+    return result;
+}
+
+/* The process's cgroup v2 path: the "0::" line of /proc/self/cgroup. */
+struct group {
+    char path[sizeof src.path];
+    int found;
+};
+
+/* each_line's fn for /proc/self/cgroup. The path is kept when it is absolute, fits and has
+ * no ".." component (a cgroup outside the process's cgroup namespace: no directory of it
+ * is visible). */
+static int find_group(char *line, void *arg)
+{
+    struct group *g = arg;
+    if (strncmp(line, "0::", 3) != 0)
+        return 0;
+    const char *path = line + 3;
+    size_t n = strlen(path);
+    if (path[0] != '/' || n >= sizeof g->path)
+        return 1;
+    for (const char *p = path; (p = strstr(p, "/..")) != NULL; p += 3)
+        if (p[3] == '\0' || p[3] == '/')
+            return 1;
+    memcpy(g->path, path, n + 1);
+    g->found = 1;
+    return 1;
+}
+
+/* Takes mount/rest (rest: the group's path below the mount's root, "" or "/...") as the
+ * source when it has a memory.pressure in PSI format: 1, else 0. */
+static int try_group_dir(const char *mount, const char *rest)
+{
+    char dir[sizeof src.path], file[sizeof src.path];
+    size_t m = strlen(mount), r = strcmp(rest, "/") == 0 ? 0 : strlen(rest);
+    while (m > 0 && mount[m - 1] == '/')
+        m--;
+    if (m + r + 1 >= sizeof dir)
+        return 0;
+    memcpy(dir, mount, m);
+    memcpy(dir + m, rest, r);
+    dir[m + r] = '\0';
+    if (m + r == 0)
+        memcpy(dir, "/", 2);
+    if (under_root(file, sizeof file, dir) < 0 || psi_some_total(file, "memory.pressure") < 0)
+        return 0;
+    set_path(file, strlen(file));
+    src.state = 1;
+    return 1;
+}
+
+/* The next blank-separated field of a mountinfo line (NUL-terminated in place), NULL past
+ * the end. */
+static char *next_field(char **cursor)
+{
+    char *start = *cursor;
+    if (!start)
+        return NULL;
+    char *end = strchr(start, ' ');
+    if (end)
+        *end++ = '\0';
+    *cursor = end;
+    return start;
+}
+
+/* Decodes mountinfo's octal escapes in place (\040 a blank, \011 a tab, \012 a newline,
+ * \134 a backslash); 0, or -1 for an escaped NUL. A backslash without three octal digits
+ * (at most \377) after it stays itself. */
+static int unescape(char *s)
+{
+    char *out = s;
+    for (const char *in = s; *in;) {
+        if (in[0] == '\\' && in[1] >= '0' && in[1] <= '3' && in[2] >= '0' && in[2] <= '7' &&
+            in[3] >= '0' && in[3] <= '7') {
+            int c = (in[1] - '0') * 64 + (in[2] - '0') * 8 + (in[3] - '0');
+            if (c == 0)
+                return -1;
+            *out++ = (char)c;
+            in += 4;
+        } else {
+            *out++ = *in++;
+        }
+    }
+    *out = '\0';
+    return 0;
+}
+
+/* each_line's fn for /proc/self/mountinfo, arg the group's path:
+ *   ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER-OPTIONS
+ * A cgroup2 mount whose ROOT (the part of the hierarchy visible at MOUNT-POINT) holds the
+ * group gives MOUNT-POINT + the group's path below ROOT; 1 when that is taken. Lines with
+ * fields missing, another file system, or paths that are not absolute are passed over. */
+static int try_mount(char *line, void *arg)
+{
+    const char *group = arg;
+    char *cursor = line, *field[6], *fstype = NULL;
+    for (size_t i = 0; i < 6; i++)
+        if ((field[i] = next_field(&cursor)) == NULL)
+            return 0;
+    for (char *opt; (opt = next_field(&cursor)) != NULL;)
+        if (strcmp(opt, "-") == 0) {
+            fstype = next_field(&cursor);
+            break;
+        }
+    if (!fstype || strcmp(fstype, "cgroup2") != 0)
+        return 0;
+    char *root = field[3], *mount = field[4];
+    if (unescape(root) < 0 || unescape(mount) < 0 || root[0] != '/' || mount[0] != '/')
+        return 0;
+    size_t r = strlen(root);
+    while (r > 1 && root[r - 1] == '/')
+        r--;
+    if (r == 1)
+        return try_group_dir(mount, group);
+    if (strncmp(group, root, r) != 0 || (group[r] != '\0' && group[r] != '/'))
+        return 0; /* the group is not visible under this mount */
+    return try_group_dir(mount, group + r);
+}
+
 static void choose_source(void)
 {
     const char *env = usi_os_getenv("USLAB_PRESSURE_SOURCE");
@@ -127,27 +300,18 @@ static void choose_source(void)
                             env);
         return;
     }
-    /* The cgroup v2 line of /proc/self/cgroup: "0::/path". */
+    /* The process's own cgroup v2 directory: under each cgroup2 mount of mountinfo that
+     * shows it, or under /sys/fs/cgroup when mountinfo cannot be read. */
+    struct group group = {.found = 0};
     if (under_root(file, sizeof file, "/proc/self/cgroup") == 0 &&
-        read_text(file, NULL, buf, sizeof buf) > 0) {
-        const char *line = strstr(buf, "0::");
-        if (line && (line == buf || line[-1] == '\n')) {
-            const char *rel = line + 3, *end = strchr(rel, '\n');
-            size_t rlen = end ? (size_t)(end - rel) : strlen(rel);
-            static const char root[] = "/sys/fs/cgroup";
-            char dir[sizeof src.path];
-            if (sizeof root - 1 + rlen < sizeof dir) {
-                memcpy(dir, root, sizeof root - 1);
-                memcpy(dir + sizeof root - 1, rel, rlen);
-                dir[sizeof root - 1 + rlen] = '\0';
-                if (under_root(file, sizeof file, dir) == 0 &&
-                    psi_some_total(file, "memory.pressure") >= 0) {
-                    set_path(file, strlen(file));
-                    src.state = 1;
-                    return;
-                }
-            }
-        }
+        each_line(file, find_group, &group) >= 0 && group.found) {
+        int found = under_root(file, sizeof file, "/proc/self/mountinfo") == 0
+                        ? each_line(file, try_mount, group.path)
+                        : -1;
+        if (found < 0)
+            found = try_group_dir("/sys/fs/cgroup", group.path);
+        if (found > 0)
+            return;
     }
     if (under_root(file, sizeof file, "/proc/pressure/memory") == 0 &&
         psi_some_total(file, NULL) >= 0) {
