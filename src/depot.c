@@ -41,13 +41,15 @@ void usi_depot_init(void)
         usi_report_fatal("no cache id for the magazine caches");
 }
 
-/* Objects per magazine at first: 64 for small objects, fewer for large ones so that a
- * magazine holds at most 32 KiB (but at least 4 objects); contention may grow it later. */
+/* Objects per magazine at first: 32 KiB of objects, at most USI_MAG_MAX (256) and at
+ * least 4 of them: 256 up to 128-byte objects, 64 at 512 bytes, 4 from 8 KiB on
+ * (docs/design.md §4: 64 at most before issue 12, which made small objects trade with the
+ * depot four times as often); contention may grow it later. */
 static uint32_t magazine_capacity(size_t stride)
 {
     size_t cap = ((size_t)32 << 10) / stride;
-    if (cap > 64)
-        cap = 64;
+    if (cap > USI_MAG_MAX)
+        cap = USI_MAG_MAX;
     return (uint32_t)(cap < 4 ? 4 : cap);
 }
 

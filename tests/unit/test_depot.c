@@ -42,10 +42,11 @@ static uint32_t capacity(void)
 
 int main(void)
 {
-    cache = uslab_cache_create("depot-test", 64, 0, NULL, NULL, NULL, NULL, 0);
+    /* 256-byte objects: magazines of 32 KiB (128 of them) at first, up to USI_MAG_MAX. */
+    cache = uslab_cache_create("depot-test", 256, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(cache != NULL, "create");
     uint32_t first = capacity();
-    CHECK(first == 64 && cache->mag_max == USI_MAG_MAX, "64-byte objects: capacity %u, max %u",
+    CHECK(first == 128 && cache->mag_max == USI_MAG_MAX, "256-byte objects: capacity %u, max %u",
           first, cache->mag_max);
 
     /* Uncontended exchanges never grow the magazines. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_depot_flow.c - the depot's limit follows the flow (design §4, issue 12): it starts
- * at USLAB_DEPOT_BYTES of objects (64 KiB here: 16 magazines of 64 objects of 64 bytes),
+ * at USLAB_DEPOT_BYTES of objects (256 KiB here: 16 magazines of 256 objects of 64 bytes),
  * a full magazine beyond it is handed back to be flushed while no other thread has found
  * the depot without a full one; once another has (a miss), the limit doubles each time it
  * would overflow, up to 64 times the first; each reap pass without a miss halves it again.
@@ -73,9 +73,9 @@ int main(void)
 {
     cache = uslab_cache_create("depot-flow", 64, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(cache != NULL, "create");
-    CHECK(cache->mag_capacity == 64, "capacity %u", cache->mag_capacity);
+    CHECK(cache->mag_capacity == 256, "capacity %u", cache->mag_capacity);
     size_t base = cache->depot_base_full, cap = cache->depot_cap_full;
-    CHECK(base == 16 && cap == 64 * base, "base %zu, cap %zu (USLAB_DEPOT_BYTES=64K)", base, cap);
+    CHECK(base == 16 && cap == 64 * base, "base %zu, cap %zu (USLAB_DEPOT_BYTES=256K)", base, cap);
 
     /* No miss yet: the depot keeps its first limit and hands back the rest. */
     size_t kept = 0;
