@@ -23,26 +23,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 POLICIES = ["delay", "pressure", "both"]
 STALLS = [0, 50000]  # microseconds of stall added per burst: none, or 50 ms
-METRICS = [("alloc_ns_per_block", "ns per block in bursts"), ("minflt", "minor faults"),
-           ("idle_rss_kb", "KiB resident while idle")]
-
-
-def kv(text):
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+sys.path.insert(0, HERE)
+from burst import METRICS, run as burst_run  # noqa: E402
 
 
 def run(build, policy, stall, psi, args):
-    env = dict(os.environ, LD_PRELOAD=os.path.join(build, "libuslab-preload.so"),
-               USLAB_RETURN=policy, USLAB_PRESSURE_SOURCE=psi)
-    p = subprocess.run([os.path.join(build, "bench", "burst_bench"), "--psi", psi, "--stall",
-                        str(stall)] + args, capture_output=True, text=True, env=env,
-                       timeout=600)
-    if p.returncode != 0:
-        sys.exit("pressure.py: burst_bench failed: %s" % p.stderr)
-    out = kv(p.stdout)
-    if out.get("allocator") != "uslab":
-        sys.exit("pressure.py: the run's malloc was %s, not uslab" % out.get("allocator"))
-    return {k: float(out[k]) for k, _ in METRICS}
+    return burst_run(build, {"USLAB_RETURN": policy, "USLAB_PRESSURE_SOURCE": psi},
+                     ["--psi", psi, "--stall", str(stall)] + args, "pressure.py")
 
 
 def main():

@@ -15,34 +15,19 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CONFIGS = [("single-threaded", "auto", "0"), ("single-threaded", "always", "0"),
            ("single-threaded", "never", "0"), ("a thread joined first", "auto", "1")]
-METRICS = [("alloc_ns_per_block", "ns per block in bursts"), ("minflt", "minor faults"),
-           ("idle_rss_kb", "KiB resident while idle")]
-
-
-def kv(text):
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+sys.path.insert(0, HERE)
+from burst import METRICS, run as burst_run  # noqa: E402
 
 
 def run(build, purger, threaded, args):
-    env = dict(os.environ, LD_PRELOAD=os.path.join(build, "libuslab-preload.so"),
-               USLAB_PURGER=purger)
-    for k in ("USLAB_RETURN", "USLAB_PURGE_DELAY"):
-        env.pop(k, None)
-    p = subprocess.run([os.path.join(build, "bench", "burst_bench"), "--threaded", threaded] +
-                       args, capture_output=True, text=True, env=env, timeout=600)
-    if p.returncode != 0:
-        sys.exit("purger.py: burst_bench failed: %s" % p.stderr)
-    out = kv(p.stdout)
-    if out.get("allocator") != "uslab":
-        sys.exit("purger.py: the run's malloc was %s, not uslab" % out.get("allocator"))
-    return {k: float(out[k]) for k, _ in METRICS}
+    return burst_run(build, {"USLAB_PURGER": purger}, ["--threaded", threaded] + args,
+                     "purger.py")
 
 
 def main():
