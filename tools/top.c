@@ -188,12 +188,12 @@ struct page {
 };
 
 /* Opens path if it is a regular file of ours that no one else may read or write; the
- * descriptor, or -1 with *why set. */
+ * descriptor, or -1 with *why set (NULL when there is no such file). */
 static int open_own(const char *path, struct stat *st, const char **why)
 {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        *why = errno == ELOOP ? "it is a symbolic link" : strerror(errno);
+        *why = errno == ENOENT ? NULL : errno == ELOOP ? "it is a symbolic link" : strerror(errno);
         return -1;
     }
     *why = NULL;
@@ -297,6 +297,7 @@ static void explain_no_page(const struct proc_info *p)
 static int page_open(int pid, struct page *pg)
 {
     memset(pg, 0, sizeof *pg);
+    sweep_stale_pages(); /* the user's, also the page of this pid if it is stale */
     if (proc_read(pid, &pg->proc) != 0) {
         if (errno == ENOENT)
             fprintf(stderr, "uslab: no process %d\n", pid);
@@ -321,14 +322,13 @@ static int page_open(int pid, struct page *pg)
                 pid, pg->proc.comm, (unsigned long)uids[1] != me ? uids[1] : uids[0], me);
         return 1;
     }
-    sweep_stale_pages();
     char path[USI_LIVE_PATH_MAX];
     usi_live_path(path, me, pid);
     struct stat st;
     const char *why;
     int fd = open_own(path, &st, &why);
     if (fd < 0) {
-        if (errno == ENOENT || (why && !strcmp(why, strerror(ENOENT))))
+        if (!why)
             explain_no_page(&pg->proc);
         else
             fprintf(stderr, "uslab: %s is not read: %s\n", path, why);

@@ -17,7 +17,8 @@
  *   fork                 fork a child that allocates, reaps, answers "ok child PID page P"
  *                        (P: whether its own page exists then) and exits with exit(0); the
  *                        parent waits for it
- *   churn MS             malloc and free for MS milliseconds, then "ok"
+ *   churn MS             malloc and free blocks of 48 to 96 bytes for MS milliseconds, and
+ *                        keep one of each size, then "ok"
  *   exit                 exit(0) (destructors run)
  * Started, it answers "ok pid PID".
  *
@@ -243,13 +244,20 @@ int main(void)
             reply("ok fork");
         } else if (!strcmp(cmd, "churn") && got >= 2) {
             uint64_t end = now_ms() + strtoul(name, NULL, 10);
-            void *p[256];
+            /* 256 blocks of each of 4 classes at once: more than a thread's two magazines
+             * hold, so magazines go through the depot (churn the page counts). */
+            static void *p[1024];
             while (now_ms() < end) {
-                for (int i = 0; i < 256; i++)
+                for (int i = 0; i < 1024; i++)
                     p[i] = block_alloc(48 + (size_t)(i % 4) * 16);
-                for (int i = 0; i < 256; i++)
+                for (int i = 0; i < 1024; i++)
                     block_free(p[i]);
             }
+            /* One block of each class stays: the caches stay in use, on the page. */
+            static void *kept[4];
+            for (int i = 0; i < 4; i++)
+                if (!kept[i])
+                    kept[i] = block_alloc(48 + (size_t)i * 16);
             reply("ok churn");
         } else if (!strcmp(cmd, "exit")) {
             reply("ok exit");
