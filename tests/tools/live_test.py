@@ -278,8 +278,13 @@ def case_other_user(args):
         check(rc == 1 and "not to you" in err and out == "", f"uslab stats of nobody's process: {rc} {err}")
         rc, out, err = uslab(args, "top", "-n", "1", str(p.pid))
         check(rc == 1 and "not to you" in err, f"uslab top of nobody's process: {rc} {err}")
+        p.step("exit")  # removes its page itself
+        p.proc.wait(timeout=TIMEOUT)
+        check(not os.path.exists(page_path(p.pid, nobody.pw_uid)), "nobody's page outlived it")
     finally:
         p.finish()
+        if os.path.exists(page_path(p.pid, nobody.pw_uid)):  # after a failure: not left
+            os.unlink(page_path(p.pid, nobody.pw_uid))
     # Our own process, with a page file that is not ours, or that others may read.
     p = Program([args.uslab, "run", "--", args.program], clean_env())  # one thread: no page
     try:
