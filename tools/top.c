@@ -123,8 +123,9 @@ static int proc_status(int pid, const char *key, long *values, int max)
     return -1;
 }
 
-/* Whether /proc/<pid>/maps has a line whose path contains `text`: 1, 0, or -1 unreadable. */
-static int proc_maps_mention(int pid, const char *text)
+/* Whether /proc/<pid>/maps has a line whose path contains `text` (with `whole`, whose
+ * path is `text`): 1, 0, or -1 unreadable. */
+static int proc_maps_mention(int pid, const char *text, int whole)
 {
     char path[64], line[4096];
     snprintf(path, sizeof path, "/proc/%d/maps", pid);
@@ -132,8 +133,11 @@ static int proc_maps_mention(int pid, const char *text)
     if (!f)
         return -1;
     int found = 0;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, text) != NULL;
+    size_t tlen = strlen(text);
+    while (!found && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, text);
+        found = at && (!whole || at[tlen] == '\n' || at[tlen] == '\0');
+    }
     fclose(f);
     return found;
 }
@@ -232,7 +236,7 @@ static int page_is_stale(const char *path, int pid)
     close(fd);
     if (n != (ssize_t)sizeof h || memcmp(h.magic, USI_LIVE_MAGIC, sizeof h.magic) != 0)
         return 0;
-    return h.start_time != p.start || proc_maps_mention(pid, path) == 0;
+    return h.start_time != p.start || proc_maps_mention(pid, path, 1) == 0;
 }
 
 /* Removes the caller's stale pages from /dev/shm. */
@@ -264,7 +268,7 @@ static void sweep_stale_pages(void)
 /* Says on stderr why process p has no page we can read. */
 static void explain_no_page(const struct proc_info *p)
 {
-    int libuslab = proc_maps_mention(p->pid, "libuslab");
+    int libuslab = proc_maps_mention(p->pid, "libuslab", 0);
     if (libuslab == 0) {
         fprintf(stderr,
                 "uslab: process %d (%s) does not use uslab: no libuslab is mapped into it and it "
@@ -832,6 +836,7 @@ static void stop_and_resume(void)
     raise(SIGTSTP);
     install_signals();
     terminal_raw();
+    signal_resize = 1; /* the whole screen again */
 }
 
 int cmd_top(int argc, char **argv)
