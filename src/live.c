@@ -131,6 +131,8 @@ static int process_stat(int pid, char *state, uint64_t *start)
     return usi_live_parse_stat(text, (size_t)n, state, start) == 0 ? 0 : -1;
 }
 
+/* What a sweep removes: pages named for `uid` (the caller's effective id), never the one of
+ * pid `self`, which the caller is about to make. */
 struct sweep {
     unsigned uid;
     int self;
@@ -214,7 +216,8 @@ static int page_create(void)
     return 0;
 }
 
-/* Records the caches in use, in id order, into the page (during the seqlock's write). */
+/* Records the caches in use, in id order, into the page (during the seqlock's write).
+ * Invariant: n <= capacity and n <= in_use; records[0 .. n) are written. */
 struct fill {
     struct usi_live_cache *records;
     uint32_t n, capacity, in_use;

@@ -631,7 +631,9 @@ long usi_os_read_own_file(const char *path, void *buf, size_t len)
 }
 
 /* The layout of the entries getdents64 returns (the C library declares it only with
- * _GNU_SOURCE's dirent.h for its own readdir, not for the system call). */
+ * _GNU_SOURCE's dirent.h for its own readdir, not for the system call). Invariant (the
+ * kernel's): d_reclen covers the entry and its NUL-terminated d_name, and entries follow
+ * one another in the buffer. */
 struct os_dirent64 {
     uint64_t d_ino;
     int64_t d_off;

@@ -32,7 +32,8 @@ int uslab_cache_stats(const uslab_cache_t *cache, struct uslab_cache_stats *out)
     return 0;
 }
 
-/* Snapshots of the caches in use, in id order, up to cap. */
+/* Snapshots of the caches in use, in id order, up to cap. Invariant: n <= cap, and
+ * records[0 .. n) are snapshots of caches in use. */
 struct collect {
     struct usi_live_cache *records;
     size_t n, cap;

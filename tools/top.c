@@ -508,7 +508,9 @@ int cmd_stats(int argc, char **argv)
 
 /* ---- uslab top PID ----------------------------------------------------------------------- */
 
-/* A row of the view: a record and its churn since the previous refresh. */
+/* A row of the view: a record and its churn since the previous refresh. Invariant: churn
+ * is 0 unless churn_known (the same cache, by id and name, was in the previous refresh,
+ * with counters no larger). */
 struct row {
     const struct usi_live_cache *c;
     uint64_t churn;
@@ -562,7 +564,8 @@ static int by_name(const struct row *a, const struct row *b)
     return strcmp(a->c->name, b->c->name);
 }
 
-/* The orders of the view: a key (for -s and at the keyboard), a name, a comparison. */
+/* The orders of the view: a key (for -s and at the keyboard), a name, a comparison.
+ * Invariant: keys are distinct lower-case letters other than q. */
 static const struct sort_key {
     char key;
     const char *name;
@@ -629,7 +632,8 @@ static double percent(uint64_t a, uint64_t b)
     return b ? 100.0 * (double)a / (double)b : 0.0;
 }
 
-/* The terminal: its state before raw mode, restored on every way out. */
+/* The terminal: its state before raw mode, restored on every way out. Invariant: raw only
+ * while `saved` holds the settings to restore. */
 static struct {
     int raw;         /* raw mode and the alternate screen are on */
     int interactive; /* stdin and stdout are a terminal */
@@ -688,7 +692,8 @@ static void terminal_size(int *rows, int *cols)
     }
 }
 
-/* One screen: lines cut at the width, at most `rows` lines (0: no limit). */
+/* One screen: lines cut at the width, at most `rows` lines (0: no limit). Invariant:
+ * used <= rows when rows is not 0. */
 struct screen {
     FILE *f;
     int rows, cols, used;

@@ -45,7 +45,8 @@
 /*
  * An option of a command. `help` is one paragraph, `code` in backquotes (markdown; the
  * text help leaves them out). `more`, if set, adds a generated part: in the text help the
- * lines printed after the paragraph, in markdown the rest of the table cell.
+ * lines printed after the paragraph, in markdown the rest of the table cell. Invariant:
+ * spelling and help are set, but in the entry that ends a table (spelling NULL).
  */
 struct tool_option {
     const char *spelling; /* as typed, alternatives separated by ", " */

@@ -86,7 +86,8 @@ static void bind_uslab(void)
 }
 #endif
 
-/* A stack of pointers: the objects of a cache, or the blocks of a size. */
+/* A stack of pointers: the objects of a cache, or the blocks of a size. Invariant: n <= cap,
+ * items[0 .. n) are live objects of `cache` (blocks of `size` bytes when cache is NULL). */
 struct stack {
     char name[32];
     size_t size;
