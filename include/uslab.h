@@ -121,6 +121,8 @@ USLAB_API void uslab_cache_free_bulk(uslab_cache_t *cache, size_t n, void **objs
  * and the shared magazines are destructed into their slabs, and every empty slab is
  * returned to the operating system. Other threads' own magazines are left alone (they
  * return to the cache when those threads exit). Returns the bytes of slabs given back.
+ * The process's live statistics page (`uslab stats PID`, `uslab top PID`), where it has
+ * one, is brought up to date at once (see USLAB_LIVE).
  */
 USLAB_API size_t uslab_cache_reap(uslab_cache_t *cache);
 
@@ -133,8 +135,9 @@ USLAB_API size_t uslab_cache_reap(uslab_cache_t *cache);
 USLAB_API void uslab_cache_destroy(uslab_cache_t *cache);
 
 /** uslab_reap - uslab_cache_reap of every cache, malloc's size classes included. Returns
- * the bytes given back. Runs destructors while holding the cache list lock: it must not be
- * called from a constructor or destructor. */
+ * the bytes given back; the live statistics page is brought up to date at once. Runs
+ * destructors while holding the cache list lock: it must not be called from a constructor
+ * or destructor. */
 USLAB_API size_t uslab_reap(void);
 
 /** The name given at creation, and the object size asked for. */
@@ -168,10 +171,13 @@ USLAB_API int uslab_cache_stats(const uslab_cache_t *cache, struct uslab_cache_s
 /**
  * uslab_stats_print - print every cache in use (malloc classes as "malloc-<size>") to @out.
  * TABLE columns, as Linux's slabinfo: Name, Objects (active), Objsize, Space (bytes of
- * slabs), Slabs/Part/Cpu (slabs, partial slabs, objects cached in thread magazines), O/S
+ * slabs), Resident (an estimate: the pages of its slabs that objects have been in),
+ * Slabs/Part/Cpu (slabs, partial slabs, objects cached in thread magazines), O/S
  * (objects per slab), %Fr (free share of the slabs' objects), %Ef (active bytes over slab
- * bytes), Flg (USLAB_DEBUG letters). JSON has the same and more fields. Returns 0, or -1.
- * USLAB_STATS=1 (table) or USLAB_STATS=json prints this on stderr at exit.
+ * bytes), Flg (USLAB_DEBUG letters). JSON has the same and more fields (also the
+ * cumulative slab_takes, slab_puts, depot_in and depot_out). Returns 0, or -1.
+ * USLAB_STATS=1 (table) or USLAB_STATS=json prints this on stderr at exit; `uslab stats
+ * PID` prints the same for a running process.
  */
 USLAB_API int uslab_stats_print(FILE *out, int format);
 

@@ -87,7 +87,9 @@ void uslab_cache_free_bulk(uslab_cache_t *c, size_t n, void **objs)
 
 size_t uslab_cache_reap(uslab_cache_t *c)
 {
-    return usi_reclaim_cache(c);
+    size_t bytes = usi_reclaim_cache(c);
+    usi_live_publish(); /* the live page shows the memory given back (design §10.1) */
+    return bytes;
 }
 
 /* By contract no thread uses c any more. Its objects may still be on their way back: in
@@ -118,7 +120,9 @@ size_t uslab_reap(void)
 {
     if (__atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE) <= 0)
         return 0;
-    return usi_reclaim_all();
+    size_t bytes = usi_reclaim_all();
+    usi_live_publish();
+    return bytes;
 }
 
 const char *uslab_cache_name(const uslab_cache_t *c)

@@ -174,6 +174,7 @@ static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *
     c->depot_full = m;
     c->depot_nfull++;
     c->depot_rounds += m->rounds;
+    c->depot_in += m->rounds;
     return NULL;
 }
 
@@ -196,6 +197,7 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
         c->depot_full = m->next;
         c->depot_nfull--;
         c->depot_rounds -= m->rounds;
+        c->depot_out += m->rounds;
         if (c->depot_nfull < c->depot_min_full)
             c->depot_min_full = c->depot_nfull;
         if (give_empty && give_empty != &usi_mag_empty) {

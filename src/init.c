@@ -101,6 +101,7 @@ static void postfork_parent(void)
 
 static void postfork_child(void)
 {
+    usi_live_postfork_child(); /* takes no lock: also where none was taken */
     if (!fork_took_locks())
         return; /* one thread: nothing held, nobody orphaned, no purger thread */
     usi_os_postfork_child();
@@ -196,6 +197,8 @@ int usi_init_slow(void)
     usi_depot_init();
     usi_tcache_init();
     usi_purge_set_pass(usi_reclaim_pass);
+    if (usi_options.live != USI_LIVE_NEVER)
+        usi_purge_set_live(usi_live_update);
     __atomic_store_n(&usi_initialized, 1, __ATOMIC_RELEASE);
     usi_unlock(&init_lock);
     register_fork_handlers();

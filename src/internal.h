@@ -200,6 +200,15 @@ struct uslab_cache {
     int purge_pending;             /* empty slabs beyond the reserve await the purger */
     size_t depot_rounds;
     uint64_t slabs_created, slabs_released;
+    /* Cumulative counts for statistics (design §10), kept on slow paths only: objects taken
+     * from and returned to the slabs (so slab_inuse = slab_takes - slab_puts), and objects in
+     * full magazines given to the depot and handed out by it. Their growth between two
+     * readings is the churn `uslab top` shows. */
+    uint64_t slab_takes, slab_puts, depot_in, depot_out;
+    /* Bytes of the pages of live slabs that objects have been in: per slab, the pages from
+     * its first object's to its highest object handed out so far (below `bump`); the rest of
+     * a slab was never touched. An estimate of resident memory (design §10). */
+    size_t touched_bytes;
     /* Purge hysteresis (design §3, issue 12): empty slabs go once idle for the delay times
      * purge_mult (1 to USI_PURGE_MULT_MAX). A slab created within two such delays of the
      * cache's last purge (purged_ms) means the purge was faulted back: the multiplier
@@ -290,8 +299,22 @@ void usi_os_postfork_parent(void);
 /* glibc's __libc_single_threaded: no other thread was ever started. */
 int usi_os_single_threaded(void);
 /* The calling thread's seccomp mode (prctl PR_GET_SECCOMP): 0 none, 2 a filter, -1 when
- * the call itself is refused (taken as a filter by callers). */
+ * the call itself is refused (taken as a filter by callers). Once not 0, the answer is
+ * kept without asking again (a filter is never removed). */
 int usi_os_seccomp_mode(void);
+/* Files of the live statistics page (design §10.1), by raw system calls:
+ * usi_os_create_shared_file creates path (O_EXCL, O_NOFOLLOW, mode 0600), gives it size
+ * bytes of memory at once (fallocate: a write to the mapping never faults for want of room),
+ * maps it shared read/write and closes the descriptor; the mapping, or NULL with errno
+ * (EEXIST: the name is taken) and nothing left behind. usi_os_read_own_file reads the start of a
+ * regular file the effective user owns, not following a symbolic link (bytes read, or
+ * -1). usi_os_list_dir calls fn with the name of each entry of a directory (0, or -1). */
+void *usi_os_create_shared_file(const char *path, size_t size);
+void usi_os_unmap_shared_file(void *addr, size_t size);
+int usi_os_unlink(const char *path);
+long usi_os_read_own_file(const char *path, void *buf, size_t len);
+int usi_os_list_dir(const char *path, void (*fn)(const char *name, void *arg), void *arg);
+unsigned usi_os_geteuid(void);
 /* Registers fork handlers with the C library: returns 0 or an errno value. The preload
  * library defines __register_atfork itself (init.c, design §7); this reaches glibc's, which
  * usi_os_find_atfork looks up (dlsym(RTLD_NEXT), once: 0, or ENOSYS if there is none); call
@@ -357,6 +380,7 @@ struct usi_options {
     size_t mag_growth;     /* USLAB_MAGAZINE_GROWTH: magazines grow under contention (0/1) */
     size_t harden;         /* USLAB_HARDEN: USI_HARDEN_* bits (settings.h) */
     size_t profile;        /* USLAB_PROFILE is set: malloc records request sizes (malloc.c) */
+    size_t live;           /* USLAB_LIVE: enum usi_live_mode (settings.h) */
 };
 extern struct usi_options usi_options;
 void usi_options_read(void);
@@ -399,6 +423,10 @@ void usi_registry_remove(struct uslab_cache *c);
  * cache is pinned (usi_registry_remove waits for it), so fn may run callbacks, take
  * application locks and call any uslab function but destroying that very cache. */
 void usi_registry_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg);
+/* The same walk for fn that runs no callback and takes only cache locks and the thread
+ * caches' registry lock: it may be made holding a lock outside the registry's order (the
+ * live page's, design §6). */
+void usi_registry_read_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg);
 /* The cache with this id, pinned, or NULL; release it with usi_registry_unpin. */
 struct uslab_cache *usi_registry_pin(unsigned id);
 void usi_registry_unpin(struct uslab_cache *c);
@@ -733,13 +761,27 @@ void usi_purge_large_freed(void);
 /* When an inline pass is due (monotonic ms), 0 when none is. */
 extern uint64_t usi_purge_due_ms;
 void usi_purge_poll_due(void);
-/* Called by slow paths with no uslab lock held: runs the inline pass once it is due. One
- * load when none is scheduled (always, where the purger thread runs). */
+/* The live statistics page's update (live.c, design §10.1), handed in at initialisation
+ * like the pass: called at now_ms with no lock held, once due, by slow paths and by the
+ * purger thread after its passes; returns when it is due next (0: never again). */
+void usi_purge_set_live(uint64_t (*update)(uint64_t now_ms));
+/* When the live update is due (monotonic ms), 0 when never. */
+extern uint64_t usi_purge_live_due_ms;
+void usi_purge_poll_live(void);
+/* Called by slow paths with no uslab lock held: runs the inline pass once it is due, and
+ * the live update once due. One load each when nothing is scheduled (always, where the
+ * purger thread runs and no live page is wanted); a clock read while the page is. */
 static inline void usi_purge_poll(void)
 {
     if (USI_UNLIKELY(__atomic_load_n(&usi_purge_due_ms, __ATOMIC_RELAXED) != 0))
         usi_purge_poll_due();
+    if (USI_UNLIKELY(__atomic_load_n(&usi_purge_live_due_ms, __ATOMIC_RELAXED) != 0))
+        usi_purge_poll_live();
 }
+/* Whether the process has threads by the rule of the purger thread (design §3): glibc says
+ * it is not single-threaded and, in a fork child, another thread than the forking one has
+ * called into uslab since. */
+int usi_purge_process_threaded(void);
 
 /* pressure.c (rank 11, with the purger): 1 if the kernel reported memory pressure since
  * the previous call (PSI stall time, cgroup events, memory.high nearly reached; design
@@ -866,6 +908,9 @@ static inline struct usi_mag *usi_pair_loaded(const struct usi_magpair *mp)
     return (struct usi_mag *)(void *)((char *)mp->base - offsetof(struct usi_mag, objs));
 }
 
+/* Words of usi_tcache.pair_pages: a bit for every page of the largest thread cache. */
+#define USI_TCACHE_PAGE_WORDS ((USI_MAX_IDS * 64 / USI_PAGE_SIZE + 8 + 63) / 64)
+
 /*
  * A thread's cache: pairs[id] belongs to the cache with that id. Pair 0 never holds a
  * magazine: a cache whose pair_offset is 0 (no magazines) and a free whose unit tag is 0
@@ -887,6 +932,10 @@ struct usi_tcache {
      * no other base address, indexed by the size itself (no rounding instruction). All 0
      * in the sentinel (pair 0, empty). */
     uint16_t class_offset[USI_SMALL_MAX + 1];
+    /* A bit per page of this mapping (from its start) holding a pair the owner opened: set
+     * by the owner's slow path (relaxed), read by statistics, which read other threads'
+     * pairs only on those pages and so never make the others resident (blank pairs). */
+    uint64_t pair_pages[USI_TCACHE_PAGE_WORDS];
     struct usi_magpair pairs[];
 };
 _Static_assert((USI_RESERVED_IDS + 1) * sizeof(struct usi_magpair) <= UINT16_MAX,
@@ -994,7 +1043,26 @@ size_t usi_reclaim_cache(struct uslab_cache *c);
 size_t usi_reclaim_all(void);
 
 /* ------------------------------------------------------------------------------------ */
-/* init.c (rank 16): one-time initialisation, cache set-up, fork handlers               */
+/* live.c (rank 16): the live statistics page of a running process (design §10.1)     */
+/* ------------------------------------------------------------------------------------ */
+
+struct usi_live_cache; /* live.h */
+/* A snapshot of c as the live page and uslab_stats_print show it: counts under c's lock,
+ * the threads' magazines read without stopping them. Returns whether c is in use (has
+ * slabs or objects out of them). */
+int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r);
+/* The rate-limited update (handed to the purger, usi_purge_set_live): makes the page where
+ * USLAB_LIVE allows and refreshes it; returns when it is due next, 0 for never. */
+uint64_t usi_live_update(uint64_t now_ms);
+/* Refreshes the page at once, waiting for an update in progress (uslab_cache_reap,
+ * uslab_reap); makes it if it is allowed and not there yet. No uslab lock held. */
+void usi_live_publish(void);
+/* In a fork child (always, also where the handlers take no lock): the parent's page is
+ * not the child's; its mapping goes, and the child makes its own when its rule allows. */
+void usi_live_postfork_child(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* init.c (rank 17): one-time initialisation, cache set-up, fork handlers               */
 /* ------------------------------------------------------------------------------------ */
 
 extern int usi_initialized; /* 0: not yet, 1: ready, -1: slabs disabled (init.c) */

@@ -22,6 +22,7 @@ struct usi_options usi_options = {
     .mag_growth = USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT,
     .purger = USI_PURGER_AUTO,
     .return_policy = USI_RETURN_DELAY,
+    .live = USI_LIVE_AUTO,
 };
 
 /* The field each setting read here goes to; NULL for the settings read elsewhere. */
@@ -37,6 +38,7 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_MAGAZINE_GROWTH] = &usi_options.mag_growth,
     [USI_SETTING_HARDEN] = &usi_options.harden,
     [USI_SETTING_PROFILE] = &usi_options.profile,
+    [USI_SETTING_LIVE] = &usi_options.live,
 };
 
 void usi_options_read(void)

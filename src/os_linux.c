@@ -559,10 +559,113 @@ int usi_os_single_threaded(void)
 
 int usi_os_seccomp_mode(void)
 {
+    /* A filter, once installed, stays for the life of the process (and its children): an
+     * answer other than "none" is kept, so it is asked for at most until then. */
+    static int filtered;
+    int known = __atomic_load_n(&filtered, __ATOMIC_RELAXED);
+    if (known)
+        return known;
     int e = errno;
     int mode = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
     errno = e;
+    if (mode != 0)
+        __atomic_store_n(&filtered, mode, __ATOMIC_RELAXED);
     return mode;
+}
+
+/* ---- files of the live statistics page (live.c, design §10.1) ------------------------- */
+
+/* Raw system calls, as the symboliser's: these run on slow paths of malloc, and a
+ * preloaded wrapper of open or unlink (fakeroot, tracers) might allocate. */
+void *usi_os_create_shared_file(const char *path, size_t size)
+{
+    int saved = errno;
+    long fd;
+    do
+        fd = syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     0600);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return NULL;
+    void *p = MAP_FAILED;
+    /* The mode exactly 0600 whatever the umask; memory for every page now, so that a write
+     * to the mapping never faults for want of room in the tmpfs (SIGBUS). */
+    if (syscall(SYS_fchmod, (int)fd, 0600) == 0 &&
+        syscall(SYS_fallocate, (int)fd, 0, 0L, (long)size) == 0)
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+    int e = errno;
+    syscall(SYS_close, (int)fd);
+    if (p == MAP_FAILED) {
+        syscall(SYS_unlink, path);
+        errno = e;
+        return NULL;
+    }
+    errno = saved;
+    return p;
+}
+
+void usi_os_unmap_shared_file(void *addr, size_t size)
+{
+    syscall(SYS_munmap, addr, size);
+}
+
+int usi_os_unlink(const char *path)
+{
+    return (int)syscall(SYS_unlink, path);
+}
+
+long usi_os_read_own_file(const char *path, void *buf, size_t len)
+{
+    long fd;
+    do
+        fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    long got = -1;
+    if (fstat((int)fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+        got = usi_os_read((int)fd, buf, len);
+    syscall(SYS_close, (int)fd);
+    return got;
+}
+
+/* The layout of the entries getdents64 returns (the C library declares it only with
+ * _GNU_SOURCE's dirent.h for its own readdir, not for the system call). Invariant (the
+ * kernel's): d_reclen covers the entry and its NUL-terminated d_name, and entries follow
+ * one another in the buffer. */
+struct os_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+int usi_os_list_dir(const char *path, void (*fn)(const char *name, void *arg), void *arg)
+{
+    long fd;
+    do
+        fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return -1;
+    /* On the stack: this runs on a thread's slow path, whose stack may be small. */
+    char buf[1024] __attribute__((aligned(8)));
+    long n;
+    while ((n = syscall(SYS_getdents64, (int)fd, buf, sizeof buf)) > 0)
+        for (long off = 0; off < n;) {
+            const struct os_dirent64 *d = (const struct os_dirent64 *)(void *)(buf + off);
+            fn(d->d_name, arg);
+            off += d->d_reclen;
+        }
+    syscall(SYS_close, (int)fd);
+    return n < 0 ? -1 : 0;
+}
+
+unsigned usi_os_geteuid(void)
+{
+    return (unsigned)geteuid();
 }
 
 void usi_os_postfork_child(void)

@@ -21,6 +21,10 @@
  *    the depots of caches with a destructor), since the caller may hold its own locks.
  * USLAB_PURGE_DELAY=0 purges at once and needs neither.
  *
+ * The same two places run the live statistics page's update (live.c, design §10.1), at
+ * most every USI_LIVE_INTERVAL_MS: the slow paths once it is due (a clock read), the
+ * thread after each pass.
+ *
  * The purger's lock is a leaf: it is never held while taking another, and never during the
  * pass. The pass itself (reclaim.c, above the depot) is handed in at initialisation, so
  * this file calls nothing above it.
@@ -42,6 +46,40 @@ static struct {
 } purger = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
 
 uint64_t usi_purge_due_ms;
+uint64_t usi_purge_live_due_ms;
+/* A thread that claimed the live update sets its next time when done; until then the
+ * update is due again after this long (ms), in case it never finishes (a fork). */
+#define USI_LIVE_CLAIM_MS 1000
+
+/* The live statistics page's update (live.c), set once at initialisation. */
+static uint64_t (*live_update)(uint64_t now_ms);
+
+void usi_purge_set_live(uint64_t (*update)(uint64_t now_ms))
+{
+    live_update = update;
+    __atomic_store_n(&usi_purge_live_due_ms, 1, __ATOMIC_RELEASE); /* due at once */
+}
+
+void usi_purge_poll_live(void)
+{
+    uint64_t due = __atomic_load_n(&usi_purge_live_due_ms, __ATOMIC_ACQUIRE);
+    if (!due)
+        return;
+    uint64_t now = usi_os_now_ms();
+    /* One thread claims the update (the others see it due later and go on). */
+    if (now < due ||
+        !__atomic_compare_exchange_n(&usi_purge_live_due_ms, &due, now + USI_LIVE_CLAIM_MS, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return;
+    USI_ASSERT_NO_LOCK();
+    int e = errno;
+    uint64_t next = live_update(now);
+    errno = e;
+    /* Unless the update gave up for good, or something set another time meanwhile. */
+    uint64_t claimed = now + USI_LIVE_CLAIM_MS;
+    __atomic_compare_exchange_n(&usi_purge_live_due_ms, &claimed, next, 0, __ATOMIC_RELEASE,
+                                __ATOMIC_RELAXED);
+}
 
 /* glibc's large blocks: kept by raised thresholds, trimmed once idle (usi_sys_trim). */
 static struct {
@@ -133,6 +171,7 @@ static void *purger_main(void *arg)
             purger.pending = 1;
             usi_unlock(&purger.lock);
         }
+        usi_purge_poll_live(); /* the page shows what the pass gave back */
     }
     return NULL;
 }
@@ -157,6 +196,11 @@ static int purger_start(void)
     return ok;
 }
 
+int usi_purge_process_threaded(void)
+{
+    return !usi_os_single_threaded() && !__atomic_load_n(&purger.fork_tid, __ATOMIC_RELAXED);
+}
+
 /* Whether this process gets the thread now (USLAB_PURGER). `auto` asks again at each kick
  * until the process has threads; then, once, whether a seccomp filter is in force: a
  * program that filters system calls may well refuse clone (the check itself is prctl,
@@ -167,7 +211,7 @@ static int thread_wanted(void)
     case USI_PURGER_ALWAYS:
         return 1;
     case USI_PURGER_AUTO:
-        if (usi_os_single_threaded() || __atomic_load_n(&purger.fork_tid, __ATOMIC_RELAXED))
+        if (!usi_purge_process_threaded())
             return 0;
         if (usi_os_seccomp_mode() != 0) {
             usi_report_note("a seccomp filter is in force: no purger thread; memory goes "

@@ -72,7 +72,8 @@ void usi_registry_unpin(struct uslab_cache *c)
     usi_unlock(&registry_lock);
 }
 
-void usi_registry_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg)
+/* The walk; `callbacks`: fn may run user callbacks, so no uslab lock may be held. */
+static void for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg, int callbacks)
 {
     for (unsigned id = 1; id < USI_MAX_IDS; id++) {
         if (!__atomic_load_n(&usi_caches[id], __ATOMIC_RELAXED))
@@ -80,10 +81,21 @@ void usi_registry_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *a
         struct uslab_cache *c = usi_registry_pin(id);
         if (!c)
             continue;
-        USI_ASSERT_NO_LOCK();
+        if (callbacks)
+            USI_ASSERT_NO_LOCK();
         fn(c, arg);
         usi_registry_unpin(c);
     }
+}
+
+void usi_registry_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg)
+{
+    for_each(fn, arg, 1);
+}
+
+void usi_registry_read_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg)
+{
+    for_each(fn, arg, 0);
 }
 
 /* ---- fork: the registry lock first, every cache lock in id order after the thread caches */

@@ -13,6 +13,7 @@
 static const char *const harden_words[] = {"random", NULL};                  /* USI_HARDEN_RANDOM */
 static const char *const purger_words[] = {"auto", "always", "never", NULL}; /* usi_purger_mode */
 static const char *const return_words[] = {"delay", "pressure", "both", NULL}; /* policy */
+static const char *const live_words[] = {"auto", "always", "never", NULL};     /* usi_live_mode */
 
 const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_MAX_SLAB_SIZE] = {"USLAB_MAX_SLAB_SIZE", USI_SETTING_KIND_SIZE,
@@ -103,6 +104,13 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                            "`1`: a `slabinfo`-style table of every cache on stderr at exit; "
                            "`json`: the same as JSON",
                            NULL},
+    [USI_SETTING_LIVE] = {"USLAB_LIVE", USI_SETTING_KIND_CHOICE, USI_LIVE_AUTO, "auto", 0, 0,
+                          "the live statistics page `/dev/shm/uslab.UID.PID` that `uslab top` "
+                          "and `uslab stats PID` read: `auto` makes it only where the purger "
+                          "rule allows a thread (the process has threads and no seccomp "
+                          "filter); `always` in any process without a seccomp filter; `never` "
+                          "(docs/design.md §10.1)",
+                          live_words},
 };
 
 #define LETTER_ROW(l, bit, dflt, help) {(#l)[0], bit, dflt, help},

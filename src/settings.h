@@ -61,6 +61,13 @@ enum usi_return_policy {
     USI_RETURN_BOTH,     /* at once under memory pressure, else after the delay */
 };
 
+/* USLAB_LIVE's words, in order: usi_options.live holds the index (design §10.1). */
+enum usi_live_mode {
+    USI_LIVE_AUTO,   /* a page where the purger rule allows a thread: threads, no seccomp filter */
+    USI_LIVE_ALWAYS, /* a page in any process without a seccomp filter */
+    USI_LIVE_NEVER,  /* no page */
+};
+
 /* Row indices of usi_settings_table[], in table order. */
 enum usi_setting_id {
     USI_SETTING_MAX_SLAB_SIZE,
@@ -80,6 +87,7 @@ enum usi_setting_id {
     USI_SETTING_DEBUG_CONTINUE,
     USI_SETTING_LEAKS,
     USI_SETTING_STATS,
+    USI_SETTING_LIVE,
     USI_SETTING_COUNT
 };
 

@@ -174,6 +174,24 @@ static void advance_scan(const struct uslab_cache *c, struct usi_slab *s)
         s->scan++;
 }
 
+/* Bytes of the pages of s that objects below bump occupy: from the page of its first
+ * object to the page of the end of object bump - 1 (0 when none was handed out yet). */
+static size_t touched_bytes(const struct uslab_cache *c, const struct usi_slab *s, uint32_t bump)
+{
+    if (bump == 0)
+        return 0;
+    uintptr_t first = (uintptr_t)s->objs, end = first + (uintptr_t)bump * c->stride;
+    uintptr_t page = USI_PAGE_SIZE - 1;
+    return (size_t)(((end + page) & ~page) - (first & ~page));
+}
+
+/* Counts a slab that leaves the cache's lists for good (released to the pages layer). */
+static void slab_detached(struct uslab_cache *c, const struct usi_slab *s)
+{
+    c->slabs_released++;
+    c->touched_bytes -= touched_bytes(c, s, s->bump);
+}
+
 /*
  * USLAB_HARDEN=random: the index of a free object of s drawn uniformly from its free ones
  * (s has one). Drawing each object so, without replacement, hands a fresh slab's objects
@@ -247,6 +265,7 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
      * heap. */
     if (takes_random(c))
         s->bump = c->nobjs;
+    c->touched_bytes += touched_bytes(c, s, s->bump);
     usi_pages_set_owner(span, c->slab_order, (uintptr_t)span | c->id, c->unit_tag);
     list_push(c, s, USI_SLAB_EMPTY);
     c->slabs_created++;
@@ -355,6 +374,7 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
             s = slab_create(c);
         if (!s)
             break;
+        uint32_t bump_before = s->bump;
         if (USI_UNLIKELY(takes_random(c))) {
             while (got < n && s->inuse < c->nobjs)
                 objs[got++] = take_index(c, s, random_free_index(c, s));
@@ -376,11 +396,14 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
                     s->scan = w + 1; /* word w is full now (or was: then scan was stale) */
             }
         }
+        if (s->bump != bump_before)
+            c->touched_bytes += touched_bytes(c, s, s->bump) - touched_bytes(c, s, bump_before);
         list_move(c, s, state_of(c, s));
         if (USI_UNLIKELY(c->debug & USI_DEBUG_F))
             check_or_report(c, s);
     }
     c->slab_inuse += got;
+    c->slab_takes += got;
     return got;
 }
 
@@ -422,6 +445,7 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
             s->scan = idx >> 6;
         s->inuse--;
         c->slab_inuse--;
+        c->slab_puts++;
         list_move(c, s, state_of(c, s));
         if (s->inuse == 0) {
             /* Beyond the reserve, an empty slab is purged once it has been idle for the purge
@@ -433,7 +457,7 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
                     s->next = *release;
                     *release = s;
                     s->list = USI_SLAB_NLISTS; /* released: not to be reused for the next one */
-                    c->slabs_released++;
+                    slab_detached(c, s);
                 } else {
                     c->purge_pending = 1;
                 }
@@ -453,7 +477,7 @@ size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab
         list_remove(c, s);
         s->next = *release;
         *release = s;
-        c->slabs_released++;
+        slab_detached(c, s);
         moved++;
     }
     return moved;
@@ -472,7 +496,7 @@ size_t usi_slab_detach_idle(struct uslab_cache *c, size_t keep, uint64_t before_
                 list_remove(c, s);
                 s->next = *release;
                 *release = s;
-                c->slabs_released++;
+                slab_detached(c, s);
             } else {
                 left++;
             }

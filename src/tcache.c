@@ -226,6 +226,7 @@ static struct usi_tcache *tcache_get(uintptr_t id)
     if (tc != &sentinel.tc) { /* grow: copy the pairs, swap the registry node */
         usi_lock(&tc->lock);
         memcpy(fresh->pairs, tc->pairs, tc->npairs * sizeof(struct usi_magpair));
+        memcpy(fresh->pair_pages, tc->pair_pages, sizeof fresh->pair_pages); /* same offsets */
         registry_remove(tc);
         usi_unlock(&tc->lock);
     }
@@ -248,13 +249,33 @@ static inline int pair_is_blank(const struct usi_magpair *mp)
     return mp->prev == NULL;
 }
 
-/* The thread's first slow path on a blank pair: the empty magazines, the free() check. */
-static inline void pair_open(const struct uslab_cache *c, struct usi_magpair *mp)
+/* The page of tc's mapping that holds pair mp, as a word and a bit of pair_pages. */
+static inline size_t pair_page(const struct usi_tcache *tc, const struct usi_magpair *mp)
+{
+    return (size_t)((const char *)mp - (const char *)tc) / USI_PAGE_SIZE;
+}
+
+/* The thread's first slow path on a blank pair: the empty magazines, the free() check, and
+ * its page marked as one that readers of the pairs may look at. */
+static inline void pair_open(struct usi_tcache *tc, const struct uslab_cache *c,
+                             struct usi_magpair *mp)
 {
     if (pair_is_blank(mp)) {
         pair_clear(mp);
         mp->lattice = mp->lattice_bound = c->lattice;
+        size_t page = pair_page(tc, mp);
+        uint64_t *word = &tc->pair_pages[page / 64], bit = (uint64_t)1 << (page % 64);
+        uint64_t old = __atomic_load_n(word, __ATOMIC_RELAXED);
+        if (!(old & bit))
+            __atomic_store_n(word, old | bit, __ATOMIC_RELAXED); /* only the owner writes */
     }
+}
+
+/* Whether the page of pair mp of tc was ever opened (else every pair on it is blank). */
+static inline int pair_page_opened(const struct usi_tcache *tc, const struct usi_magpair *mp)
+{
+    size_t page = pair_page(tc, mp);
+    return (__atomic_load_n(&tc->pair_pages[page / 64], __ATOMIC_RELAXED) >> (page % 64)) & 1;
 }
 
 /* The exchange of the alloc slow path (under exchange_begin): leaves an object in the
@@ -333,7 +354,7 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
         return usi_objects_alloc(c);
     struct usi_magpair *mp = &tc->pairs[c->id];
     exchange_begin(tc, c->id);
-    pair_open(c, mp);
+    pair_open(tc, c, mp);
     int ok = alloc_exchange(c, mp);
     void *p = ok ? usi_pair_pop(mp) : NULL;
     exchange_end(tc);
@@ -360,7 +381,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
          * two reuse them (cache-scratch, issue 12). It goes back to its slab instead; the
          * thread's first magazine, filled from the slabs, hands out its top object first,
          * a magazine's length away from it. */
-        pair_open(c, mp);
+        pair_open(tc, c, mp);
         exchange_end(tc);
         usi_objects_unfill(c, 1, &p);
         usi_purge_poll();
@@ -597,15 +618,26 @@ int usi_tcache_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p)
     return usi_depot_block_is_free(c, e, p);
 }
 
-size_t usi_tcache_cached_objects(const struct uslab_cache *c)
+/* Reads other threads' pairs while their owners change them, without a lock or an atomic
+ * on the owners' side (their fast paths): a snapshot by design (design §10), which
+ * ThreadSanitizer is told not to report. */
+#if USI_TSAN
+__attribute__((no_sanitize("thread")))
+#endif
+size_t
+usi_tcache_cached_objects(const struct uslab_cache *c)
 {
     size_t n = 0;
     usi_lock(&registry_lock);
     for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next) {
         if (c->id >= tc->npairs)
             continue;
-        /* Another thread's pair, read without its lock: a snapshot for statistics. */
+        /* Another thread's pair, read without its lock: a snapshot for statistics. Not on
+         * a page the thread never opened a pair on: all blank there, and read it would
+         * become resident in every thread (design §4). */
         const volatile struct usi_magpair *mp = &tc->pairs[c->id];
+        if (!pair_page_opened(tc, (const struct usi_magpair *)(uintptr_t)mp))
+            continue;
         struct usi_mag *prev = mp->prev;
         if (prev)
             n += (size_t)(mp->top - mp->base) + prev->rounds;

@@ -1,22 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * uslab - command-line front end of the uslab allocator.
+ * uslab - command-line front end of the uslab allocator: runs programs under the preload
+ * library (run, profile), watches processes that run with it (stats, top) and prints what
+ * it knows (where, settings, help, version).
  *
- *   uslab run [options] -- program [args...]   run a program under libuslab-preload.so
- *   uslab profile [-o FILE] [options] -- program [args...]
- *                                              fit size classes to a program (issue 13)
- *   uslab where [--preload=PATH]               print the preload library it would use
- *   uslab settings [--markdown]                print the table of USLAB_* settings
- *   uslab --help | help | --version
+ * Every command, its synopsis, help and options are rows of one table, `commands` below:
+ * `uslab --help`, `uslab COMMAND --help`, the usage lines of a usage error and `uslab help
+ * --markdown` (README.md's command tables, compared by tests/tools) are all made from it,
+ * so they cannot disagree. The settings and the debug letters come from the library's own
+ * tables (src/settings.c, compiled in): --help and `uslab settings` print them, --debug is
+ * checked by the library's parser, and README.md's settings table is `uslab settings
+ * --markdown`.
  *
  * `uslab run` sets LD_PRELOAD (the library first, then any LD_PRELOAD already set) and the
  * USLAB_* variables the options ask for, then execs the program (execvp): the exit status
  * and signals are the program's own. Usage errors exit 2, a program that cannot be
  * executed 127.
- *
- * The settings and the debug letters come from the library's own tables (src/settings.c,
- * compiled in): --help and `uslab settings` print them, --debug is checked by the library's
- * parser, and README.md's settings table is `uslab settings --markdown` (tests/tools).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +29,7 @@
 
 #include "classes.h"
 #include "settings.h"
+#include "tool.h"
 
 #ifndef USLAB_TOOL_VERSION
 #define USLAB_TOOL_VERSION "0.1.0"
@@ -39,117 +39,210 @@
 #endif
 
 #define PRELOAD_NAME "libuslab-preload.so"
-#define EXIT_USAGE   2
-#define EXIT_NOEXEC  127
 
-static const char usage_text[] =
-    "usage: uslab run [--debug=LETTERS[,GLOB...]] [--stats[=table|json]] [--leaks[=json]]\n"
-    "                 [--continue] [--classes=FILE] [--preload=PATH] [--env NAME=VALUE ...]\n"
-    "                 -- program [args...]\n"
-    "       uslab profile [-o FILE] [--max-classes=N] [--max-size=BYTES] [--preload=PATH]\n"
-    "                 -- program [args...]\n"
-    "       uslab where [--preload=PATH]\n"
-    "       uslab settings [--markdown]\n"
-    "       uslab --help | help | --version\n";
+/* ---- the table of commands -------------------------------------------------------------- */
 
-/* --help is these texts with the generated parts between them (print_help). */
-static const char help_intro[] =
-    "uslab - run programs under uslab, a user-space slab allocator\n"
-    "\n"
-    "USAGE\n"
-    "  uslab run [options] -- program [args...]\n"
-    "      Run program with LD_PRELOAD set to libuslab-preload.so (put in front of any\n"
-    "      LD_PRELOAD already set) and the USLAB_* variables the options ask for, then exec\n"
-    "      it: the exit status and signals are the program's own. The program is looked\n"
-    "      up in PATH. The '--' before the program is required.\n"
-    "  uslab profile [-o FILE] [--max-classes=N] [--max-size=BYTES] [--preload=PATH]\n"
-    "                -- program [args...]\n"
-    "      Run program under the preload library with USLAB_PROFILE set, so that every\n"
-    "      malloc-family request is counted by size (in the program and in the programs it\n"
-    "      runs), then write to FILE (default uslab-classes.txt) the table of at most N\n"
-    "      size classes (default 72, as many as the default table; at most 96) up to BYTES\n"
-    "      (default 32768) that wastes the fewest bytes on that program's requests, and\n"
-    "      print the waste of the default and of the fitted table. Use the file with\n"
-    "      uslab run --classes=FILE or USLAB_CLASSES=FILE. Exits with the program's status\n"
-    "      if it failed (the file is written all the same), else 0.\n"
-    "  uslab where [--preload=PATH]\n"
-    "      Print the path of the preload library uslab run would use.\n"
-    "  uslab settings [--markdown]\n"
-    "      Print the USLAB_* variables the allocator reads (as below), or with --markdown\n"
-    "      as the table in README.md.\n"
-    "  uslab --help, uslab help, uslab run --help\n"
-    "      Print this text.\n"
-    "  uslab --version\n"
-    "      Print the version.\n"
-    "\n"
-    "OPTIONS OF uslab run\n"
-    "  --debug=LETTERS[,GLOB...]\n"
-    "      Set USLAB_DEBUG to the value as given. LETTERS are any of, in either case:\n";
+/*
+ * An option of a command. `help` is one paragraph, `code` in backquotes (markdown; the
+ * text help leaves them out). `more`, if set, adds a generated part: in the text help the
+ * lines printed after the paragraph, in markdown the rest of the table cell. Invariant:
+ * spelling and help are set, but in the entry that ends a table (spelling NULL).
+ */
+struct tool_option {
+    const char *spelling; /* as typed, alternatives separated by ", " */
+    const char *help;
+    void (*more)(FILE *f, int markdown);
+};
 
-/* After the letters; %s: the letters an empty list means. */
-static const char help_debug_fmt[] =
-    "No LETTERS (--debug= or --debug=,GLOB) means %s, as in Linux's slub_debug; '-' is "
-    "accepted and ignored, so --debug=- alone turns debugging off. Optional comma-separated "
-    "GLOBs select the caches to debug by name (malloc size classes are named malloc-<size>, "
-    "e.g. malloc-64); without globs every cache is debugged. Quote globs for the shell:";
+/*
+ * A command. Invariants: name is unique, and is what main() dispatches on (also `alias`);
+ * synopsis is what follows "uslab <name>" in its usage line; options ends with an entry
+ * whose spelling is NULL and lists every option the command's parser accepts.
+ */
+struct tool_command {
+    const char *name;
+    const char *alias; /* another spelling of the command (--version), or NULL */
+    const char *synopsis;
+    const char *help; /* one paragraph, `code` in backquotes */
+    const struct tool_option *options;
+    int (*main)(int argc, char **argv);
+};
 
-static const char help_options[] =
-    "        uslab run --debug=FZ,'malloc-*' -- ./prog\n"
-    "  --stats, --stats=table\n"
-    "      Set USLAB_STATS=1: print a slabinfo-style statistics table at exit.\n"
-    "  --stats=json\n"
-    "      Set USLAB_STATS=json: print the statistics as JSON at exit.\n"
-    "  --leaks\n"
-    "      Set USLAB_LEAKS=1: report blocks still allocated at exit, grouped by\n"
-    "      allocation stack, largest first.\n"
-    "  --leaks=json\n"
-    "      Set USLAB_LEAKS=json: the same report as JSON, for tools.\n"
-    "  --continue\n"
-    "      Set USLAB_DEBUG_CONTINUE=1: after a BUG report, continue instead of aborting.\n"
-    "  --classes=FILE\n"
-    "      Set USLAB_CLASSES=FILE: use the size classes of FILE (from uslab profile).\n"
-    "  --preload=PATH\n"
-    "      Use PATH as the preload library (see PRELOAD LIBRARY below).\n"
-    "  --env NAME=VALUE, --env=NAME=VALUE\n"
-    "      Set any USLAB_* variable (NAME must start with USLAB_), e.g.\n"
-    "        --env USLAB_PURGE_DELAY=0. May be repeated.\n"
-    "  --help\n"
-    "      Print this text.\n"
-    "  Options are applied in the order given: a later one setting the same variable wins.\n"
-    "  Variables not set by an option keep their value from uslab's own environment.\n"
-    "\n"
-    "ENVIRONMENT READ BY THE ALLOCATOR (once, at the first allocation; sizes accept K, M, G)\n";
+static int cmd_run(int argc, char **argv);
+static int cmd_profile(int argc, char **argv);
+static int cmd_where(int argc, char **argv);
+static int cmd_settings(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
+static void more_debug_letters(FILE *f, int markdown);
+static void more_sort_keys(FILE *f, int markdown);
 
-static const char help_tail[] =
-    "\n"
-    "ENVIRONMENT READ BY THIS TOOL\n"
-    "  USLAB_PRELOAD_LIB     path of the preload library (default: found as below)\n"
-    "  LD_PRELOAD            kept, after the uslab library\n"
-    "  PATH                  where the program is looked up\n"
-    "\n"
-    "PRELOAD LIBRARY\n"
-    "  The first of: --preload=PATH; $USLAB_PRELOAD_LIB; " PRELOAD_NAME " in the\n"
-    "  directory of the uslab executable; in its parent directory (a build tree's\n"
-    "  tools/); <dir>/../" USLAB_INSTALL_LIBDIR "/" PRELOAD_NAME " and <dir>/../lib/" PRELOAD_NAME
-    " (an\n"
-    "  installed bin/uslab). The executable's directory comes from /proc/self/exe.\n"
-    "\n"
-    "EXIT STATUS\n"
-    "  uslab run exits with the program's status (it replaces itself with the program);\n"
-    "  2 on a usage error, 127 if the program cannot be executed, 1 if no preload library\n"
-    "  is found. uslab where exits 0 if it found the library, else 1.\n"
-    "\n"
-    "EXAMPLES\n"
-    "  uslab run --stats -- python3 script.py\n"
-    "  uslab run --debug=FZP,'conn*' --continue -- ./server --port 8080\n"
-    "  uslab run --leaks --env USLAB_MAX_SLAB_SIZE=8K -- ./prog\n";
+#define HELP_OPTION                                                                                \
+    {                                                                                              \
+        "--help, -h", "Print this command's help.", NULL                                           \
+    }
+
+static const struct tool_option run_options[] = {
+    {"--debug=LETTERS[,GLOB...]",
+     "Set `USLAB_DEBUG` to the value as given: debug LETTERS, then optional comma-separated "
+     "GLOBs that select the caches to debug by name (malloc size classes are named "
+     "`malloc-<size>`, e.g. `malloc-64`; without globs every cache is debugged). '-' is "
+     "accepted and ignored, so `--debug=-` alone turns debugging off. Quote globs for the "
+     "shell: `uslab run --debug=FZ,'malloc-*' -- ./prog`.",
+     more_debug_letters},
+    {"--stats, --stats=table",
+     "Set `USLAB_STATS=1`: print a slabinfo-style statistics table on stderr at exit.", NULL},
+    {"--stats=json", "Set `USLAB_STATS=json`: print the statistics as JSON at exit.", NULL},
+    {"--leaks",
+     "Set `USLAB_LEAKS=1`: report blocks still allocated at exit, grouped by allocation stack, "
+     "largest first.",
+     NULL},
+    {"--leaks=json", "Set `USLAB_LEAKS=json`: the same report as JSON, for tools.", NULL},
+    {"--continue",
+     "Set `USLAB_DEBUG_CONTINUE=1`: after a BUG report, continue instead of aborting.", NULL},
+    {"--classes=FILE",
+     "Set `USLAB_CLASSES=FILE`: use the size classes of FILE (from `uslab "
+     "profile`).",
+     NULL},
+    {"--live",
+     "Set `USLAB_LIVE=always`: publish live statistics for `uslab stats` and `uslab top` even "
+     "in a program without threads (by default only a program with threads publishes them).",
+     NULL},
+    {"--preload=PATH", "Use PATH as the preload library (see PRELOAD LIBRARY in `uslab --help`).",
+     NULL},
+    {"--env NAME=VALUE, --env=NAME=VALUE",
+     "Set any `USLAB_*` variable (NAME must start with `USLAB_`), e.g. `--env "
+     "USLAB_PURGE_DELAY=0`. May be repeated.",
+     NULL},
+    HELP_OPTION,
+    {NULL, NULL, NULL},
+};
+
+static const struct tool_option profile_options[] = {
+    {"-o FILE, --output=FILE", "Write the fitted table to FILE (default `uslab-classes.txt`).",
+     NULL},
+    {"--max-classes=N",
+     "At most N size classes (default 72, as many as the default table; at most 96).", NULL},
+    {"--max-size=BYTES",
+     "The largest class: a power of two from 1024 to 65536 (default 32768); larger requests "
+     "go to glibc.",
+     NULL},
+    {"--preload=PATH", "Use PATH as the preload library.", NULL},
+    HELP_OPTION,
+    {NULL, NULL, NULL},
+};
+
+static const struct tool_option stats_options[] = {
+    {"--json",
+     "Print JSON: the object of `uslab_stats_print`'s JSON with the process's `pid`, "
+     "`updated_ms_ago`, `updates` and `caches_in_use` added, and per cache the cumulative "
+     "counts `slab_takes`, `slab_puts`, `depot_in` and `depot_out`.",
+     NULL},
+    HELP_OPTION,
+    {NULL, NULL, NULL},
+};
+
+static const struct tool_option top_options[] = {
+    {"-d SECONDS, --delay=SECONDS", "Refresh every SECONDS (default 1, at least 0.1).", NULL},
+    {"-s KEY, --sort=KEY",
+     "Order the caches by KEY, largest first (names A to Z):", more_sort_keys},
+    {"-n COUNT, --iterations=COUNT", "Exit after COUNT refreshes (default: until q).", NULL},
+    HELP_OPTION,
+    {NULL, NULL, NULL},
+};
+
+static const struct tool_option where_options[] = {
+    {"--preload=PATH", "Check PATH instead of searching.", NULL},
+    HELP_OPTION,
+    {NULL, NULL, NULL},
+};
+
+static const struct tool_option settings_options[] = {
+    {"--markdown", "Print the table as in README.md.", NULL},
+    HELP_OPTION,
+    {NULL, NULL, NULL},
+};
+
+static const struct tool_option help_options[] = {
+    {"--markdown", "Print the commands and their options as the tables in README.md.", NULL},
+    HELP_OPTION,
+    {NULL, NULL, NULL},
+};
+
+static const struct tool_option version_options[] = {
+    HELP_OPTION,
+    {NULL, NULL, NULL},
+};
+
+static const struct tool_command commands[] = {
+    {"run", NULL, "[options] -- program [args...]",
+     "Run program with `LD_PRELOAD` set to `libuslab-preload.so` (in front of any "
+     "`LD_PRELOAD` already set) and the `USLAB_*` variables the options ask for, then exec it: "
+     "the exit status and signals are the program's own. The program is looked up in PATH; "
+     "the '--' before it is required. Options apply in the order given (a later one setting "
+     "the same variable wins); variables no option sets keep their value from uslab's own "
+     "environment.",
+     run_options, cmd_run},
+    {"profile", NULL, "[options] -- program [args...]",
+     "Run program under the preload library with `USLAB_PROFILE` set, so that every "
+     "malloc-family request is counted by size (in the program and in the programs it runs), "
+     "then write the table of size classes that wastes the fewest bytes on those requests, and "
+     "print the waste of the default and of the fitted table. Use the file with `uslab run "
+     "--classes=FILE` or `USLAB_CLASSES=FILE`. Exits with the program's status if it failed "
+     "(the file is written all the same), else 0.",
+     profile_options, cmd_profile},
+    {"stats", NULL, "PID [--json]",
+     "Print once the statistics of every cache of process PID, a process of yours running with "
+     "uslab: the table of `uslab_stats_print` (with Resident, the pages its slabs' objects "
+     "have used), or JSON. They come from the process's live statistics page "
+     "(`/dev/shm/uslab.UID.PID`, see `USLAB_LIVE`), which it refreshes at most every 0.2 s on "
+     "its slow paths and by its purger thread, and at once in `uslab_reap` and "
+     "`uslab_cache_reap`. Exits 1 with a message when PID is no process, another user's, does "
+     "not use uslab, or has no page.",
+     stats_options, cmd_stats},
+    {"top", NULL, "PID [-d SECONDS] [-s KEY] [-n COUNT]",
+     "Show the caches of process PID, a process of yours running with uslab, in a refreshing "
+     "slabtop-style view: objects, active objects, object size, slabs, partial slabs, objects "
+     "cached in magazines, resident bytes, and churn: the objects that went through a cache's "
+     "depot or slab layer since the last refresh (magazine hits count nothing). Keys: the "
+     "letters of -s change the order, q quits. The terminal is restored on exit, also after "
+     "SIGINT. When the process exits, top says so and exits. It reads the page `uslab stats` "
+     "reads; without a terminal it prints each refresh as plain text.",
+     top_options, cmd_top},
+    {"where", NULL, "[--preload=PATH]",
+     "Print the path of the preload library `uslab run` would use (see PRELOAD LIBRARY in "
+     "`uslab --help`); exit 1 if there is none.",
+     where_options, cmd_where},
+    {"settings", NULL, "[--markdown]",
+     "Print the `USLAB_*` variables the allocator reads, with what they accept and their "
+     "defaults.",
+     settings_options, cmd_settings},
+    {"help", "--help", "[COMMAND] [--markdown]",
+     "Print this help (also `uslab --help`, `uslab -h`), or one command's part of it (also "
+     "`uslab COMMAND --help`).",
+     help_options, cmd_help},
+    {"version", "--version", "", "Print the version (also `uslab --version`).", version_options,
+     cmd_version},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static const struct tool_command *find_command(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(commands[i].name, name) ||
+            (commands[i].alias && !strcmp(commands[i].alias, name)))
+            return &commands[i];
+    return NULL;
+}
+
+/* ---- help text ---------------------------------------------------------------------------- */
 
 #define HELP_WIDTH 90
 
 /*
- * Prints text word by word, wrapped at HELP_WIDTH, with the markdown backquotes of the
- * tables' help texts left out. The first line starts with label, padded to indent columns
- * (a label too long for that gets a line of its own); the others with indent spaces.
+ * Prints text word by word, wrapped at HELP_WIDTH, with the markdown backquotes left out.
+ * The first line starts with label, padded to indent columns (a label too long for that
+ * gets a line of its own); the others with indent spaces.
  */
 static void print_wrapped(FILE *f, const char *label, int indent, const char *text)
 {
@@ -202,6 +295,49 @@ static const char *letter_list(int only_default)
     return out;
 }
 
+/* --debug's letters, from the library's table. */
+static void more_debug_letters(FILE *f, int markdown)
+{
+    if (markdown) {
+        fprintf(f, " LETTERS, in either case (none means `%s`, as Linux's `slub_debug`):",
+                letter_list(1));
+        for (size_t i = 0; i < usi_settings_nletters; i++)
+            fprintf(f, "%s `%c` %s", i ? ";" : "", usi_settings_letters[i].letter,
+                    usi_settings_letters[i].help);
+        fputc('.', f);
+        return;
+    }
+    char text[256];
+    snprintf(text, sizeof text,
+             "LETTERS, in either case (none, as in --debug= or --debug=,GLOB, means %s, as "
+             "Linux's slub_debug):",
+             letter_list(1));
+    print_wrapped(f, "", 6, text);
+    for (size_t i = 0; i < usi_settings_nletters; i++) {
+        char label[16];
+        snprintf(label, sizeof label, "        %c", usi_settings_letters[i].letter);
+        print_wrapped(f, label, 11, usi_settings_letters[i].help);
+    }
+}
+
+static void more_sort_keys(FILE *f, int markdown)
+{
+    if (markdown) {
+        fputc(' ', f);
+        print_top_sort_keys(f);
+        return;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m)
+        return;
+    print_top_sort_keys(m);
+    fclose(m);
+    print_wrapped(f, "", 6, text);
+    free(text);
+}
+
 /* Each setting: its name and help, then what it accepts and its default. */
 static void print_settings_text(FILE *f)
 {
@@ -245,23 +381,159 @@ static void print_settings_markdown(FILE *f)
     }
 }
 
+/* "uslab NAME SYNOPSIS" into buf. */
+static const char *command_line(const struct tool_command *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "uslab %s%s%s", c->name, c->synopsis[0] ? " " : "", c->synopsis);
+    return buf;
+}
+
+static void print_usage_lines(FILE *f, const struct tool_command *only)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const struct tool_command *c = &commands[i];
+        if (only && c != only)
+            continue;
+        char line[256];
+        fprintf(f, "%s%s\n", i == 0 || only ? "usage: " : "       ",
+                command_line(c, line, sizeof line));
+    }
+}
+
+static void print_command_text(FILE *f, const struct tool_command *c)
+{
+    char line[256];
+    fprintf(f, "  %s\n", command_line(c, line, sizeof line));
+    print_wrapped(f, "", 6, c->help);
+}
+
+static void print_options_text(FILE *f, const struct tool_command *c)
+{
+    if (!c->options[0].spelling)
+        return;
+    fprintf(f, "\nOPTIONS OF uslab %s\n", c->name);
+    for (const struct tool_option *o = c->options; o->spelling; o++) {
+        fprintf(f, "  %s\n", o->spelling);
+        print_wrapped(f, "", 6, o->help);
+        if (o->more)
+            o->more(f, 0);
+    }
+}
+
+static const char help_environment[] =
+    "\n"
+    "ENVIRONMENT READ BY THE ALLOCATOR (once, at the first allocation; sizes accept K, M, G)\n";
+
+static const char help_tool_environment[] =
+    "\n"
+    "ENVIRONMENT READ BY THIS TOOL\n"
+    "  USLAB_PRELOAD_LIB     path of the preload library (default: found as below)\n"
+    "  LD_PRELOAD            kept, after the uslab library\n"
+    "  PATH                  where the program is looked up\n"
+    "\n"
+    "PRELOAD LIBRARY\n"
+    "  The first of: --preload=PATH; $USLAB_PRELOAD_LIB; " PRELOAD_NAME " in the\n"
+    "  directory of the uslab executable; in its parent directory (a build tree's\n"
+    "  tools/); <dir>/../" USLAB_INSTALL_LIBDIR "/" PRELOAD_NAME " and <dir>/../lib/" PRELOAD_NAME
+    " (an\n"
+    "  installed bin/uslab). The executable's directory comes from /proc/self/exe.\n";
+
+static const char help_tail[] =
+    "\n"
+    "EXIT STATUS\n"
+    "  uslab run exits with the program's status (it replaces itself with the program);\n"
+    "  2 on a usage error, 127 if the program cannot be executed, 1 if no preload library\n"
+    "  is found. uslab where exits 0 if it found the library, else 1. uslab stats and\n"
+    "  uslab top exit 1 when they cannot read the process, else 0.\n"
+    "\n"
+    "EXAMPLES\n"
+    "  uslab run --stats -- python3 script.py\n"
+    "  uslab run --debug=FZP,'conn*' --continue -- ./server --port 8080\n"
+    "  uslab run --leaks --env USLAB_MAX_SLAB_SIZE=8K -- ./prog\n"
+    "  uslab top -s r $(pidof server)\n"
+    "  uslab stats --json 4242\n";
+
+/* uslab --help: every command, every option, the settings and the rest. */
 static void print_help(FILE *f)
 {
-    fputs(help_intro, f);
-    for (size_t i = 0; i < usi_settings_nletters; i++) {
-        char label[16];
-        snprintf(label, sizeof label, "        %c", usi_settings_letters[i].letter);
-        print_wrapped(f, label, 11, usi_settings_letters[i].help);
+    fputs("uslab - run programs under uslab, a user-space slab allocator, and watch them\n"
+          "\nUSAGE\n",
+          f);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        char line[256];
+        fprintf(f, "  %s\n", command_line(&commands[i], line, sizeof line));
     }
-    char text[1024];
-    snprintf(text, sizeof text, help_debug_fmt, letter_list(1));
-    print_wrapped(f, "", 6, text);
-    fputs(help_options, f);
+    fputs("\nCOMMANDS\n", f);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        print_command_text(f, &commands[i]);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        print_options_text(f, &commands[i]);
+    fputs(help_environment, f);
     print_settings_text(f);
+    fputs(help_tool_environment, f);
     fputs(help_tail, f);
 }
 
-__attribute__((noreturn, format(printf, 1, 2))) static void usage_error(const char *fmt, ...)
+void print_command_help(FILE *f, const char *name)
+{
+    const struct tool_command *c = find_command(name);
+    if (!c) {
+        print_help(f);
+        return;
+    }
+    print_usage_lines(f, c);
+    fputc('\n', f);
+    print_command_text(f, c);
+    print_options_text(f, c);
+    if (c->main == cmd_run || c->main == cmd_profile) {
+        fputs(help_environment, f);
+        print_settings_text(f);
+        fputs(help_tool_environment, f);
+    }
+}
+
+/* The commands and their options as README.md's tables (tests/tools compares them). */
+static void print_commands_markdown(FILE *f)
+{
+    fputs("| command | what it does |\n| --- | --- |\n", f);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        char line[256];
+        fprintf(f, "| `%s` | ", command_line(&commands[i], line, sizeof line));
+        put_cell(f, commands[i].help);
+        fputs(" |\n", f);
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const struct tool_command *c = &commands[i];
+        if (!c->options[0].spelling)
+            continue;
+        fprintf(f, "\n| option of `uslab %s` | meaning |\n| --- | --- |\n", c->name);
+        for (const struct tool_option *o = c->options; o->spelling; o++) {
+            fputs("| ", f);
+            /* Each spelling in backquotes: "`-d SECONDS`, `--delay=SECONDS`". */
+            for (const char *p = o->spelling; *p;) {
+                size_t n = strstr(p, ", ") ? (size_t)(strstr(p, ", ") - p) : strlen(p);
+                fprintf(f, "`%.*s`", (int)n, p);
+                p += n;
+                if (*p) {
+                    fputs(", ", f);
+                    p += 2;
+                }
+            }
+            fputs(" | ", f);
+            put_cell(f, o->help);
+            if (o->more)
+                o->more(f, 1);
+            fputs(" |\n", f);
+        }
+    }
+}
+
+int is_help_option(const char *arg)
+{
+    return !strcmp(arg, "--help") || !strcmp(arg, "-h");
+}
+
+void usage_error(const char *command, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -269,8 +541,12 @@ __attribute__((noreturn, format(printf, 1, 2))) static void usage_error(const ch
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    fputs(usage_text, stderr);
-    fputs("Try 'uslab --help' for more information.\n", stderr);
+    const struct tool_command *c = command ? find_command(command) : NULL;
+    print_usage_lines(stderr, c);
+    if (c)
+        fprintf(stderr, "Try 'uslab %s --help' for more information.\n", c->name);
+    else
+        fputs("Try 'uslab --help' for more information.\n", stderr);
     exit(EXIT_USAGE);
 }
 
@@ -287,18 +563,18 @@ static void apply_env_setting(const char *setting)
 {
     const char *eq = strchr(setting, '=');
     if (!eq)
-        usage_error("--env wants NAME=VALUE, got '%s'", setting);
+        usage_error("run", "--env wants NAME=VALUE, got '%s'", setting);
     size_t n = (size_t)(eq - setting);
     if (n <= 6 || strncmp(setting, "USLAB_", 6) != 0)
-        usage_error("--env: only USLAB_* variables may be set, got '%s'", setting);
+        usage_error("run", "--env: only USLAB_* variables may be set, got '%s'", setting);
     for (size_t i = 0; i < n; i++) {
         char c = setting[i];
         if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
-            usage_error("--env: invalid variable name in '%s'", setting);
+            usage_error("run", "--env: invalid variable name in '%s'", setting);
     }
     char name[256];
     if (n >= sizeof name)
-        usage_error("--env: variable name too long in '%s'", setting);
+        usage_error("run", "--env: variable name too long in '%s'", setting);
     memcpy(name, setting, n);
     name[n] = '\0';
     set_env(name, eq + 1);
@@ -398,8 +674,7 @@ static void set_ld_preload(const char *lib)
     free(value);
 }
 
-/* Value of "--name=value" or "--name value" (advancing *i); NULL if arg is not --name. */
-static const char *option_value(int argc, char **argv, int *i, const char *name)
+const char *option_value(const char *command, int argc, char **argv, int *i, const char *name)
 {
     const char *arg = argv[*i];
     size_t n = strlen(name);
@@ -410,7 +685,7 @@ static const char *option_value(int argc, char **argv, int *i, const char *name)
     if (arg[n] != '\0')
         return NULL;
     if (*i + 1 >= argc)
-        usage_error("option %s needs a value", name);
+        usage_error(command, "option %s needs a value", name);
     return argv[++*i];
 }
 
@@ -419,13 +694,13 @@ static int cmd_where(int argc, char **argv)
     const char *preload = NULL;
     for (int i = 0; i < argc; i++) {
         const char *v;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            print_help(stdout);
+        if (is_help_option(argv[i])) {
+            print_command_help(stdout, "where");
             return 0;
-        } else if ((v = option_value(argc, argv, &i, "--preload"))) {
+        } else if ((v = option_value("where", argc, argv, &i, "--preload"))) {
             preload = v;
         } else {
-            usage_error("where: unexpected argument '%s'", argv[i]);
+            usage_error("where", "where: unexpected argument '%s'", argv[i]);
         }
     }
     char lib[PATH_MAX];
@@ -441,11 +716,11 @@ static int cmd_settings(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--markdown")) {
             markdown = 1;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            print_help(stdout);
+        } else if (is_help_option(argv[i])) {
+            print_command_help(stdout, "settings");
             return 0;
         } else {
-            usage_error("settings: unexpected argument '%s'", argv[i]);
+            usage_error("settings", "settings: unexpected argument '%s'", argv[i]);
         }
     }
     if (markdown)
@@ -464,16 +739,17 @@ static int cmd_run(int argc, char **argv)
         const char *v;
         if (!strcmp(arg, "--"))
             break;
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            print_help(stdout);
+        if (is_help_option(arg)) {
+            print_command_help(stdout, "run");
             exit(0);
-        } else if ((v = option_value(argc, argv, &i, "--debug"))) {
+        } else if ((v = option_value("run", argc, argv, &i, "--debug"))) {
             /* Accepted exactly when the library takes it without a warning. */
             unsigned letters;
             const char *globs;
             char bad = 0;
             if (usi_settings_parse_debug(v, &letters, &globs, &bad) != 0)
-                usage_error("--debug: unknown letter '%c' in '%s' (want letters of %s in "
+                usage_error("run",
+                            "--debug: unknown letter '%c' in '%s' (want letters of %s in "
                             "either case, or none, then optional ,GLOBs)",
                             bad, v, letter_list(0));
             set_env("USLAB_DEBUG", v);
@@ -482,36 +758,38 @@ static int cmd_run(int argc, char **argv)
         } else if (!strcmp(arg, "--stats=json")) {
             set_env("USLAB_STATS", "json");
         } else if (!strncmp(arg, "--stats=", 8)) {
-            usage_error("--stats: unknown format '%s' (want table or json)", arg + 8);
+            usage_error("run", "--stats: unknown format '%s' (want table or json)", arg + 8);
         } else if (!strcmp(arg, "--leaks")) {
             set_env("USLAB_LEAKS", "1");
         } else if (!strcmp(arg, "--leaks=json")) {
             set_env("USLAB_LEAKS", "json");
         } else if (!strncmp(arg, "--leaks=", 8)) {
-            usage_error("--leaks: unknown format '%s' (want json)", arg + 8);
+            usage_error("run", "--leaks: unknown format '%s' (want json)", arg + 8);
         } else if (!strcmp(arg, "--continue")) {
             set_env("USLAB_DEBUG_CONTINUE", "1");
-        } else if ((v = option_value(argc, argv, &i, "--classes"))) {
+        } else if (!strcmp(arg, "--live")) {
+            set_env("USLAB_LIVE", "always");
+        } else if ((v = option_value("run", argc, argv, &i, "--classes"))) {
             if (!*v)
-                usage_error("--classes needs a file");
+                usage_error("run", "--classes needs a file");
             set_env("USLAB_CLASSES", v);
-        } else if ((v = option_value(argc, argv, &i, "--preload"))) {
+        } else if ((v = option_value("run", argc, argv, &i, "--preload"))) {
             if (!*v)
-                usage_error("--preload needs a path");
+                usage_error("run", "--preload needs a path");
             preload = v;
-        } else if ((v = option_value(argc, argv, &i, "--env"))) {
+        } else if ((v = option_value("run", argc, argv, &i, "--env"))) {
             apply_env_setting(v);
         } else if (arg[0] == '-') {
-            usage_error("run: unknown option '%s'", arg);
+            usage_error("run", "run: unknown option '%s'", arg);
         } else {
-            usage_error("run: expected '--' before the program, got '%s'", arg);
+            usage_error("run", "run: expected '--' before the program, got '%s'", arg);
         }
     }
     if (i >= argc)
-        usage_error("run: missing '--' before the program");
+        usage_error("run", "run: missing '--' before the program");
     char **prog = argv + i + 1;
     if (!prog[0] || !prog[0][0])
-        usage_error("run: no program after '--'");
+        usage_error("run", "run: no program after '--'");
 
     char lib[PATH_MAX];
     if (!find_preload(preload, lib))
@@ -589,35 +867,36 @@ static int cmd_profile(int argc, char **argv)
         const char *v;
         if (!strcmp(arg, "--"))
             break;
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            print_help(stdout);
+        if (is_help_option(arg)) {
+            print_command_help(stdout, "profile");
             exit(0);
-        } else if ((v = option_value(argc, argv, &i, "-o")) ||
-                   (v = option_value(argc, argv, &i, "--output"))) {
+        } else if ((v = option_value("profile", argc, argv, &i, "-o")) ||
+                   (v = option_value("profile", argc, argv, &i, "--output"))) {
             if (!*v)
-                usage_error("profile: -o needs a file");
+                usage_error("profile", "profile: -o needs a file");
             out = v;
-        } else if ((v = option_value(argc, argv, &i, "--max-classes"))) {
+        } else if ((v = option_value("profile", argc, argv, &i, "--max-classes"))) {
             char *end;
             unsigned long n = strtoul(v, &end, 10);
             if (*end || n < 1 || n > USI_CLASSES_MAX)
-                usage_error("--max-classes: want a number from 1 to %d, got '%s'", USI_CLASSES_MAX,
-                            v);
+                usage_error("profile", "--max-classes: want a number from 1 to %d, got '%s'",
+                            USI_CLASSES_MAX, v);
             max_classes = (unsigned)n;
-        } else if ((v = option_value(argc, argv, &i, "--max-size"))) {
+        } else if ((v = option_value("profile", argc, argv, &i, "--max-size"))) {
             if (usi_settings_parse_size(v, &max_size) != 0 || max_size < 1024 ||
                 max_size > USI_CLASSES_MAX_SIZE || (max_size & (max_size - 1)) != 0)
-                usage_error("--max-size: want a power of two from 1024 to 65536, got '%s'", v);
-        } else if ((v = option_value(argc, argv, &i, "--preload"))) {
+                usage_error("profile",
+                            "--max-size: want a power of two from 1024 to 65536, got '%s'", v);
+        } else if ((v = option_value("profile", argc, argv, &i, "--preload"))) {
             preload = v;
         } else if (arg[0] == '-') {
-            usage_error("profile: unknown option '%s'", arg);
+            usage_error("profile", "profile: unknown option '%s'", arg);
         } else {
-            usage_error("profile: expected '--' before the program, got '%s'", arg);
+            usage_error("profile", "profile: expected '--' before the program, got '%s'", arg);
         }
     }
     if (i >= argc || !argv[i + 1] || !argv[i + 1][0])
-        usage_error("profile: missing '--' and a program");
+        usage_error("profile", "profile: missing '--' and a program");
     char **prog = argv + i + 1;
     size_t defaults[USI_CLASSES_MAX];
     unsigned ndefault = usi_classes_default(max_size, defaults);
@@ -687,27 +966,52 @@ static int cmd_profile(int argc, char **argv)
     return code;
 }
 
+static int cmd_help(int argc, char **argv)
+{
+    int markdown = 0;
+    const char *command = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (is_help_option(argv[i]))
+            command = "help";
+        else if (!strcmp(argv[i], "--markdown"))
+            markdown = 1;
+        else if (argv[i][0] != '-' && !command && find_command(argv[i]))
+            command = argv[i];
+        else
+            usage_error("help", "help: unexpected argument '%s'", argv[i]);
+    }
+    if (markdown && command)
+        usage_error("help", "help: --markdown prints every command");
+    if (markdown)
+        print_commands_markdown(stdout);
+    else if (command)
+        print_command_help(stdout, command);
+    else
+        print_help(stdout);
+    return 0;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        if (is_help_option(argv[i])) {
+            print_command_help(stdout, "version");
+            return 0;
+        }
+        usage_error("version", "version: unexpected argument '%s'", argv[i]);
+    }
+    printf("uslab %s\n", USLAB_TOOL_VERSION);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
-        usage_error("missing command");
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-        print_help(stdout);
-        return 0;
-    }
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("uslab %s\n", USLAB_TOOL_VERSION);
-        return 0;
-    }
-    if (!strcmp(cmd, "run"))
-        return cmd_run(argc - 2, argv + 2);
-    if (!strcmp(cmd, "where"))
-        return cmd_where(argc - 2, argv + 2);
-    if (!strcmp(cmd, "profile"))
-        return cmd_profile(argc - 2, argv + 2);
-    if (!strcmp(cmd, "settings"))
-        return cmd_settings(argc - 2, argv + 2);
-    usage_error("unknown command '%s'", cmd);
-    return EXIT_USAGE;
+        usage_error(NULL, "missing command");
+    if (!strcmp(argv[1], "-h"))
+        return cmd_help(argc - 2, argv + 2);
+    const struct tool_command *c = find_command(argv[1]);
+    if (!c)
+        usage_error(NULL, "unknown command '%s'", argv[1]);
+    return c->main(argc - 2, argv + 2);
 }

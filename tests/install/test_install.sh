@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
+# test_install.sh BUILD SRC LIVE_PROGRAM
 # Installs the build into a temporary prefix, then builds and runs programs against it as a
 # user adopting uslab would: with the flags pkg-config gives, and with CMake's
 # find_package(uslab CONFIG REQUIRED) from the installed tree moved elsewhere (the package
-# must be relocatable): uslab::uslab, uslab::uslab_static, and uslab::preload preloaded.
+# must be relocatable): uslab::uslab, uslab::uslab_static, and uslab::preload preloaded;
+# then the installed uslab watches a program (LIVE_PROGRAM: tests/tools' live_program).
 set -euo pipefail
 build=$1 src=$2
 command -v pkg-config >/dev/null || { echo "pkg-config is not installed"; exit 1; }
@@ -47,4 +49,27 @@ printf 'cmake_minimum_required(VERSION 3.20)\nproject(v C)\nfind_package(uslab 0
 cmake -S "$tmp/proj2" -B "$tmp/proj2/build" -DCMAKE_PREFIX_PATH="$tmp/moved" >"$tmp/cmake2.log" 2>&1 ||
     { cat "$tmp/cmake2.log"; exit 1; }
 echo "cmake package works"
+
+# The live statistics page from the moved tree (issue 14): its uslab runs a program with
+# --live (the preload library found in ../lib), and its stats and top read the program.
+prog=$3
+mkfifo "$tmp/in" "$tmp/out"
+env -u LD_PRELOAD "$tmp/moved/bin/uslab" run --live -- "$prog" <"$tmp/in" >"$tmp/out" &
+exec 3>"$tmp/in" 4<"$tmp/out"
+read -r _ _ pid <&4
+for step in "cache installed_cache 40" "alloc installed_cache 123" reap; do
+    echo "$step" >&3
+    read -r reply <&4
+    case $reply in ok*) ;; *) echo "live_program: $step: $reply"; exit 1 ;; esac
+done
+"$tmp/moved/bin/uslab" stats "$pid" >"$tmp/stats" || { cat "$tmp/stats"; exit 1; }
+grep -Eq '^installed_cache +123 +40 ' "$tmp/stats" || { cat "$tmp/stats"; exit 1; }
+"$tmp/moved/bin/uslab" top -n 1 "$pid" >"$tmp/top" || { cat "$tmp/top"; exit 1; }
+grep -Eq ' installed_cache$' "$tmp/top" || { cat "$tmp/top"; exit 1; }
+echo exit >&3
+read -r _ <&4
+exec 3>&- 4<&-
+wait
+test ! -e "/dev/shm/uslab.$(id -u).$pid" || { echo "the page outlived its process"; exit 1; }
+echo "live statistics work"
 echo "installed tree works"

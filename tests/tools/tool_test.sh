@@ -118,16 +118,26 @@ usage_errors)
     check_usage run --env LD_PRELOAD=x -- "$probe"
     check_usage run --preload= -- "$probe"
     check_usage where extra
+    check_usage stats
+    check_usage stats 12x
+    check_usage stats 1 2
+    check_usage stats --xml 1
+    check_usage top
+    check_usage top -d 0 1
+    check_usage top -s z 1
+    check_usage top -n 0 1
+    check_usage help --bogus
     ;;
 help)
-    for how in --help help "run --help"; do
+    for how in --help help -h; do
         # shellcheck disable=SC2086
         "$uslab" $how > "$tmp/help" 2>&1 || fail "uslab $how failed"
         for v in USLAB_MAX_SLAB_SIZE USLAB_RESERVE USLAB_EMPTY_SLABS USLAB_DEPOT_BYTES \
                  USLAB_PURGE_DELAY USLAB_TCACHE_MAX USLAB_MAGAZINE_GROWTH USLAB_DEBUG USLAB_DEBUG_CONTINUE \
-                 USLAB_LEAKS USLAB_STATS USLAB_PRELOAD_LIB LD_PRELOAD \
-                 --debug --stats --stats=json --leaks --continue --preload --env \
-                 'uslab where' --version; do
+                 USLAB_LEAKS USLAB_STATS USLAB_LIVE USLAB_PRELOAD_LIB LD_PRELOAD \
+                 --debug --stats --stats=json --leaks --continue --live --preload --env \
+                 'uslab where' 'uslab stats PID' 'uslab top PID' --json --delay --sort \
+                 --version; do
             grep -qF -- "$v" "$tmp/help" || fail "uslab $how does not mention $v"
         done
         # Every allocator setting with its default.
@@ -135,6 +145,73 @@ help)
                  'default: 64M' 'uslab settings [--markdown]'; do
             grep -qF -- "$d" "$tmp/help" || fail "uslab $how does not give '$d'"
         done
+    done
+    # A command's own help: its usage line, its options, and for run the settings.
+    "$uslab" run --help > "$tmp/help" 2>&1 || fail "uslab run --help failed"
+    for v in 'usage: uslab run' --debug --stats=json --leaks --continue --live --preload --env \
+             USLAB_PURGE_DELAY USLAB_LIVE USLAB_PRELOAD_LIB 'default: 256G'; do
+        grep -qF -- "$v" "$tmp/help" || fail "uslab run --help does not mention $v"
+    done
+    "$uslab" top --help > "$tmp/help" 2>&1 || fail "uslab top --help failed"
+    for v in 'usage: uslab top PID' '-d SECONDS' '-s KEY' 'n name' 'a active (the default)'; do
+        grep -qF -- "$v" "$tmp/help" || fail "uslab top --help does not mention $v"
+    done
+    expect_no_match "$tmp/help" "USLAB_RESERVE"
+    ;;
+help_agrees)
+    # Every command of the table (uslab help --markdown) has a --help that shows its usage
+    # line and every option the table lists for it, and uslab --help shows them all; a
+    # usage error lists every command's usage line.
+    "$uslab" help --markdown > "$tmp/md" || fail "uslab help --markdown failed"
+    "$uslab" --help > "$tmp/all" || fail "uslab --help failed"
+    "$uslab" no-such-command > /dev/null 2> "$tmp/usage" && fail "an unknown command succeeded"
+    sed -n 's/^| `uslab \([a-z-]*\)\(.*\)` | .*/\1\2/p' "$tmp/md" > "$tmp/commands"
+    [ "$(wc -l < "$tmp/commands")" -ge 8 ] || fail "fewer commands than expected in the table"
+    while read -r name synopsis; do
+        "$uslab" "$name" --help > "$tmp/one" 2>&1 || fail "uslab $name --help failed"
+        line="uslab $name${synopsis:+ $synopsis}"
+        grep -qF -- "usage: $line" "$tmp/one" || fail "uslab $name --help: no usage line '$line'"
+        grep -qF -- "  $line" "$tmp/all" || fail "uslab --help: no line '$line'"
+        grep -qF -- "$line" "$tmp/usage" || fail "a usage error does not list '$line'"
+        # The rows of this command's option table, spellings without backquotes.
+        awk -v head="| option of \`uslab $name\` | meaning |" '
+            $0 == head { f = 1; next } f && /^$/ { f = 0 } f && /^\| `/ { print }' "$tmp/md" |
+            sed 's/^| \(.*\) | .* |$/\1/; s/`//g; s/ |.*//' > "$tmp/options"
+        while read -r spelling; do
+            grep -qxF -- "  $spelling" "$tmp/one" || fail "uslab $name --help: no option '$spelling'"
+            grep -qxF -- "  $spelling" "$tmp/all" || fail "uslab --help: no option '$spelling'"
+        done < "$tmp/options"
+    done < "$tmp/commands"
+    # The check can fail: an option the table does not have is not found.
+    grep -qxF -- "  --no-such-option" "$tmp/all" && fail "the control option was found"
+    grep -c '^| `--' "$tmp/md" > /dev/null || fail "no option rows parsed"
+    ;;
+readme_commands)
+    # README.md's command tables, between their markers, are `uslab help --markdown`.
+    [ -n "$readme" ] && [ -f "$readme" ] || fail "no README given"
+    "$uslab" help --markdown > "$tmp/table.md" || fail "uslab help --markdown failed"
+    [ -s "$tmp/table.md" ] || fail "uslab help --markdown printed nothing"
+    commands_match() {
+        [ "$(grep -c '^<!-- commands:begin' "$1")" = 1 ] || return 1
+        [ "$(grep -c '^<!-- commands:end' "$1")" = 1 ] || return 1
+        awk '/^<!-- commands:end/ { f = 0 } f { print } /^<!-- commands:begin/ { f = 1 }' \
+            "$1" > "$tmp/readme.md"
+        cmp -s "$tmp/table.md" "$tmp/readme.md"
+    }
+    if ! commands_match "$readme"; then
+        echo "README.md's command tables differ from 'uslab help --markdown'" \
+             "(regenerate them between the commands markers):" >&2
+        diff "$tmp/readme.md" "$tmp/table.md" >&2
+        fail "README.md's command tables are out of date"
+    fi
+    # The check can fail: an altered row, a missing row, an extra row, a missing marker.
+    sed 's/^\(| `uslab top PID\)/\1 [-x]/' "$readme" > "$tmp/r1"
+    sed '/^| `--live` |/d' "$readme" > "$tmp/r2"
+    awk '/^<!-- commands:end/ { print "| `--new` | new |" } { print }' "$readme" > "$tmp/r3"
+    grep -v '^<!-- commands:begin' "$readme" > "$tmp/r4"
+    for r in r1 r2 r3 r4; do
+        cmp -s "$readme" "$tmp/$r" && fail "control $r did not change the README"
+        commands_match "$tmp/$r" && fail "the check passes on an altered README ($r)"
     done
     ;;
 version)

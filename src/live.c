@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * live.c - the live statistics page of a running process (docs/design.md §10.1), which
+ * `uslab stats PID` and `uslab top PID` read: the statistics of every cache in use, in a
+ * file of tmpfs (/dev/shm/uslab.<euid>.<pid>, mode 0600, format in live.h) that the
+ * process maps shared and rewrites now and then.
+ *
+ * Nothing here runs on a fast path. The page is made and refreshed by the update that the
+ * purger runs (handed in by init.c, like the pass): on the slow paths of the thread caches,
+ * after their locks are dropped, once USI_LIVE_INTERVAL_MS have passed since the last
+ * update (one clock read per slow path while the page is wanted), and by the purger
+ * thread after its passes; uslab_cache_reap and uslab_reap publish at once. No thread of
+ * its own.
+ *
+ * Where: USLAB_LIVE=auto (the default) makes the page only where the purger rule of design
+ * §3 would allow a thread (the process has threads and no seccomp filter), `always` in any
+ * process without a filter, `never` nowhere. Making it is a handful of system calls
+ * (open, fchmod, fallocate, mmap, close, a read of /proc/self/stat, a scan of /dev/shm for
+ * stale pages) that a sandbox may refuse: a failure is silent and final for the process,
+ * and a refreshed page costs no system call at all. A process that exits normally unlinks
+ * its page (destructor), unless a seccomp filter arrived since it made it; a fork child
+ * drops its parent's mapping and makes its own; pages of processes that are gone are
+ * removed by the next page made and by the tool.
+ */
+#include "live.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* live.state (atomic): */
+enum live_state {
+    LIVE_NONE,     /* no page yet; made at the next update where USLAB_LIVE allows */
+    LIVE_CREATING, /* a thread holding live.lock is making it */
+    LIVE_ON,       /* page mapped and published */
+    LIVE_OFF,      /* none in this process, for good: not allowed, failed, or closed at exit */
+};
+
+/*
+ * The process's page. Invariants: page is non-NULL iff state is LIVE_ON or, while its
+ * maker finishes, LIVE_CREATING; pid and path are the page's while it exists; only a
+ * thread that holds `lock` makes the page or writes into it (the seqlock's one writer);
+ * LIVE_OFF is final, except in a fork child, which starts again from LIVE_NONE unless
+ * its parent's page was refused.
+ */
+static struct {
+    pthread_mutex_t lock;
+    int state;
+    struct usi_live_header *page;
+    int pid; /* the process that made the page: a clone that skipped the fork handlers
+              * never unlinks its parent's */
+    char path[USI_LIVE_PATH_MAX];
+} live = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---- snapshots --------------------------------------------------------------------------- */
+
+int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r)
+{
+    memset(r, 0, sizeof *r);
+    memcpy(r->name, c->name, sizeof r->name);
+    r->name[sizeof r->name - 1] = '\0';
+    uint64_t thread_cached = usi_tcache_cached_objects(c);
+    pthread_mutex_t *lock = (pthread_mutex_t *)&c->lock;
+    usi_lock(lock);
+    r->partial = c->lists[USI_SLAB_PARTIAL].count;
+    r->full = c->lists[USI_SLAB_FULL].count;
+    r->empty = c->lists[USI_SLAB_EMPTY].count;
+    uint64_t out = c->slab_inuse; /* = slab_takes - slab_puts */
+    r->cached_depot = c->depot_rounds;
+    r->resident_bytes = c->touched_bytes;
+    r->slab_takes = c->slab_takes;
+    r->slab_puts = c->slab_puts;
+    r->depot_in = c->depot_in;
+    r->depot_out = c->depot_out;
+    r->slabs_created = c->slabs_created;
+    r->slabs_released = c->slabs_released;
+    usi_unlock(lock);
+    r->id = c->id;
+    r->object_size = c->size;
+    r->stride = c->stride;
+    r->slab_size = c->slab_size;
+    r->objs_per_slab = c->nobjs;
+    r->slabs = r->partial + r->full + r->empty;
+    r->total_objects = r->slabs * r->objs_per_slab;
+    r->magazine = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
+    r->debug = c->debug;
+    /* The threads' part is read without their locks while they go on: clamp it to what
+     * is out of the slabs and not in the depot, so that the counts add up. */
+    uint64_t room = out > r->cached_depot ? out - r->cached_depot : 0;
+    r->cached_thread = thread_cached < room ? thread_cached : room;
+    r->active = room - r->cached_thread;
+    return r->slabs != 0 || out != 0;
+}
+
+/* ---- the page ---------------------------------------------------------------------------- */
+
+/* Whether USLAB_LIVE lets this process have a page now: 1 yes, 0 not yet (single-threaded
+ * under `auto`: it may get threads later), -1 never (`never`, or a seccomp filter, which
+ * stays). */
+static int page_allowed(void)
+{
+    switch (usi_options.live) {
+    case USI_LIVE_AUTO:
+        if (!usi_purge_process_threaded())
+            return 0;
+        /* fall through */
+    case USI_LIVE_ALWAYS:
+        return usi_os_seccomp_mode() == 0 ? 1 : -1;
+    default:
+        return -1;
+    }
+}
+
+/* "/proc/<pid>/stat" in buf[40]. */
+static void proc_stat_path(char *buf, int pid)
+{
+    memcpy(buf, "/proc/", 6);
+    char *p = usi_live_put_decimal(buf + 6, (uint64_t)(unsigned)pid);
+    memcpy(p, "/stat", 6);
+}
+
+/* The state letter and start time of process pid: 0; 1 when there is no such process; -1
+ * when it cannot be told (no /proc, a hidden process). */
+static int process_stat(int pid, char *state, uint64_t *start)
+{
+    char path[40], text[1024];
+    proc_stat_path(path, pid);
+    long n = usi_os_read_file(path, text, sizeof text);
+    if (n < 0)
+        return errno == ENOENT || errno == ESRCH ? 1 : -1;
+    return usi_live_parse_stat(text, (size_t)n, state, start) == 0 ? 0 : -1;
+}
+
+/* What a sweep removes: pages named for `uid` (the caller's effective id), never the one of
+ * pid `self`, which the caller is about to make. */
+struct sweep {
+    unsigned uid;
+    int self;
+};
+
+/* A page of ours (by name) is stale when its process is gone, a zombie, or another
+ * process with the same pid (its start time differs from the page's). A page whose
+ * header cannot be read or is not uslab's is left alone while its pid lives. */
+static void sweep_one(const char *name, void *arg)
+{
+    const struct sweep *sw = arg;
+    unsigned uid;
+    int pid;
+    if (!usi_live_parse_name(name, &uid, &pid) || uid != sw->uid || pid == sw->self)
+        return;
+    char path[USI_LIVE_PATH_MAX], state;
+    uint64_t start;
+    usi_live_path(path, uid, pid);
+    int known = process_stat(pid, &state, &start);
+    int stale = known == 1 || (known == 0 && (state == 'Z' || state == 'X'));
+    if (!stale && known == 0) {
+        struct usi_live_header h;
+        stale = usi_os_read_own_file(path, &h, sizeof h) >= (long)sizeof h &&
+                memcmp(h.magic, USI_LIVE_MAGIC, sizeof h.magic) == 0 && h.start_time != start;
+    }
+    if (stale)
+        usi_os_unlink(path);
+}
+
+/* Makes the page (state LIVE_NONE, live.lock held): 0, or -1 and LIVE_OFF. */
+static int page_create(void)
+{
+    int expected = LIVE_NONE;
+    if (!__atomic_compare_exchange_n(&live.state, &expected, LIVE_CREATING, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return -1; /* closed at exit meanwhile */
+    int saved = errno;
+    unsigned uid = usi_os_geteuid();
+    int pid = usi_os_getpid();
+    char state;
+    uint64_t start;
+    struct usi_live_header *h = NULL;
+    if (process_stat(pid, &state, &start) == 0) {
+        struct sweep sw = {uid, pid};
+        usi_os_list_dir(USI_LIVE_DIR, sweep_one, &sw);
+        usi_live_path(live.path, uid, pid);
+        h = usi_os_create_shared_file(live.path, USI_LIVE_FILE_BYTES);
+        if (!h && errno == EEXIST) {
+            /* A page with our pid that we did not make: left by an earlier process with
+             * this pid, or by this one before it called exec (which runs no destructor). */
+            usi_os_unlink(live.path);
+            h = usi_os_create_shared_file(live.path, USI_LIVE_FILE_BYTES);
+        }
+    }
+    errno = saved;
+    if (!h) {
+        __atomic_store_n(&live.state, LIVE_OFF, __ATOMIC_RELEASE);
+        return -1;
+    }
+    /* The file reads as zeros: the constant fields, then seq 0 (even, no records). */
+    memcpy(h->magic, USI_LIVE_MAGIC, sizeof h->magic);
+    h->version = USI_LIVE_VERSION;
+    h->header_bytes = sizeof *h;
+    h->record_bytes = sizeof(struct usi_live_cache);
+    h->capacity = USI_LIVE_CAPACITY;
+    h->pid = pid;
+    h->uid = uid;
+    h->start_time = start;
+    h->lib_version = (uint32_t)USLAB_VERSION_MAJOR << 16 | USLAB_VERSION_MINOR;
+    live.page = h;
+    live.pid = pid;
+    expected = LIVE_CREATING;
+    if (!__atomic_compare_exchange_n(&live.state, &expected, LIVE_ON, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED)) {
+        /* The process began to exit while we made it: the exit saw no page to remove. */
+        usi_os_unlink(live.path);
+        usi_os_unmap_shared_file(h, USI_LIVE_FILE_BYTES);
+        live.page = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Records the caches in use, in id order, into the page (during the seqlock's write).
+ * Invariant: n <= capacity and n <= in_use; records[0 .. n) are written. */
+struct fill {
+    struct usi_live_cache *records;
+    uint32_t n, capacity, in_use;
+};
+
+static void fill_one(struct uslab_cache *c, void *arg)
+{
+    struct fill *f = arg;
+    struct usi_live_cache r;
+    if (!usi_live_snap_cache(c, &r))
+        return;
+    f->in_use++;
+    if (f->n < f->capacity)
+        f->records[f->n++] = r;
+}
+
+/* Rewrites the page under the seqlock (live.lock held, page there). */
+static void page_write(struct usi_live_header *h)
+{
+    uint64_t seq = h->seq;
+    __atomic_store_n(&h->seq, seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE); /* odd before any change is seen */
+    struct fill f = {(struct usi_live_cache *)(void *)(h + 1), 0, h->capacity, 0};
+    usi_registry_read_each(fill_one, &f);
+    h->ncaches = f.n;
+    h->caches_in_use = f.in_use;
+    h->reserved_bytes = usi_pages_reserved_bytes();
+    h->thread_cache_bytes = __atomic_load_n(&usi_tcache_bytes, __ATOMIC_RELAXED);
+    h->thread_cache_max = usi_options.tcache_max;
+    h->updated_ms = usi_os_now_ms();
+    h->updates++;
+    __atomic_store_n(&h->seq, seq + 2, __ATOMIC_RELEASE); /* after every change */
+}
+
+/* Makes the page if need be and allowed, and refreshes it (live.lock held): 1 done, 0 not
+ * yet allowed, -1 never in this process. */
+static int publish_locked(void)
+{
+    int state = __atomic_load_n(&live.state, __ATOMIC_ACQUIRE);
+    if (state == LIVE_NONE) {
+        int allowed = page_allowed();
+        if (allowed < 0) {
+            int expected = LIVE_NONE;
+            __atomic_compare_exchange_n(&live.state, &expected, LIVE_OFF, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED);
+        }
+        if (allowed <= 0)
+            return allowed;
+        if (page_create() != 0)
+            return -1;
+    } else if (state != LIVE_ON) {
+        return -1;
+    }
+    page_write(live.page);
+    return 1;
+}
+
+uint64_t usi_live_update(uint64_t now_ms)
+{
+    /* Another thread is at it: this slow path goes on. */
+    if (usi_trylock(&live.lock) != 0)
+        return now_ms + USI_LIVE_INTERVAL_MS;
+    int done = publish_locked();
+    usi_unlock(&live.lock);
+    if (done < 0)
+        return 0;
+    /* Not allowed yet (no threads): asked again now and then, one load and a clock read. */
+    return now_ms + (done ? USI_LIVE_INTERVAL_MS : 5 * USI_LIVE_INTERVAL_MS);
+}
+
+void usi_live_publish(void)
+{
+    if (__atomic_load_n(&live.state, __ATOMIC_ACQUIRE) == LIVE_OFF)
+        return;
+    int saved = errno;
+    usi_lock(&live.lock);
+    publish_locked();
+    usi_unlock(&live.lock);
+    errno = saved;
+}
+
+void usi_live_postfork_child(void)
+{
+    pthread_mutex_init(&live.lock, NULL);
+    /* The parent's mapping: the child would write into its parent's page. */
+    if (live.page)
+        usi_os_unmap_shared_file(live.page, USI_LIVE_FILE_BYTES);
+    live.page = NULL;
+    int state = __atomic_load_n(&live.state, __ATOMIC_RELAXED);
+    if (state == LIVE_ON || state == LIVE_CREATING) {
+        __atomic_store_n(&live.state, LIVE_NONE, __ATOMIC_RELAXED);
+        __atomic_store_n(&usi_purge_live_due_ms, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* At exit (and only in the process that made the page): the page goes. Not under a
+ * seccomp filter that arrived after the page was made, which might kill the process for
+ * the unlink; that page is left to the sweepers. No lock: a thread still writing into the
+ * mapping harms nothing, and one making the page sees LIVE_OFF and removes it itself. */
+__attribute__((destructor)) static void live_at_exit(void)
+{
+    __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
+    if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) != LIVE_ON)
+        return;
+    int saved = errno;
+    if (usi_os_seccomp_mode() == 0 && live.pid == usi_os_getpid())
+        usi_os_unlink(live.path);
+    errno = saved;
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * statsfmt.c - the statistics as text (docs/design.md §10): the slabinfo-style table and
+ * the JSON of a set of cache records (live.h). uslab_stats_print and USLAB_STATS (stats.c)
+ * print the caches of their own process with it, and the `uslab` tool, which compiles this
+ * file in, the caches of another process read from its live page (`uslab stats PID`): one
+ * text for both. Calls nothing of uslab but the debug letters' table (settings.c).
+ */
+#include "live.h"
+#include "settings.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+static void debug_letters(unsigned d, char *buf)
+{
+    char *p = buf;
+    for (size_t i = 0; i < usi_settings_nletters; i++)
+        if (d & usi_settings_letters[i].bit)
+            *p++ = usi_settings_letters[i].letter;
+    *p = '\0';
+}
+
+static double pct(double a, double b)
+{
+    return b > 0 ? 100.0 * a / b : 0.0;
+}
+
+void usi_statsfmt_size(FILE *f, uint64_t bytes)
+{
+    static const char units[] = "BKMGT";
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        fprintf(f, "%7" PRIu64, bytes);
+    else
+        fprintf(f, "%6.1f%c", v, units[u]);
+}
+
+void usi_statsfmt_json_string(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+}
+
+/* Space of a record's slabs, and the share of it its active objects fill. */
+static uint64_t space_of(const struct usi_live_cache *r)
+{
+    return r->slabs * r->slab_size;
+}
+
+static double efficiency_of(const struct usi_live_cache *r)
+{
+    return pct((double)r->active * (double)r->object_size, (double)space_of(r));
+}
+
+static double free_pct_of(const struct usi_live_cache *r)
+{
+    return pct((double)(r->total_objects - r->active), (double)r->total_objects);
+}
+
+void usi_statsfmt_table(FILE *f, const struct usi_live_header *h, const struct usi_live_cache *r,
+                        size_t n)
+{
+    fputs("Name                   Objects Objsize   Space Resident Slabs/Part/Cpu  O/S %Fr %Ef "
+          "Flg\n",
+          f);
+    for (size_t i = 0; i < n; i++) {
+        const struct usi_live_cache *c = &r[i];
+        char dbg[32], spc[64];
+        debug_letters(c->debug, dbg);
+        snprintf(spc, sizeof spc, "%" PRIu64 "/%" PRIu64 "/%" PRIu64, c->slabs, c->partial,
+                 c->cached_thread);
+        fprintf(f, "%-22s %8" PRIu64 " %7" PRIu64 " ", c->name, c->active, c->object_size);
+        usi_statsfmt_size(f, space_of(c));
+        fputs("  ", f);
+        usi_statsfmt_size(f, c->resident_bytes);
+        fprintf(f, " %-15s %4" PRIu64 " %3.0f %3.0f %s\n", spc, c->objs_per_slab, free_pct_of(c),
+                efficiency_of(c), dbg);
+    }
+    fprintf(f,
+            "thread caches may hold %" PRIu64 " KiB (bound %" PRIu64
+            " KiB); reserved address space %" PRIu64 " MiB\n",
+            h->thread_cache_bytes >> 10, h->thread_cache_max >> 10, h->reserved_bytes >> 20);
+}
+
+void usi_statsfmt_json(FILE *f, const struct usi_live_header *h, const struct usi_live_cache *r,
+                       size_t n, const char *more)
+{
+    fprintf(f,
+            "{\"uslab\":{\"version\":\"%u.%u\",\"reserved_bytes\":%" PRIu64
+            ",\"thread_cache_bytes\":%" PRIu64 ",\"thread_cache_max\":%" PRIu64 "%s},\n"
+            " \"caches\":[",
+            h->lib_version >> 16, h->lib_version & 0xffff, h->reserved_bytes, h->thread_cache_bytes,
+            h->thread_cache_max, more ? more : "");
+    for (size_t i = 0; i < n; i++) {
+        const struct usi_live_cache *c = &r[i];
+        char dbg[32];
+        debug_letters(c->debug, dbg);
+        fprintf(f, "%s\n  {\"name\":\"", i ? "," : "");
+        usi_statsfmt_json_string(f, c->name);
+        fprintf(f,
+                "\",\"objects\":%" PRIu64 ",\"objsize\":%" PRIu64 ",\"stride\":%" PRIu64
+                ",\"slab_size\":%" PRIu64 ",\"objs_per_slab\":%" PRIu64 ",\"slabs\":%" PRIu64
+                ",\"partial\":%" PRIu64 ",\"full\":%" PRIu64 ",\"empty\":%" PRIu64
+                ",\"total_objects\":%" PRIu64 ",\"cached_thread\":%" PRIu64
+                ",\"cached_depot\":%" PRIu64 ",\"space\":%" PRIu64
+                ",\"free_pct\":%.1f,\"efficiency_pct\":%.1f,\"slabs_created\":%" PRIu64
+                ",\"slabs_released\":%" PRIu64 ",\"magazine\":%u,\"debug\":\"%s\",\"id\":%" PRIu64
+                ",\"resident_bytes\":%" PRIu64 ",\"slab_takes\":%" PRIu64 ",\"slab_puts\":%" PRIu64
+                ",\"depot_in\":%" PRIu64 ",\"depot_out\":%" PRIu64 "}",
+                c->active, c->object_size, c->stride, c->slab_size, c->objs_per_slab, c->slabs,
+                c->partial, c->full, c->empty, c->total_objects, c->cached_thread, c->cached_depot,
+                space_of(c), free_pct_of(c), efficiency_of(c), c->slabs_created, c->slabs_released,
+                c->magazine, dbg, c->id, c->resident_bytes, c->slab_takes, c->slab_puts,
+                c->depot_in, c->depot_out);
+    }
+    fputs("\n]}\n", f);
+}
