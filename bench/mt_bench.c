@@ -15,6 +15,10 @@
  *   bulk      the shape of sh8bench: per round, the main thread mallocs `count` blocks of
  *             `size` bytes, then `threads` workers free them (each a share), so every
  *             block is freed remotely and in bulk, far more than a magazine or a depot holds.
+ *   lifo      the shape of sh6bench, run with more threads than cores: each thread, per
+ *             round, mallocs `count` blocks of growing sizes (min to max, cycling), frees
+ *             the later half last-allocated first (LIFO) and the earlier half in
+ *             allocation order (FIFO); the threads' rounds interleave on shared cores.
  *   large     the shape of mstress and malloc-large: each thread keeps `slots` blocks of
  *             `min` to `max` bytes (above uslab's slab range: the system allocator's
  *             blocks) and replaces a random one per step, writing one byte per page of
@@ -28,6 +32,7 @@
  *   scratch: --iterations 20000 --inner 200 --objsize 8
  *   churn: --generations 2000 --ops 500
  *   bulk: --count 1000000 --size 8 --rounds 10
+ *   lifo: --count 2000 --rounds 1500 --min 1 --max 1000
  *   large: --slots 20 --steps 20000 --min 40000 --max 2000000
  */
 #include "common.h"
@@ -333,6 +338,63 @@ static double run_bulk(int argc, char **argv)
     return s;
 }
 
+/* ---- LIFO and FIFO frees on oversubscribed cores (sh6bench's shape) ------------------ */
+
+static long f_count, f_rounds, f_min, f_max;
+
+static void *lifo_worker(void *arg)
+{
+    long id = (long)(intptr_t)arg;
+    void **b = bench_xmalloc((size_t)f_count * sizeof *b);
+    long span = f_max - f_min + 1;
+    pthread_barrier_wait(&barrier);
+    for (long r = 0; r < f_rounds; r++) {
+        for (long i = 0; i < f_count; i++) {
+            size_t n = (size_t)(f_min + (i + r + id) % span);
+            unsigned char *p = malloc(n);
+            if (!p) {
+                fprintf(stderr, "malloc(%zu) failed\n", n);
+                exit(1);
+            }
+            p[0] = (unsigned char)i;
+            p[n - 1] = (unsigned char)r;
+            b[i] = p;
+        }
+        for (long i = f_count - 1; i >= f_count / 2; i--) /* the later half: LIFO */
+            free(b[i]);
+        for (long i = 0; i < f_count / 2; i++) /* the earlier half: FIFO */
+            free(b[i]);
+    }
+    free(b);
+    return NULL;
+}
+
+static double run_lifo(int argc, char **argv)
+{
+    f_count = bench_opt_long(argc, argv, "count", 2000);
+    f_rounds = bench_opt_long(argc, argv, "rounds", 1500);
+    f_min = bench_opt_long(argc, argv, "min", 1);
+    f_max = bench_opt_long(argc, argv, "max", 1000);
+    if (f_count < 2)
+        f_count = 2;
+    if (f_min < 1)
+        f_min = 1;
+    if (f_max < f_min)
+        f_max = f_min;
+    printf("count=%ld\nrounds=%ld\nmin=%ld\nmax=%ld\n", f_count, f_rounds, f_min, f_max);
+    pthread_t *tid = bench_xmalloc((size_t)nthreads * sizeof *tid);
+    for (long t = 1; t < nthreads; t++)
+        pthread_create(&tid[t], NULL, lifo_worker, (void *)(intptr_t)t);
+    uint64_t t0 = bench_now_ns();
+    lifo_worker((void *)(intptr_t)0);
+    for (long t = 1; t < nthreads; t++)
+        pthread_join(tid[t], NULL);
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    free(tid);
+    printf("mops_per_s=%.3f\n", (double)(f_count * f_rounds * nthreads) / s * 1e-6);
+    return s;
+}
+
 /* ---- large blocks (mstress's and malloc-large's shape) -------------------------------- */
 
 static long g_slots, g_steps, g_min, g_max;
@@ -412,8 +474,11 @@ int main(int argc, char **argv)
         s = run_bulk(argc, argv);
     else if (strcmp(test, "large") == 0)
         s = run_large(argc, argv);
+    else if (strcmp(test, "lifo") == 0)
+        s = run_lifo(argc, argv);
     else {
-        fprintf(stderr, "unknown --test %s (larson, xmalloc, scratch, churn, bulk, large)\n", test);
+        fprintf(stderr, "unknown --test %s (larson, xmalloc, scratch, churn, bulk, large, lifo)\n",
+                test);
         return 2;
     }
     pthread_barrier_destroy(&barrier);

@@ -105,9 +105,12 @@ def cases(bindir, full):
           ("scratch", ["--iterations", "30000"], ["--iterations", "100000"]),
           ("churn", ["--generations", "1500"], ["--generations", "5000"]),
           ("bulk", ["--count", "500000", "--rounds", "4"], ["--count", "1000000", "--rounds", "10"]),
-          ("large", ["--steps", "5000"], ["--steps", "20000"])]
+          ("large", ["--steps", "5000"], ["--steps", "20000"]),
+          # sh6bench's shape with twice as many threads as this machine's 2 cores.
+          ("lifo", ["--rounds", "1500", "--threads", "4"], ["--rounds", "5000", "--threads", "4"])]
     for t, q, f in mt:
-        out.append(Case("mt", t, [b("mt_bench"), "--test", t, "--threads", "2"],
+        threads = [] if "--threads" in q else ["--threads", "2"]
+        out.append(Case("mt", t, [b("mt_bench"), "--test", t] + threads,
                         [("time_s", "s", "time")], q, f))
     py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
     progs = os.path.join(HERE, "programs")
