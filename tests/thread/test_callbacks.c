@@ -190,7 +190,8 @@ static struct uslab_cache_stats stats_of(uslab_cache_t *c)
 }
 
 /* Objects of the tests: a magic word, a link the destructor releases, and a payload the
- * program fills and verifies. 64 bytes: 64 per magazine, 4 KiB per full magazine. */
+ * program fills and verifies. 64 bytes: 256 per magazine (32 KiB of objects, at most
+ * 256: design §4), 16 KiB per full magazine. */
 struct obj {
     uint64_t magic;
     void *link;
@@ -541,7 +542,7 @@ static void release(int r)
 
 /* ---- 4. a destructor takes an application lock on the purger thread ---------------------- */
 
-#define LOCK_OBJS   512 /* 8 magazines: 2 stay with the thread, 6 go to the depot */
+#define LOCK_OBJS   2048 /* 8 magazines: 2 stay with the thread, 6 go to the depot */
 #define LOCK_ROUNDS 3
 
 static pthread_mutex_t app_lock; /* recursive: uslab_reap may run the destructor here */
@@ -640,11 +641,14 @@ static void case_app_lock_purger(const char *op)
     printf("app_lock_purger %s: %d of %d rounds overlapped a purger destructor; %zu of %zu "
            "destructors ran on the purger\n",
            op, overlapped, LOCK_ROUNDS, count_get(&lock_on_purger), count_get(&lock_dtors));
+    /* The purger waits up to WAIT_MS for each round: a run where it never reached a
+     * destructor tested nothing (as when magazines grew and no magazine reached the depot). */
+    CHECK(overlapped > 0, "app_lock_purger %s: no round overlapped a purger destructor", op);
 }
 
 /* ---- 5. uslab_cache_destroy while the purger flushes idle depot magazines ----------------- */
 
-#define REAP_OBJS 448 /* 7 magazines: 2 stay with the thread, 5 (320 objects) go to the depot */
+#define REAP_OBJS 1792 /* 7 magazines: 2 stay with the thread, 5 (1280 objects) go to the depot */
 
 static int destroying;
 static size_t reap_ctors, reap_dtors, reap_on_purger;
@@ -656,7 +660,7 @@ static void slow_dtor(void *p, void *arg)
         return;
     if (!on_main_thread()) {
         if (purger_handshake() || flag_get(&destroying))
-            sleep_ms(1); /* slow: the flush of 320 objects outlasts destroy's own work */
+            sleep_ms(1); /* slow: the flush of 1280 objects outlasts destroy's own work */
         count_add(&reap_on_purger, 1);
     }
     count_add(&reap_dtors, 1);
@@ -691,6 +695,7 @@ static void case_destroy_during_reap(void)
     printf("destroy_during_reap: %s; %zu of %d destructors ran on the purger\n",
            overlapped ? "destroy overlapped the purger's flush" : "the purger did not flush",
            count_get(&reap_on_purger), REAP_OBJS);
+    CHECK(overlapped, "destroy_during_reap: the purger did not flush within %d ms", WAIT_MS);
 }
 
 /* ---- main ------------------------------------------------------------------------------------ */

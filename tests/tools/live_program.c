@@ -245,13 +245,14 @@ int main(void)
             reply("ok fork");
         } else if (!strcmp(cmd, "churn") && got >= 2) {
             uint64_t end = now_ms() + strtoul(name, NULL, 10);
-            /* 256 blocks of each of 4 classes at once: more than a thread's two magazines
-             * hold, so magazines go through the depot (churn the page counts). */
-            static void *p[1024];
+            /* 768 blocks of each of 4 classes at once: more than a thread's two magazines
+             * hold (256 each for these sizes, design §4), so magazines go through the depot
+             * (churn the page counts). */
+            static void *p[3072];
             while (now_ms() < end) {
-                for (int i = 0; i < 1024; i++)
+                for (int i = 0; i < 3072; i++)
                     p[i] = block_alloc(48 + (size_t)(i % 4) * 16);
-                for (int i = 0; i < 1024; i++)
+                for (int i = 0; i < 3072; i++)
                     block_free(p[i]);
             }
             /* One block of each class stays: the caches stay in use, on the page. */
