@@ -346,6 +346,10 @@ size_t usi_sys_usable_size(const void *p);
  * library). usi_sys_trim gives glibc's free memory back (malloc_trim). */
 int usi_sys_tune_for_large(void);
 void usi_sys_trim(void);
+/* glibc's own malloc_trim(pad) (the preload library exports its own malloc_trim, so this
+ * one is found with dlsym(RTLD_NEXT) at its first use: call it with no uslab lock held);
+ * its result, or 0 where there is none (libuslab: the program's allocator is its own). */
+int usi_sys_trim_pad(size_t pad);
 
 /* ------------------------------------------------------------------------------------ */
 /* report.c (rank 3): error messages that never allocate                                */
@@ -1041,6 +1045,9 @@ int usi_reclaim_pass(uint64_t now_ms, uint64_t idle_ms, unsigned how);
 size_t usi_reclaim_cache(struct uslab_cache *c);
 /* uslab_reap: usi_reclaim_cache of every cache. */
 size_t usi_reclaim_all(void);
+/* malloc_trim (preload library): usi_reclaim_cache of the malloc classes only (no user
+ * cache's destructor or reclaim callback runs); returns the bytes released. */
+size_t usi_reclaim_classes(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* live.c (rank 16): the live statistics page of a running process (design §10.1)     */

@@ -796,11 +796,29 @@ int usi_sys_tune_for_large(void)
 #endif
 }
 
-void usi_sys_trim(void)
+int usi_sys_trim_pad(size_t pad)
 {
 #ifdef USLAB_PRELOAD
+    typedef int (*trim_fn)(size_t);
+    static trim_fn glibc_trim; /* glibc's: the preload library's malloc_trim is its own */
     int e = errno;
-    malloc_trim(0);
+    trim_fn f = __atomic_load_n(&glibc_trim, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = (trim_fn)(uintptr_t)dlsym(RTLD_NEXT, "malloc_trim");
+        (void)dlerror(); /* leave no error of this lookup for the program's dlerror() */
+        if (f)
+            __atomic_store_n(&glibc_trim, f, __ATOMIC_RELEASE);
+    }
+    int r = f ? f(pad) : 0;
     errno = e;
+    return r;
+#else
+    (void)pad;
+    return 0;
 #endif
+}
+
+void usi_sys_trim(void)
+{
+    (void)usi_sys_trim_pad(0);
 }

@@ -3,7 +3,8 @@
  * override.c - the C++ operator new/delete family for libuslab-preload (docs/design.md §8),
  * written in C under their Itanium-ABI names so the preload library needs no C++ runtime.
  * The malloc family itself is exported from malloc.c. Also mlockall, which must not lock
- * (nor, without CAP_IPC_LOCK, count) uslab's 4 GiB unit-tag table (design §2).
+ * (nor, without CAP_IPC_LOCK, count) uslab's 4 GiB unit-tag table (design §2), and
+ * malloc_trim, which gives back uslab's free memory as well as glibc's (design §8).
  *
  * A throwing operator new that cannot allocate calls the installed new_handler and retries,
  * as the standard asks; with no handler it throws std::bad_alloc through libstdc++'s
@@ -196,4 +197,18 @@ __attribute__((visibility("default"))) int mlockall(int flags)
 {
     usi_pages_before_mlockall(flags);
     return usi_os_mlockall(flags);
+}
+
+/* malloc_trim(pad), as glibc's: gives free memory back to the system and returns 1 if any
+ * went back, else 0. Here also the malloc classes' cached blocks: the calling thread's
+ * magazines and the depots go back to their slabs and every empty slab is released (no
+ * object cache of the program's is touched: its destructors never run here); then glibc's
+ * own trim, with pad, for the blocks above the slab range. A program that frees a burst
+ * and calls malloc_trim gets its memory back at once, with or without a purger thread. */
+__attribute__((visibility("default"))) int malloc_trim(size_t pad)
+{
+    int released = 0;
+    if (__atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE) > 0)
+        released = usi_reclaim_classes() > 0;
+    return usi_sys_trim_pad(pad) || released;
 }

@@ -91,3 +91,16 @@ size_t usi_reclaim_all(void)
     usi_registry_for_each(reclaim_one, &bytes);
     return bytes;
 }
+
+static void reclaim_class(struct uslab_cache *c, void *arg)
+{
+    if (c->id >= 1 && c->id <= USI_NCLASSES) /* a malloc class: no callback to run */
+        *(size_t *)arg += usi_reclaim_cache(c);
+}
+
+size_t usi_reclaim_classes(void)
+{
+    size_t bytes = 0;
+    usi_registry_for_each(reclaim_class, &bytes);
+    return bytes;
+}
