@@ -350,6 +350,10 @@ void usi_sys_trim(void);
  * one is found with dlsym(RTLD_NEXT) at its first use: call it with no uslab lock held);
  * its result, or 0 where there is none (libuslab: the program's allocator is its own). */
 int usi_sys_trim_pad(size_t pad);
+/* glibc's own mallinfo2() into *out (found like malloc_trim's); -1 and zeros where there is
+ * none. */
+struct mallinfo2;
+int usi_sys_mallinfo2(struct mallinfo2 *out);
 
 /* ------------------------------------------------------------------------------------ */
 /* report.c (rank 3): error messages that never allocate                                */

@@ -822,3 +822,26 @@ void usi_sys_trim(void)
 {
     (void)usi_sys_trim_pad(0);
 }
+
+int usi_sys_mallinfo2(struct mallinfo2 *out)
+{
+    memset(out, 0, sizeof *out);
+#ifdef USLAB_PRELOAD
+    typedef struct mallinfo2 (*info_fn)(void);
+    static info_fn glibc_info; /* glibc's: the preload library's mallinfo2 is its own */
+    int e = errno;
+    info_fn f = __atomic_load_n(&glibc_info, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = (info_fn)(uintptr_t)dlsym(RTLD_NEXT, "mallinfo2");
+        (void)dlerror();
+        if (f)
+            __atomic_store_n(&glibc_info, f, __ATOMIC_RELEASE);
+    }
+    if (f)
+        *out = f();
+    errno = e;
+    return f ? 0 : -1;
+#else
+    return -1;
+#endif
+}

@@ -13,6 +13,9 @@
 #include "live.h"
 
 #include <string.h>
+#ifdef USLAB_PRELOAD
+#include <malloc.h>
+#endif
 
 int uslab_cache_stats(const uslab_cache_t *cache, struct uslab_cache_stats *out)
 {
@@ -91,3 +94,62 @@ __attribute__((destructor)) static void stats_at_exit(void)
         return;
     uslab_stats_print(stderr, strcmp(v, "json") == 0 ? USLAB_STATS_JSON : USLAB_STATS_TABLE);
 }
+
+#ifdef USLAB_PRELOAD
+/* ---- mallinfo2 and mallinfo (preload library): glibc's figures plus the malloc classes' -- */
+
+/* The malloc classes' slab bytes and the bytes of the blocks the program holds (each
+ * counted at its class size, what malloc_usable_size says). */
+struct class_totals {
+    size_t slab_bytes, used_bytes;
+};
+
+static void add_class(struct uslab_cache *c, void *arg)
+{
+    struct class_totals *t = arg;
+    struct usi_live_cache r;
+    if (c->id < 1 || c->id > USI_NCLASSES || !usi_live_snap_cache(c, &r))
+        return;
+    t->slab_bytes += (size_t)(r.slabs * r.slab_size);
+    t->used_bytes += (size_t)(r.active * r.object_size);
+}
+
+/* glibc's mallinfo2 sees only its own heap: the blocks above the slab range. Its fields
+ * get the malloc classes added where they have a meaning for slabs: `arena` (bytes of
+ * non-mmapped memory the allocator holds) the slabs' bytes, `uordblks` (bytes in blocks in
+ * use) the blocks the program holds, `fordblks` (free bytes) the rest of the slabs (cached
+ * in magazines, free in slabs, and slack). Chunk counts, mmapped blocks and `keepcost` stay
+ * glibc's own (design §8). */
+__attribute__((visibility("default"))) struct mallinfo2 mallinfo2(void)
+{
+    struct mallinfo2 m;
+    usi_sys_mallinfo2(&m);
+    if (__atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE) > 0) {
+        struct class_totals t = {0, 0};
+        usi_registry_for_each(add_class, &t);
+        m.arena += t.slab_bytes;
+        m.uordblks += t.used_bytes;
+        m.fordblks += t.slab_bytes > t.used_bytes ? t.slab_bytes - t.used_bytes : 0;
+    }
+    return m;
+}
+
+/* The older mallinfo: the same figures in ints, cut as glibc's own cuts them. */
+__attribute__((visibility("default"))) struct mallinfo mallinfo(void)
+{
+    struct mallinfo2 m2 = mallinfo2();
+    struct mallinfo m = {
+        .arena = (int)m2.arena,
+        .ordblks = (int)m2.ordblks,
+        .smblks = (int)m2.smblks,
+        .hblks = (int)m2.hblks,
+        .hblkhd = (int)m2.hblkhd,
+        .usmblks = (int)m2.usmblks,
+        .fsmblks = (int)m2.fsmblks,
+        .uordblks = (int)m2.uordblks,
+        .fordblks = (int)m2.fordblks,
+        .keepcost = (int)m2.keepcost,
+    };
+    return m;
+}
+#endif
