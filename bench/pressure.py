@@ -24,7 +24,7 @@ ROOT = os.path.dirname(HERE)
 POLICIES = ["delay", "pressure", "both"]
 STALLS = [0, 50000]  # microseconds of stall added per burst: none, or 50 ms
 sys.path.insert(0, HERE)
-from burst import METRICS, run as burst_run  # noqa: E402
+from burst import METRICS, report, run as burst_run  # noqa: E402
 
 
 def run(build, policy, stall, psi, args):
@@ -62,18 +62,8 @@ def main():
             v = [x[k] for x in res[(p, s)]]
             row[k] = (statistics.median(v), min(v), max(v))
         rows.append(row)
-    lines = ["| USLAB_RETURN | pressure | " + " | ".join(l for _, l in METRICS) + " |",
-             "|---|---|" + "---|" * len(METRICS)]
-    for row in rows:
-        lines.append("| %s | %s | " % (row["policy"], row["pressure"]) + " | ".join(
-            "%.0f (%.0f-%.0f)" % row[k] for k, _ in METRICS) + " |")
-    text = "\n".join(lines)
-    print(text)
-    with open(os.path.join(a.out, "pressure.md"), "w") as f:
-        f.write("burst_bench %s, %d repetitions, median (min-max)\n\n%s\n" %
-                (" ".join(args), a.reps, text))
-    with open(os.path.join(a.out, "pressure.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+    report(a.out, "pressure", args, a.reps, ["USLAB_RETURN", "pressure"], rows,
+           lambda r: [r["policy"], r["pressure"]])
     plot(rows, a.out)
 
 

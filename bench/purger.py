@@ -12,7 +12,6 @@ Output: a markdown table on stdout and <out>/purger.md, <out>/purger.json.
 Usage: python3 bench/purger.py [--build build] [--reps 3] [--out bench/results]
 """
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -22,7 +21,7 @@ ROOT = os.path.dirname(HERE)
 CONFIGS = [("single-threaded", "auto", "0"), ("single-threaded", "always", "0"),
            ("single-threaded", "never", "0"), ("a thread joined first", "auto", "1")]
 sys.path.insert(0, HERE)
-from burst import METRICS, run as burst_run  # noqa: E402
+from burst import METRICS, report, run as burst_run  # noqa: E402
 
 
 def run(build, purger, threaded, args):
@@ -46,24 +45,14 @@ def main():
             print("rep %d: %s, USLAB_PURGER=%s" % (r + 1, c[0], c[1]), file=sys.stderr)
             res[c].append(run(a.build, c[1], c[2], args))
     rows = []
-    lines = ["| process | USLAB_PURGER | " + " | ".join(l for _, l in METRICS) + " |",
-             "|---|---|" + "---|" * len(METRICS)]
     for c in CONFIGS:
         row = {"process": c[0], "purger": c[1]}
         for k, _ in METRICS:
             v = [x[k] for x in res[c]]
             row[k] = (statistics.median(v), min(v), max(v))
         rows.append(row)
-        lines.append("| %s | %s | " % (c[0], c[1]) + " | ".join(
-            "%.0f (%.0f-%.0f)" % row[k] for k, _ in METRICS) + " |")
-    text = "\n".join(lines)
-    print(text)
-    with open(os.path.join(a.out, "purger.md"), "w") as f:
-        f.write("burst_bench %s, %d repetitions, median (min-max)\n\n%s\n" %
-                (" ".join(args), a.reps, text))
-    with open(os.path.join(a.out, "purger.json"), "w") as f:
-        json.dump(rows, f, indent=1)
-
+    report(a.out, "purger", args, a.reps, ["process", "USLAB_PURGER"], rows,
+           lambda r: [r["process"], r["purger"]])
 
 if __name__ == "__main__":
     main()

@@ -19,20 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h" /* resident_bytes */
+
 #define N   100
 #define MIB ((size_t)1 << 20)
-
-static size_t rss(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, res = 0;
-    if (f) {
-        if (fscanf(f, "%lu %lu", &size, &res) != 2)
-            res = 0;
-        fclose(f);
-    }
-    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
-}
 
 static void *nothing(void *arg)
 {
@@ -53,7 +43,7 @@ int main(int argc, char **argv)
     if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
         FAIL("pthread_create");
     static unsigned char *p[N];
-    size_t base = rss();
+    size_t base = resident_bytes();
     for (int i = 0; i < N; i++) {
         p[i] = malloc(MIB);
         if (!p[i])
@@ -61,7 +51,7 @@ int main(int argc, char **argv)
         memset(p[i], i, MIB);
     }
     struct mallinfo2 mi = mallinfo2();
-    size_t full = rss();
+    size_t full = resident_bytes();
     printf("hblks %zu, resident over the baseline %zu KiB\n", mi.hblks, (full - base) >> 10);
     if (full < base + 90 * MIB)
         FAIL("only %zu KiB resident for 100 MiB of blocks", (full - base) >> 10);
@@ -72,11 +62,11 @@ int main(int argc, char **argv)
             FAIL("block %d changed", i);
         free(p[i]);
     }
-    size_t now = rss();
+    size_t now = resident_bytes();
     for (int waited = 0; waited < 10000 && now > base + 8 * MIB; waited += 50) {
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
-        now = rss();
+        now = resident_bytes();
     }
     printf("after the frees and idling: %zu KiB over the baseline\n", (now - base) >> 10);
     if (now > base + 8 * MIB)

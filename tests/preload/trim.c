@@ -24,21 +24,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "testutil.h" /* resident_bytes */
+
 #define BLOCK 256
 #define COUNT ((64u << 20) / BLOCK)
 #define MIB   ((size_t)1 << 20)
-
-static size_t rss(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, res = 0;
-    if (f) {
-        if (fscanf(f, "%lu %lu", &size, &res) != 2)
-            res = 0;
-        fclose(f);
-    }
-    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
-}
 
 static int dtors;
 
@@ -122,7 +112,7 @@ int main(int argc, char **argv)
         cache_free(cache, obj); /* constructed, cached in this thread's magazine */
     }
 
-    size_t base = rss();
+    size_t base = resident_bytes();
     static char *blocks[COUNT];
     for (unsigned i = 0; i < COUNT; i++) {
         blocks[i] = malloc(BLOCK);
@@ -132,12 +122,12 @@ int main(int argc, char **argv)
         }
         memset(blocks[i], (int)i, BLOCK);
     }
-    size_t full = rss();
+    size_t full = resident_bytes();
     for (unsigned i = 0; i < COUNT; i++)
         free(blocks[i]);
-    size_t freed = rss();
+    size_t freed = resident_bytes();
     int r = malloc_trim(0);
-    size_t trimmed = rss();
+    size_t trimmed = resident_bytes();
     printf("%s: resident over start: %zu KiB full, %zu KiB freed, %zu KiB after malloc_trim "
            "(returned %d)\n",
            argv[1], (full - base) >> 10, (freed - base) >> 10,

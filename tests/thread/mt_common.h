@@ -4,6 +4,7 @@
 #define USLAB_MT_COMMON_H
 
 #include "check.h"
+#include "testutil.h"
 #include "uslab.h"
 
 #include <stdint.h>
@@ -61,14 +62,7 @@ static inline int mt_check(const void *p, size_t n, uint64_t tag)
 
 static inline size_t mt_rss(void)
 {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, res = 0;
-    if (f) {
-        if (fscanf(f, "%lu %lu", &size, &res) != 2)
-            res = 0;
-        fclose(f);
-    }
-    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+    return resident_bytes();
 }
 
 #endif
