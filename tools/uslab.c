@@ -106,10 +106,8 @@ static const struct tool_option run_options[] = {
      NULL},
     {"--live",
      "Set `USLAB_LIVE=always`: publish live statistics for `uslab stats` and `uslab top` even "
-     "in a program without threads. The default of `uslab run` unless the environment sets "
-     "`USLAB_LIVE` (under `LD_PRELOAD` alone only a program with threads publishes them).",
+     "in a program without threads (by default only a program with threads publishes them).",
      NULL},
-    {"--no-live", "Set `USLAB_LIVE=never`: no live statistics page.", NULL},
     {"--preload=PATH", "Use PATH as the preload library (see PRELOAD LIBRARY in `uslab --help`).",
      NULL},
     {"--env NAME=VALUE, --env=NAME=VALUE",
@@ -734,7 +732,7 @@ static int cmd_settings(int argc, char **argv)
 
 static int cmd_run(int argc, char **argv)
 {
-    const char *preload = NULL, *live = NULL; /* live: --live or --no-live */
+    const char *preload = NULL;
     int i;
     for (i = 0; i < argc; i++) {
         const char *arg = argv[i];
@@ -770,9 +768,7 @@ static int cmd_run(int argc, char **argv)
         } else if (!strcmp(arg, "--continue")) {
             set_env("USLAB_DEBUG_CONTINUE", "1");
         } else if (!strcmp(arg, "--live")) {
-            live = "always";
-        } else if (!strcmp(arg, "--no-live")) {
-            live = "never";
+            set_env("USLAB_LIVE", "always");
         } else if ((v = option_value("run", argc, argv, &i, "--classes"))) {
             if (!*v)
                 usage_error("run", "--classes needs a file");
@@ -791,12 +787,6 @@ static int cmd_run(int argc, char **argv)
     }
     if (i >= argc)
         usage_error("run", "run: missing '--' before the program");
-    /* A program started by `uslab run` publishes its live statistics (issue 14), unless
-     * told otherwise here or by the environment. */
-    if (live)
-        set_env("USLAB_LIVE", live);
-    else if (!getenv("USLAB_LIVE"))
-        set_env("USLAB_LIVE", "always");
     char **prog = argv + i + 1;
     if (!prog[0] || !prog[0][0])
         usage_error("run", "run: no program after '--'");

@@ -104,10 +104,10 @@ class Program:
         self.proc.wait()
 
 
-def start(args, how, thread, run_options=()):
-    """Starts live_program: how is run (uslab run, with run_options), preload or linked."""
+def start(args, how, thread):
+    """Starts live_program: how is run (uslab run), preload or linked."""
     if how == "run":
-        p = Program([args.uslab, "run", *run_options, "--", args.program], clean_env())
+        p = Program([args.uslab, "run", "--", args.program], clean_env())
     elif how == "preload":
         p = Program([args.program], clean_env({"LD_PRELOAD": args.preload, "USLAB_LIVE": "always"}))
     else:
@@ -229,18 +229,8 @@ def case_not_uslab(args):
         sleeper.wait()
     rc, out, err = uslab(args, "stats", str(sleeper.pid))
     check(rc == 1 and "no process" in err, f"uslab stats of a dead pid: {rc} {err}")
-    # uslab run publishes by default, also without threads; --no-live does not.
-    for options, want in (((), "1"), (("--no-live",), "0")):
-        p = start(args, "run", thread=False, run_options=options)
-        try:
-            p.step("cache few 64")
-            p.step("reap")
-            check(p.step("page")[2] == want, f"uslab run {options}: page {want} expected")
-        finally:
-            p.step("exit")
-            p.finish()
-    # A single-threaded process under USLAB_LIVE=auto (LD_PRELOAD's default) makes no page.
-    p = Program([args.program], clean_env({"LD_PRELOAD": args.preload}))
+    # A single-threaded process under USLAB_LIVE=auto (the default) makes no page.
+    p = Program([args.uslab, "run", "--", args.program], clean_env())
     try:
         p.step("cache few 64")
         p.step("alloc few 100")
@@ -335,7 +325,7 @@ def case_leftovers(args):
         p.finish()
     # A fork child of a process with threads under auto is single-threaded: no page; the
     # parent's stays.
-    p = start(args, "run", thread=True, run_options=("--env", "USLAB_LIVE=auto"))
+    p = start(args, "run", thread=True)
     try:
         p.step("reap")
         check(p.step("page")[2] == "1", "no page with a thread")
