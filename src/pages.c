@@ -284,7 +284,7 @@ int usi_pages_have_tags(void)
 
 void usi_pages_try_tags(void)
 {
-    if (usi_pages_have_tags() || !usi_pagemap.nunits)
+    if (usi_pages_have_tags() || !__atomic_load_n(&usi_pagemap.nunits, __ATOMIC_RELAXED))
         return;
     int saved_errno = errno; /* called from free, which leaves errno alone */
     usi_lock(&pages.lock);
