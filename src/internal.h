@@ -302,6 +302,26 @@ int usi_os_single_threaded(void);
  * the call itself is refused (taken as a filter by callers). Once not 0, the answer is
  * kept without asking again (a filter is never removed). */
 int usi_os_seccomp_mode(void);
+/* From now on usi_os_seccomp_mode answers 2 without asking: a filter is being installed
+ * (the hooks of design §10.1 saw the call go by). */
+void usi_os_note_filter(void);
+/* System call n with up to six arguments, as libc's syscall() answers (-1 and errno on
+ * failure), but made by the instruction itself where USI_HAVE_RAW_SYSCALL: it never meets a
+ * syscall() put in front of libc's, such as the shared libraries' own (hooks.c). */
+#if defined(__x86_64__) || defined(__aarch64__)
+#define USI_HAVE_RAW_SYSCALL 1
+#else
+#define USI_HAVE_RAW_SYSCALL 0
+#endif
+long usi_os_syscall(long n, long a, long b, long c, long d, long e, long f);
+/* Whether this library defines prctl and syscall (hooks.c): the shared ones, built with
+ * USLAB_HOOKS, where the raw instruction is known. A static archive does not, since its
+ * definitions would clash with libc.a's. */
+#if defined(USLAB_HOOKS) && USI_HAVE_RAW_SYSCALL
+#define USI_HOOKS 1
+#else
+#define USI_HOOKS 0
+#endif
 /* Files of the live statistics page (design §10.1), by raw system calls:
  * usi_os_create_shared_file creates path (O_EXCL, O_NOFOLLOW, mode 0600), gives it size
  * bytes of memory at once (fallocate: a write to the mapping never faults for want of room),
@@ -1071,6 +1091,9 @@ void usi_live_publish(void);
 /* In a fork child (always, also where the handlers take no lock): the parent's page is
  * not the child's; its mapping goes, and the child makes its own when its rule allows. */
 void usi_live_postfork_child(void);
+/* A seccomp filter is about to be installed (hooks.c; any thread, no uslab lock held):
+ * the page goes now, while unlink is still allowed, and none is made from now on. */
+void usi_live_before_filter(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* init.c (rank 17): one-time initialisation, cache set-up, fork handlers               */

@@ -12,15 +12,17 @@
  * thread after its passes; uslab_cache_reap and uslab_reap publish at once. No thread of
  * its own.
  *
- * Where: USLAB_LIVE=auto (the default) makes the page only where the purger rule of design
- * §3 would allow a thread (the process has threads and no seccomp filter), `always` in any
- * process without a filter, `never` nowhere. Making it is a handful of system calls
+ * Where: USLAB_LIVE=auto (the default) makes the page in a process without a seccomp
+ * filter once it has allocated for a second (USI_LIVE_FIRST_MS), and only in the shared
+ * libraries, whose hooks see a filter coming (hooks.c); `always` from the first slow path,
+ * also in the static archive; `never` nowhere. Making it is a handful of system calls
  * (open, fchmod, fallocate, mmap, close, a read of /proc/self/stat, a scan of /dev/shm for
  * stale pages) that a sandbox may refuse: a failure is silent and final for the process,
- * and a refreshed page costs no system call at all. A process that exits normally unlinks
- * its page (destructor), unless a seccomp filter arrived since it made it; a fork child
- * drops its parent's mapping and makes its own; pages of processes that are gone are
- * removed by the next page made and by the tool.
+ * and a refreshed page costs no system call at all. A filter about to be installed
+ * through libc removes the page first (usi_live_before_filter). A process that exits
+ * normally unlinks its page (destructor); a fork child drops its parent's mapping and
+ * makes its own; pages of processes that are gone are removed by the next page made and
+ * by the tool.
  */
 #include "live.h"
 #include "internal.h"
@@ -47,8 +49,9 @@ static struct {
     pthread_mutex_t lock;
     int state;
     struct usi_live_header *page;
-    int pid; /* the process that made the page: a clone that skipped the fork handlers
-              * never unlinks its parent's */
+    int pid;           /* the process that made the page: a clone that skipped the fork handlers
+                        * never unlinks its parent's */
+    uint64_t first_ms; /* `auto`: no page before this time (0: not yet set) */
     char path[USI_LIVE_PATH_MAX];
 } live = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -94,15 +97,15 @@ int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r)
 
 /* ---- the page ---------------------------------------------------------------------------- */
 
-/* Whether USLAB_LIVE lets this process have a page now: 1 yes, 0 not yet (single-threaded
- * under `auto`: it may get threads later), -1 never (`never`, or a seccomp filter, which
- * stays). */
+/* Whether USLAB_LIVE lets this process have a page: 1 yes, -1 never (`never`; `auto` in a
+ * library without hooks, which cannot see a filter arrive; a seccomp filter, which stays).
+ * `auto`'s wait for the process's first second is usi_live_update's. */
 static int page_allowed(void)
 {
     switch (usi_options.live) {
     case USI_LIVE_AUTO:
-        if (!usi_purge_process_threaded())
-            return 0;
+        if (!USI_HOOKS)
+            return -1;
         /* fall through */
     case USI_LIVE_ALWAYS:
         return usi_os_seccomp_mode() == 0 ? 1 : -1;
@@ -277,15 +280,25 @@ static int publish_locked(void)
 
 uint64_t usi_live_update(uint64_t now_ms)
 {
+    /* Under `auto`, no page before the process (or fork child) has allocated for
+     * USI_LIVE_FIRST_MS: a short command makes none and sees no system call of it. The
+     * first update starts that clock. */
+    if (usi_options.live == USI_LIVE_AUTO &&
+        __atomic_load_n(&live.state, __ATOMIC_ACQUIRE) == LIVE_NONE) {
+        uint64_t first = __atomic_load_n(&live.first_ms, __ATOMIC_RELAXED);
+        if (!first) {
+            first = now_ms + USI_LIVE_FIRST_MS;
+            __atomic_store_n(&live.first_ms, first, __ATOMIC_RELAXED);
+        }
+        if (now_ms < first)
+            return first;
+    }
     /* Another thread is at it: this slow path goes on. */
     if (usi_trylock(&live.lock) != 0)
         return now_ms + USI_LIVE_INTERVAL_MS;
     int done = publish_locked();
     usi_unlock(&live.lock);
-    if (done < 0)
-        return 0;
-    /* Not allowed yet (no threads): asked again now and then, one load and a clock read. */
-    return now_ms + (done ? USI_LIVE_INTERVAL_MS : 5 * USI_LIVE_INTERVAL_MS);
+    return done > 0 ? now_ms + USI_LIVE_INTERVAL_MS : 0;
 }
 
 void usi_live_publish(void)
@@ -306,6 +319,7 @@ void usi_live_postfork_child(void)
     if (live.page)
         usi_os_unmap_shared_file(live.page, USI_LIVE_FILE_BYTES);
     live.page = NULL;
+    live.first_ms = 0;
     int state = __atomic_load_n(&live.state, __ATOMIC_RELAXED);
     if (state == LIVE_ON || state == LIVE_CREATING) {
         __atomic_store_n(&live.state, LIVE_NONE, __ATOMIC_RELAXED);
@@ -313,17 +327,36 @@ void usi_live_postfork_child(void)
     }
 }
 
-/* At exit (and only in the process that made the page): the page goes. Not under a
- * seccomp filter that arrived after the page was made, which might kill the process for
- * the unlink; that page is left to the sweepers. No lock: a thread still writing into the
- * mapping harms nothing, and one making the page sees LIVE_OFF and removes it itself. */
+void usi_live_before_filter(void)
+{
+    usi_os_note_filter();
+    int saved = errno;
+    usi_lock(&live.lock); /* no page is being made or written meanwhile */
+    if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) == LIVE_ON &&
+        live.pid == usi_os_getpid())
+        usi_os_unlink(live.path);
+    if (live.page)
+        usi_os_unmap_shared_file(live.page, USI_LIVE_FILE_BYTES);
+    live.page = NULL;
+    usi_unlock(&live.lock);
+    __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
+    errno = saved;
+}
+
+/* At exit (and only in the process that made the page): the page goes. With hooks, a page
+ * that is still on has seen no filter installed through libc (usi_live_before_filter
+ * removes it first), so the exit makes no system call but getpid and unlink. Without
+ * hooks (a static archive, under `always`), not under a seccomp filter that arrived
+ * after the page was made, which might kill the process for the unlink: that page is
+ * left to the sweepers. No lock: a thread still writing into the mapping harms nothing,
+ * and one making the page sees LIVE_OFF and removes it itself. */
 __attribute__((destructor)) static void live_at_exit(void)
 {
     __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
     if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) != LIVE_ON)
         return;
     int saved = errno;
-    if (usi_os_seccomp_mode() == 0 && live.pid == usi_os_getpid())
+    if ((USI_HOOKS || usi_os_seccomp_mode() == 0) && live.pid == usi_os_getpid())
         usi_os_unlink(live.path);
     errno = saved;
 }

@@ -36,6 +36,9 @@
 /* The shortest time between two updates made on slow paths or by the purger (ms);
  * uslab_cache_reap and uslab_reap publish at once. */
 #define USI_LIVE_INTERVAL_MS 200u
+/* USLAB_LIVE=auto: no page before a process (or fork child) has allocated for this long
+ * (ms), counted from its first slow path; uslab_reap publishes at once. */
+#define USI_LIVE_FIRST_MS 1000u
 
 /*
  * The header. Invariants: magic, version, header_bytes, record_bytes, capacity, pid, uid

@@ -27,6 +27,61 @@
 
 extern char **environ;
 
+/* ---- system calls ----------------------------------------------------------------------- */
+
+/* Every system call of this file that is not a plain libc call goes through usi_os_syscall:
+ * by the instruction itself where it is known, so it never meets a syscall() or prctl()
+ * that a preloaded library, or the shared libraries' own hooks (hooks.c), put in front of
+ * libc's; elsewhere by libc's syscall(). */
+#if USI_HAVE_RAW_SYSCALL
+static long raw_syscall(long n, long a, long b, long c, long d, long e, long f)
+{
+#if defined(__x86_64__)
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    register long r9 __asm__("r9") = f;
+    long ret;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return ret;
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    register long x3 __asm__("x3") = d;
+    register long x4 __asm__("x4") = e;
+    register long x5 __asm__("x5") = f;
+    __asm__ volatile("svc 0"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                     : "memory");
+    return x0;
+#endif
+}
+#endif
+
+long usi_os_syscall(long n, long a, long b, long c, long d, long e, long f)
+{
+#if USI_HAVE_RAW_SYSCALL
+    long r = raw_syscall(n, a, b, c, d, e, f);
+    if ((unsigned long)r > -4096UL) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r;
+#else
+    return syscall(n, a, b, c, d, e, f);
+#endif
+}
+
+/* OS_SYSCALL(n, args...): usi_os_syscall with up to six arguments, the rest 0. */
+#define OS_SYSCALL(...) os_syscall_pad(__VA_ARGS__, 0, 0, 0, 0, 0, 0)
+#define os_syscall_pad(n, a, b, c, d, e, f, ...)                                                   \
+    usi_os_syscall((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
+
 #ifdef USLAB_FAULT_INJECTION
 /* ---- fault injection (test builds only; docs/design.md §2) ----------------------------- */
 
@@ -305,7 +360,7 @@ int usi_os_locks_future(void)
 int usi_os_mlockall(int flags)
 {
     /* The system call itself: the preload library defines mlockall (override.c). */
-    return (int)syscall(SYS_mlockall, flags);
+    return (int)OS_SYSCALL(SYS_mlockall, flags);
 }
 
 int usi_os_guard(void *addr, size_t size)
@@ -457,7 +512,7 @@ int usi_os_open_ro(const char *path)
 {
     long fd;
     do
-        fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
     while (fd < 0 && errno == EINTR);
     return (int)fd;
 }
@@ -466,7 +521,7 @@ long usi_os_read(int fd, void *buf, size_t len)
 {
     long r;
     do
-        r = syscall(SYS_read, fd, buf, len);
+        r = OS_SYSCALL(SYS_read, fd, buf, len);
     while (r < 0 && errno == EINTR);
     return r;
 }
@@ -474,7 +529,7 @@ long usi_os_read(int fd, void *buf, size_t len)
 void usi_os_close(int fd)
 {
     if (fd >= 0)
-        syscall(SYS_close, fd);
+        OS_SYSCALL(SYS_close, fd);
 }
 
 const void *usi_os_map_file(int fd, struct usi_os_file *file)
@@ -557,19 +612,25 @@ int usi_os_single_threaded(void)
     return __libc_single_threaded != 0;
 }
 
+/* A filter, once installed, stays for the life of the process (and its children): an
+ * answer other than "none" is kept, so it is asked for at most until then. */
+static int seccomp_filtered;
+
+void usi_os_note_filter(void)
+{
+    __atomic_store_n(&seccomp_filtered, 2, __ATOMIC_RELAXED);
+}
+
 int usi_os_seccomp_mode(void)
 {
-    /* A filter, once installed, stays for the life of the process (and its children): an
-     * answer other than "none" is kept, so it is asked for at most until then. */
-    static int filtered;
-    int known = __atomic_load_n(&filtered, __ATOMIC_RELAXED);
+    int known = __atomic_load_n(&seccomp_filtered, __ATOMIC_RELAXED);
     if (known)
         return known;
     int e = errno;
-    int mode = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
+    int mode = (int)OS_SYSCALL(SYS_prctl, PR_GET_SECCOMP);
     errno = e;
     if (mode != 0)
-        __atomic_store_n(&filtered, mode, __ATOMIC_RELAXED);
+        __atomic_store_n(&seccomp_filtered, mode, __ATOMIC_RELAXED);
     return mode;
 }
 
@@ -582,21 +643,21 @@ void *usi_os_create_shared_file(const char *path, size_t size)
     int saved = errno;
     long fd;
     do
-        fd = syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                     0600);
+        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path,
+                        O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return NULL;
     void *p = MAP_FAILED;
     /* The mode exactly 0600 whatever the umask; memory for every page now, so that a write
      * to the mapping never faults for want of room in the tmpfs (SIGBUS). */
-    if (syscall(SYS_fchmod, (int)fd, 0600) == 0 &&
-        syscall(SYS_fallocate, (int)fd, 0, 0L, (long)size) == 0)
+    if (OS_SYSCALL(SYS_fchmod, (int)fd, 0600) == 0 &&
+        OS_SYSCALL(SYS_fallocate, (int)fd, 0, 0L, (long)size) == 0)
         p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
     int e = errno;
-    syscall(SYS_close, (int)fd);
+    OS_SYSCALL(SYS_close, (int)fd);
     if (p == MAP_FAILED) {
-        syscall(SYS_unlink, path);
+        OS_SYSCALL(SYS_unlink, path);
         errno = e;
         return NULL;
     }
@@ -606,19 +667,19 @@ void *usi_os_create_shared_file(const char *path, size_t size)
 
 void usi_os_unmap_shared_file(void *addr, size_t size)
 {
-    syscall(SYS_munmap, addr, size);
+    OS_SYSCALL(SYS_munmap, addr, size);
 }
 
 int usi_os_unlink(const char *path)
 {
-    return (int)syscall(SYS_unlink, path);
+    return (int)OS_SYSCALL(SYS_unlink, path);
 }
 
 long usi_os_read_own_file(const char *path, void *buf, size_t len)
 {
     long fd;
     do
-        fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return -1;
@@ -626,7 +687,7 @@ long usi_os_read_own_file(const char *path, void *buf, size_t len)
     long got = -1;
     if (fstat((int)fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
         got = usi_os_read((int)fd, buf, len);
-    syscall(SYS_close, (int)fd);
+    OS_SYSCALL(SYS_close, (int)fd);
     return got;
 }
 
@@ -646,20 +707,20 @@ int usi_os_list_dir(const char *path, void (*fn)(const char *name, void *arg), v
 {
     long fd;
     do
-        fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return -1;
     /* On the stack: this runs on a thread's slow path, whose stack may be small. */
     char buf[1024] __attribute__((aligned(8)));
     long n;
-    while ((n = syscall(SYS_getdents64, (int)fd, buf, sizeof buf)) > 0)
+    while ((n = OS_SYSCALL(SYS_getdents64, (int)fd, buf, sizeof buf)) > 0)
         for (long off = 0; off < n;) {
             const struct os_dirent64 *d = (const struct os_dirent64 *)(void *)(buf + off);
             fn(d->d_name, arg);
             off += d->d_reclen;
         }
-    syscall(SYS_close, (int)fd);
+    OS_SYSCALL(SYS_close, (int)fd);
     return n < 0 ? -1 : 0;
 }
 

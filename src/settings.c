@@ -106,10 +106,10 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                            NULL},
     [USI_SETTING_LIVE] = {"USLAB_LIVE", USI_SETTING_KIND_CHOICE, USI_LIVE_AUTO, "auto", 0, 0,
                           "the live statistics page `/dev/shm/uslab.UID.PID` that `uslab top` "
-                          "and `uslab stats PID` read: `auto` makes it only where the purger "
-                          "rule allows a thread (the process has threads and no seccomp "
-                          "filter); `always` in any process without a seccomp filter; `never` "
-                          "(docs/design.md §10.1)",
+                          "and `uslab stats PID` read: `auto` makes it in a process without a "
+                          "seccomp filter once it has allocated for a second (not with the "
+                          "static archive `libuslab.a`); `always` from its first slow path, "
+                          "also with `libuslab.a`; `never` (docs/design.md §10.1)",
                           live_words},
 };
 

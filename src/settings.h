@@ -63,8 +63,8 @@ enum usi_return_policy {
 
 /* USLAB_LIVE's words, in order: usi_options.live holds the index (design §10.1). */
 enum usi_live_mode {
-    USI_LIVE_AUTO,   /* a page where the purger rule allows a thread: threads, no seccomp filter */
-    USI_LIVE_ALWAYS, /* a page in any process without a seccomp filter */
+    USI_LIVE_AUTO,   /* a page after a second, no seccomp filter, shared libraries only */
+    USI_LIVE_ALWAYS, /* a page at once in any process without a seccomp filter */
     USI_LIVE_NEVER,  /* no page */
 };
 

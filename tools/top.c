@@ -276,10 +276,9 @@ static void explain_no_page(const struct proc_info *p)
                 p->pid, p->comm);
         return;
     }
-    long threads = 0, seccomp = 0;
+    long seccomp = 0;
     char live[64];
     const char *setting = proc_getenv(p->pid, "USLAB_LIVE", live, sizeof live);
-    proc_status(p->pid, "Threads", &threads, 1);
     proc_status(p->pid, "Seccomp", &seccomp, 1);
     fprintf(stderr, "uslab: process %d (%s) uses uslab but has no live statistics page: ", p->pid,
             p->comm);
@@ -287,9 +286,10 @@ static void explain_no_page(const struct proc_info *p)
         fputs("it runs with USLAB_LIVE=never\n", stderr);
     else if (seccomp)
         fputs("it runs under a seccomp filter, where uslab makes none\n", stderr);
-    else if (threads == 1 && !(setting && !strcmp(setting, "always")))
-        fputs("it has one thread, and USLAB_LIVE=auto (the default) makes a page only in a "
-              "process with threads; run it with USLAB_LIVE=always (uslab run --live)\n",
+    else if (!(setting && !strcmp(setting, "always")))
+        fputs("USLAB_LIVE=auto (the default) makes one once the process has allocated for a "
+              "second, on a slow path (an allocation that refills a magazine); try again, or "
+              "run it with USLAB_LIVE=always (uslab run --live), which makes one at once\n",
               stderr);
     else
         fputs("it makes one on its next slow path (an allocation that refills a magazine) "

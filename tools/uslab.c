@@ -105,8 +105,8 @@ static const struct tool_option run_options[] = {
      "profile`).",
      NULL},
     {"--live",
-     "Set `USLAB_LIVE=always`: publish live statistics for `uslab stats` and `uslab top` even "
-     "in a program without threads (by default only a program with threads publishes them).",
+     "Set `USLAB_LIVE=always`: publish live statistics for `uslab stats` and `uslab top` from "
+     "the program's first slow path on (by default, once it has allocated for a second).",
      NULL},
     {"--preload=PATH", "Use PATH as the preload library (see PRELOAD LIBRARY in `uslab --help`).",
      NULL},

@@ -12,6 +12,12 @@
  *  - `unshare`: a single-threaded program allocates and frees, idles, frees more, then calls
  *    unshare(CLONE_NEWUSER), which the kernel refuses (EINVAL) to a process with threads;
  *  - `unshare-fork`: the same in the child of a program that has had threads and a purger.
+ *  - `late-prctl`, `late-syscall`: a child allocates for over a second (under uslab its live
+ *    statistics page is then made, docs/design.md §10.1: checked), then installs a filter
+ *    that allows only memory calls, write and exit (no prctl, no unlink, no getpid), by
+ *    prctl(PR_SET_SECCOMP) or by syscall(SYS_seccomp), works and returns from main, so
+ *    exit's destructors run under the filter. The parent checks that the child exited 0
+ *    (not killed for a system call at exit) and that its page is gone.
  * Prints "sandbox ok" and exits 0. 77 (skipped): this machine refuses user namespaces.
  */
 #define _GNU_SOURCE
@@ -48,7 +54,9 @@ static void die(const char *what)
     _exit(1);
 }
 
-static void install_filter(int allow_prctl)
+enum install { BY_PRCTL, BY_SYSCALL };
+
+static void install_filter_by(int allow_prctl, enum install how)
 {
     struct sock_filter f[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -78,8 +86,14 @@ static void install_filter(int allow_prctl)
     struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         die("PR_SET_NO_NEW_PRIVS failed\n");
-    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-        die("PR_SET_SECCOMP failed\n");
+    if (how == BY_SYSCALL ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0
+                          : prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+        die("installing the filter failed\n");
+}
+
+static void install_filter(int allow_prctl)
+{
+    install_filter_by(allow_prctl, BY_PRCTL);
 }
 
 static void sleep_ms(long ms)
@@ -146,6 +160,61 @@ static int try_unshare(void)
     return 77;
 }
 
+/* Whether this process runs under the preload library (else it is glibc's reference run). */
+static int under_uslab(void)
+{
+    const char *p = getenv("LD_PRELOAD");
+    return p && strstr(p, "uslab");
+}
+
+static void live_page_path(char *buf, size_t len, pid_t pid)
+{
+    snprintf(buf, len, "/dev/shm/uslab.%u.%d", (unsigned)geteuid(), (int)pid);
+}
+
+static int late_filter(enum install how)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork failed\n");
+    if (pid == 0) {
+        /* Slow paths for over a second: USLAB_LIVE=auto then makes the page. */
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            if (workload(3))
+                die("wrong contents\n");
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1300);
+        char path[64];
+        live_page_path(path, sizeof path, getpid());
+        if (under_uslab() && access(path, F_OK) != 0)
+            die("no live statistics page after a second of allocation\n");
+        install_filter_by(0, how);
+        if (workload(4))
+            die("wrong contents under the filter\n");
+        return 0; /* exit, with its destructors, under the filter */
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        die("waitpid failed\n");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "the sandboxed child %s %d\n",
+                WIFSIGNALED(st) ? "was killed by signal" : "exited with",
+                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        return 1;
+    }
+    char path[64];
+    live_page_path(path, sizeof path, pid);
+    if (access(path, F_OK) == 0) {
+        fprintf(stderr, "the sandboxed child left its page %s behind\n", path);
+        return 1;
+    }
+    printf("sandbox ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -197,6 +266,9 @@ int main(int argc, char **argv)
         printf("sandbox ok\n");
         return 0;
     }
-    fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork\n");
+    if (strcmp(mode, "late-prctl") == 0 || strcmp(mode, "late-syscall") == 0)
+        return late_filter(strcmp(mode, "late-prctl") == 0 ? BY_PRCTL : BY_SYSCALL);
+    fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|late-prctl|"
+                    "late-syscall\n");
     return 2;
 }
