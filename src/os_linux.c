@@ -641,6 +641,14 @@ int usi_os_seccomp_mode(void)
 void *usi_os_create_shared_file(const char *path, size_t size)
 {
     int saved = errno;
+    /* A file may not grow beyond RLIMIT_FSIZE, and the kernel answers the fallocate that
+     * tries with SIGXFSZ, which kills the process (`ulimit -f`): no file then. */
+    struct rlimit fsize;
+    if (OS_SYSCALL(SYS_prlimit64, 0, RLIMIT_FSIZE, NULL, &fsize) != 0 ||
+        (fsize.rlim_cur != RLIM_INFINITY && fsize.rlim_cur < size)) {
+        errno = EFBIG;
+        return NULL;
+    }
     long fd;
     do
         fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path,

@@ -18,6 +18,10 @@
  *    prctl(PR_SET_SECCOMP) or by syscall(SYS_seccomp), works and returns from main, so
  *    exit's destructors run under the filter. The parent checks that the child exited 0
  *    (not killed for a system call at exit) and that its page is gone.
+ *  - `fsize`: a child lowers RLIMIT_FSIZE to 50 KiB (`ulimit -f 50`), allocates for over a
+ *    second and exits; its live statistics page (104 KiB) must not be made, since growing
+ *    a file beyond the limit raises SIGXFSZ, which kills. The parent checks that the child
+ *    exited 0 and left no page.
  * Prints "sandbox ok" and exits 0. 77 (skipped): this machine refuses user namespaces.
  */
 #define _GNU_SOURCE
@@ -32,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -172,6 +177,39 @@ static void live_page_path(char *buf, size_t len, pid_t pid)
     snprintf(buf, len, "/dev/shm/uslab.%u.%d", (unsigned)geteuid(), (int)pid);
 }
 
+/* Slow paths for over a second: USLAB_LIVE=auto then makes the page where it may. */
+static void allocate_for_a_second(void)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        if (workload(3))
+            die("wrong contents\n");
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1300);
+}
+
+/* Waits for child pid: 0 when it exited 0 and left no page, else 1 with a message. */
+static int child_clean(pid_t pid)
+{
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        die("waitpid failed\n");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "the child %s %d\n",
+                WIFSIGNALED(st) ? "was killed by signal" : "exited with",
+                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        return 1;
+    }
+    char path[64];
+    live_page_path(path, sizeof path, pid);
+    if (access(path, F_OK) == 0) {
+        fprintf(stderr, "the child left its page %s behind\n", path);
+        return 1;
+    }
+    return 0;
+}
+
 static int late_filter(enum install how)
 {
     fflush(stdout);
@@ -179,14 +217,7 @@ static int late_filter(enum install how)
     if (pid < 0)
         die("fork failed\n");
     if (pid == 0) {
-        /* Slow paths for over a second: USLAB_LIVE=auto then makes the page. */
-        struct timespec t0, t;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do {
-            if (workload(3))
-                die("wrong contents\n");
-            clock_gettime(CLOCK_MONOTONIC, &t);
-        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1300);
+        allocate_for_a_second();
         char path[64];
         live_page_path(path, sizeof path, getpid());
         if (under_uslab() && access(path, F_OK) != 0)
@@ -196,21 +227,31 @@ static int late_filter(enum install how)
             die("wrong contents under the filter\n");
         return 0; /* exit, with its destructors, under the filter */
     }
-    int st;
-    if (waitpid(pid, &st, 0) != pid)
-        die("waitpid failed\n");
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "the sandboxed child %s %d\n",
-                WIFSIGNALED(st) ? "was killed by signal" : "exited with",
-                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    if (child_clean(pid))
         return 1;
+    printf("sandbox ok\n");
+    return 0;
+}
+
+static int fsize_limit(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork failed\n");
+    if (pid == 0) {
+        struct rlimit rl = {50 << 10, 50 << 10};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+            die("setrlimit failed\n");
+        allocate_for_a_second();
+        char path[64];
+        live_page_path(path, sizeof path, getpid());
+        if (access(path, F_OK) == 0)
+            die("a live statistics page beyond RLIMIT_FSIZE\n");
+        exit(0);
     }
-    char path[64];
-    live_page_path(path, sizeof path, pid);
-    if (access(path, F_OK) == 0) {
-        fprintf(stderr, "the sandboxed child left its page %s behind\n", path);
+    if (child_clean(pid))
         return 1;
-    }
     printf("sandbox ok\n");
     return 0;
 }
@@ -266,9 +307,11 @@ int main(int argc, char **argv)
         printf("sandbox ok\n");
         return 0;
     }
+    if (strcmp(mode, "fsize") == 0)
+        return fsize_limit();
     if (strcmp(mode, "late-prctl") == 0 || strcmp(mode, "late-syscall") == 0)
         return late_filter(strcmp(mode, "late-prctl") == 0 ? BY_PRCTL : BY_SYSCALL);
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|late-prctl|"
-                    "late-syscall\n");
+                    "late-syscall|fsize\n");
     return 2;
 }
