@@ -1091,9 +1091,10 @@ void usi_live_publish(void);
 /* In a fork child (always, also where the handlers take no lock): the parent's page is
  * not the child's; its mapping goes, and the child makes its own when its rule allows. */
 void usi_live_postfork_child(void);
-/* A seccomp filter is about to be installed (hooks.c; any thread, no uslab lock held):
- * the page goes now, while unlink is still allowed, and none is made from now on. */
-void usi_live_before_filter(void);
+/* A seccomp filter or a Landlock domain is about to restrict the process (hooks.c; any
+ * thread, no uslab lock held): the page goes now, while unlink is still allowed, and none
+ * is made from now on. */
+void usi_live_before_sandbox(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* init.c (rank 17): one-time initialisation, cache set-up, fork handlers               */

@@ -19,7 +19,7 @@
  * (open, fchmod, fallocate, mmap, close, a read of /proc/self/stat, a scan of /dev/shm for
  * stale pages) that a sandbox may refuse: a failure is silent and final for the process,
  * and a refreshed page costs no system call at all. A filter about to be installed
- * through libc removes the page first (usi_live_before_filter). A process that exits
+ * through libc removes the page first (usi_live_before_sandbox). A process that exits
  * normally unlinks its page (destructor); a fork child drops its parent's mapping and
  * makes its own; pages of processes that are gone are removed by the next page made and
  * by the tool.
@@ -327,9 +327,8 @@ void usi_live_postfork_child(void)
     }
 }
 
-void usi_live_before_filter(void)
+void usi_live_before_sandbox(void)
 {
-    usi_os_note_filter();
     int saved = errno;
     usi_lock(&live.lock); /* no page is being made or written meanwhile */
     if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) == LIVE_ON &&
@@ -344,7 +343,7 @@ void usi_live_before_filter(void)
 }
 
 /* At exit (and only in the process that made the page): the page goes. With hooks, a page
- * that is still on has seen no filter installed through libc (usi_live_before_filter
+ * that is still on has seen no filter installed through libc (usi_live_before_sandbox
  * removes it first), so the exit makes no system call but getpid and unlink. Without
  * hooks (a static archive, under `always`), not under a seccomp filter that arrived
  * after the page was made, which might kill the process for the unlink: that page is

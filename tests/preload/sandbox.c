@@ -18,6 +18,9 @@
  *    prctl(PR_SET_SECCOMP) or by syscall(SYS_seccomp), works and returns from main, so
  *    exit's destructors run under the filter. The parent checks that the child exited 0
  *    (not killed for a system call at exit) and that its page is gone.
+ *  - `landlock`: as late-*, but the child restricts itself with Landlock so that no file
+ *    may be removed anywhere (landlock_restrict_self through syscall()); its page must
+ *    still be gone after it exits. 77 where the kernel has no Landlock.
  *  - `fsize`: a child lowers RLIMIT_FSIZE to 50 KiB (`ulimit -f 50`), allocates for over a
  *    second and exits; its live statistics page (104 KiB) must not be made, since growing
  *    a file beyond the limit raises SIGXFSZ, which kills. The parent checks that the child
@@ -28,6 +31,7 @@
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
@@ -233,6 +237,39 @@ static int late_filter(enum install how)
     return 0;
 }
 
+static int landlock(void)
+{
+    if (syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) < 1) {
+        printf("no Landlock here (%s): skipped\n", strerror(errno));
+        return 77;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork failed\n");
+    if (pid == 0) {
+        allocate_for_a_second();
+        char path[64];
+        live_page_path(path, sizeof path, getpid());
+        if (under_uslab() && access(path, F_OK) != 0)
+            die("no live statistics page after a second of allocation\n");
+        /* Removing a file is handled and allowed nowhere. */
+        struct landlock_ruleset_attr attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_REMOVE_FILE};
+        long fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+        if (fd < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+            syscall(SYS_landlock_restrict_self, fd, 0) != 0)
+            die("landlock_restrict_self failed\n");
+        close((int)fd);
+        if (workload(4))
+            die("wrong contents under Landlock\n");
+        exit(0);
+    }
+    if (child_clean(pid))
+        return 1;
+    printf("sandbox ok\n");
+    return 0;
+}
+
 static int fsize_limit(void)
 {
     fflush(stdout);
@@ -307,11 +344,13 @@ int main(int argc, char **argv)
         printf("sandbox ok\n");
         return 0;
     }
+    if (strcmp(mode, "landlock") == 0)
+        return landlock();
     if (strcmp(mode, "fsize") == 0)
         return fsize_limit();
     if (strcmp(mode, "late-prctl") == 0 || strcmp(mode, "late-syscall") == 0)
         return late_filter(strcmp(mode, "late-prctl") == 0 ? BY_PRCTL : BY_SYSCALL);
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|late-prctl|"
-                    "late-syscall|fsize\n");
+                    "late-syscall|landlock|fsize\n");
     return 2;
 }
