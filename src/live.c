@@ -330,9 +330,17 @@ void usi_live_postfork_child(void)
 void usi_live_before_sandbox(void)
 {
     int saved = errno;
+    int self = usi_os_getpid();
     usi_lock(&live.lock); /* no page is being made or written meanwhile */
-    if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) == LIVE_ON &&
-        live.pid == usi_os_getpid())
+    /* A page of another process: this is a child that shares its parent's memory (vfork)
+     * or skipped the fork handlers (a raw clone); the page and its state are the
+     * parent's, which keeps them. */
+    if (__atomic_load_n(&live.state, __ATOMIC_ACQUIRE) == LIVE_ON && live.pid != self) {
+        usi_unlock(&live.lock);
+        errno = saved;
+        return;
+    }
+    if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) == LIVE_ON)
         usi_os_unlink(live.path);
     if (live.page)
         usi_os_unmap_shared_file(live.page, USI_LIVE_FILE_BYTES);

@@ -18,6 +18,9 @@
  *    prctl(PR_SET_SECCOMP) or by syscall(SYS_seccomp), works and returns from main, so
  *    exit's destructors run under the filter. The parent checks that the child exited 0
  *    (not killed for a system call at exit) and that its page is gone.
+ *  - `late-vfork`: a child allocates for over a second (its page is made), then a vfork
+ *    child of it installs a filter that allows everything and leaves with _exit: the page
+ *    is the parent's, which must keep it and remove it at its exit.
  *  - `landlock`: as late-*, but the child restricts itself with Landlock so that no file
  *    may be removed anywhere (landlock_restrict_self through syscall()); its page must
  *    still be gone after it exits. 77 where the kernel has no Landlock.
@@ -237,6 +240,44 @@ static int late_filter(enum install how)
     return 0;
 }
 
+static int late_vfork(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork failed\n");
+    if (pid == 0) {
+        allocate_for_a_second();
+        char path[64];
+        live_page_path(path, sizeof path, getpid());
+        if (under_uslab() && access(path, F_OK) != 0)
+            die("no live statistics page after a second of allocation\n");
+        static struct sock_filter allow[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+        static struct sock_fprog prog = {1, allow};
+        pid_t c = vfork();
+        if (c < 0)
+            die("vfork failed\n");
+        if (c == 0) {
+            if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+                prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+                _exit(1);
+            _exit(0);
+        }
+        int st;
+        if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            die("the vfork child failed\n");
+        if (under_uslab() && access(path, F_OK) != 0)
+            die("the vfork child's filter took its parent's page\n");
+        if (workload(4))
+            die("wrong contents\n");
+        exit(0);
+    }
+    if (child_clean(pid))
+        return 1;
+    printf("sandbox ok\n");
+    return 0;
+}
+
 static int landlock(void)
 {
     if (syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) < 1) {
@@ -344,6 +385,8 @@ int main(int argc, char **argv)
         printf("sandbox ok\n");
         return 0;
     }
+    if (strcmp(mode, "late-vfork") == 0)
+        return late_vfork();
     if (strcmp(mode, "landlock") == 0)
         return landlock();
     if (strcmp(mode, "fsize") == 0)
@@ -351,6 +394,6 @@ int main(int argc, char **argv)
     if (strcmp(mode, "late-prctl") == 0 || strcmp(mode, "late-syscall") == 0)
         return late_filter(strcmp(mode, "late-prctl") == 0 ? BY_PRCTL : BY_SYSCALL);
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|late-prctl|"
-                    "late-syscall|landlock|fsize\n");
+                    "late-syscall|late-vfork|landlock|fsize\n");
     return 2;
 }
