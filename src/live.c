@@ -182,13 +182,11 @@ static int page_create(void)
         struct sweep sw = {uid, pid};
         usi_os_list_dir(USI_LIVE_DIR, sweep_one, &sw);
         usi_live_path(live.path, uid, pid);
+        /* A page with our name that we did not make: left by an earlier process with this
+         * pid, or by this one before it called exec (which runs no destructor). It goes
+         * also when ours cannot be made. */
+        usi_os_unlink(live.path);
         h = usi_os_create_shared_file(live.path, USI_LIVE_FILE_BYTES);
-        if (!h && errno == EEXIST) {
-            /* A page with our pid that we did not make: left by an earlier process with
-             * this pid, or by this one before it called exec (which runs no destructor). */
-            usi_os_unlink(live.path);
-            h = usi_os_create_shared_file(live.path, USI_LIVE_FILE_BYTES);
-        }
     }
     errno = saved;
     if (!h) {

@@ -265,6 +265,22 @@ static void sweep_stale_pages(void)
     closedir(d);
 }
 
+/* Process pid's soft limit on a file's size (RLIMIT_FSIZE, from /proc/<pid>/limits): bytes,
+ * or -1 when unlimited or unreadable. */
+static long long proc_fsize_limit(int pid)
+{
+    char path[64], text[4096];
+    snprintf(path, sizeof path, "/proc/%d/limits", pid);
+    if (read_text(path, text, sizeof text) < 0)
+        return -1;
+    const char *line = strstr(text, "Max file size");
+    if (!line)
+        return -1;
+    char *end;
+    long long v = strtoll(line + strlen("Max file size"), &end, 10);
+    return end == line + strlen("Max file size") ? -1 : v;
+}
+
 /* Says on stderr why process p has no page we can read. */
 static void explain_no_page(const struct proc_info *p)
 {
@@ -286,6 +302,11 @@ static void explain_no_page(const struct proc_info *p)
         fputs("it runs with USLAB_LIVE=never\n", stderr);
     else if (seccomp)
         fputs("it runs under a seccomp filter, where uslab makes none\n", stderr);
+    else if (proc_fsize_limit(p->pid) >= 0 &&
+             proc_fsize_limit(p->pid) < (long long)USI_LIVE_FILE_BYTES)
+        fprintf(stderr,
+                "its file size limit (ulimit -f, %lld bytes) is below the page's %u bytes\n",
+                proc_fsize_limit(p->pid), (unsigned)USI_LIVE_FILE_BYTES);
     else if (!(setting && !strcmp(setting, "always")))
         fputs("USLAB_LIVE=auto (the default) makes one once the process has allocated for a "
               "second, on a slow path (an allocation that refills a magazine); try again, or "

@@ -14,7 +14,8 @@ libuslab-preload.so, LINKED live_program_linked (linked with libuslab.a). Cases:
       USLAB_LIVE=auto, the default), and linked with libuslab.a with a thread
       (USLAB_LIVE=always, which the static archive needs)
   not_uslab        a process without uslab, no process, a uslab process under auto that
-                   has not allocated for a second yet, and one under never: a clear
+                   has not allocated for a second yet, one under `ulimit -f 50` and one
+                   under never: a clear
                    message, exit 1, no page; a single-threaded process under auto makes its
                    page by itself once it has allocated for a second
   other_user       another user's process is refused (run as nobody with setpriv; skipped
@@ -251,6 +252,18 @@ def case_not_uslab(args):
         check(p.step("page")[2] == "1", "no page after a second and a half of allocation")
         rc, out, err = uslab(args, "stats", str(p.pid), "--json")
         check(rc == 0 and '"caches"' in out, f"uslab stats after a second: {rc} {err}")
+    finally:
+        p.finish()
+    # Under `ulimit -f 50` the page (104 KiB) cannot be made: no page, no SIGXFSZ, and the
+    # tool names the limit.
+    p = Program(["sh", "-c", 'ulimit -f 50 && exec "$0"', args.program],
+                clean_env({"LD_PRELOAD": args.preload, "USLAB_LIVE": "always"}))
+    try:
+        p.step("churn 200")
+        p.step("reap")
+        check(p.step("page")[2] == "0", "a page beyond the file size limit")
+        rc, out, err = uslab(args, "stats", str(p.pid))
+        check(rc == 1 and "file size limit" in err, f"uslab stats under ulimit -f: {rc} {err}")
     finally:
         p.finish()
     # USLAB_LIVE=never: none even with threads.
