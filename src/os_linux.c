@@ -5,7 +5,9 @@
  * the clock, or calls the system allocator (and knows glibc's chunk header) or registers
  * fork handlers. Nothing here allocates (but the system allocator, and dlsym once
  * initialisation is over) or calls a function that a preloaded library could interpose on
- * the way to malloc.
+ * the way to malloc. Files, stderr and sleeps go through OS_SYSCALL, never libc's open,
+ * read, write, close or nanosleep: those are cancellation points, and a thread cancelled
+ * inside uslab would leave its locks held (a pthread_cancel'ed thread in malloc).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -449,7 +451,7 @@ const char *usi_os_getenv(const char *name)
 void usi_os_write_err(const char *buf, size_t len)
 {
     while (len > 0) {
-        ssize_t w = write(2, buf, len);
+        long w = OS_SYSCALL(SYS_write, 2, buf, len);
         if (w <= 0) {
             if (w < 0 && errno == EINTR)
                 continue;
@@ -462,17 +464,20 @@ void usi_os_write_err(const char *buf, size_t len)
 
 long usi_os_read_file(const char *path, char *buf, size_t len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    long fd;
+    do /* the flags the dynamic linker opens libraries with (usi_os_seccomp_mode) */
+        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return -1;
     size_t got = 0;
     while (got < len) {
-        ssize_t r = read(fd, buf + got, len - got);
+        long r = OS_SYSCALL(SYS_read, fd, buf + got, len - got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
             int e = errno;
-            close(fd);
+            OS_SYSCALL(SYS_close, fd);
             errno = e;
             return -1;
         }
@@ -480,29 +485,32 @@ long usi_os_read_file(const char *path, char *buf, size_t len)
             break;
         got += (size_t)r;
     }
-    close(fd);
+    OS_SYSCALL(SYS_close, fd);
     return (long)got;
 }
 
 int usi_os_write_file(const char *path, const char *buf, size_t len)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    long fd;
+    do
+        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return -1;
     while (len > 0) {
-        ssize_t w = write(fd, buf, len);
+        long w = OS_SYSCALL(SYS_write, fd, buf, len);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
             int e = w < 0 ? errno : EIO;
-            close(fd);
+            OS_SYSCALL(SYS_close, fd);
             errno = e;
             return -1;
         }
         buf += w;
         len -= (size_t)w;
     }
-    return close(fd);
+    return (int)OS_SYSCALL(SYS_close, fd);
 }
 
 /* The symboliser's open, read and close are made as system calls: a preloaded library
@@ -575,7 +583,7 @@ uint64_t usi_os_now_ms(void)
 void usi_os_sleep_ms(size_t ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
+    while (OS_SYSCALL(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts, &ts) != 0 && errno == EINTR)
         ;
 }
 
