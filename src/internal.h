@@ -298,10 +298,15 @@ void usi_os_prefork(void);
 void usi_os_postfork_parent(void);
 /* glibc's __libc_single_threaded: no other thread was ever started. */
 int usi_os_single_threaded(void);
-/* The calling thread's seccomp mode (prctl PR_GET_SECCOMP): 0 none, 2 a filter, -1 when
- * the call itself is refused (taken as a filter by callers). Once not 0, the answer is
- * kept without asking again (a filter is never removed). */
+/* The calling thread's seccomp mode: 0 none, 1 strict, 2 a filter, -1 when it cannot be
+ * told (taken as a filter by callers). From /proc/thread-self/status, read with the calls
+ * the dynamic linker made (an inherited filter allows them); prctl(PR_GET_SECCOMP) only
+ * where /proc cannot tell. Once not 0, the answer is kept without asking again (a filter
+ * is never removed). */
 int usi_os_seccomp_mode(void);
+/* The soft RLIMIT_NPROC (processes and threads of the real user): -1 unlimited, 0 when it
+ * cannot be read. */
+long long usi_os_nproc_limit(void);
 /* From now on usi_os_seccomp_mode answers 2 without asking: a filter is being installed
  * (the hooks of design §10.1 saw the call go by). */
 void usi_os_note_filter(void);

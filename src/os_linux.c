@@ -629,13 +629,68 @@ void usi_os_note_filter(void)
     __atomic_store_n(&seccomp_filtered, 2, __ATOMIC_RELAXED);
 }
 
+/* The calling thread's "Seccomp:" field of /proc/thread-self/status (0 none, 1 strict, 2
+ * filter), or -1 when it cannot be read. Read in small chunks, by a state machine that
+ * matches "\nSeccomp:" across them: no large buffer on a slow path's stack. */
+static int status_seccomp(void)
+{
+    static const char key[] = "\nSeccomp:";
+    long fd;
+    do /* the flags the dynamic linker opens libraries with: a filter must allow them */
+        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, "/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return -1;
+    char buf[256];
+    size_t matched = 0;
+    int mode = -1, in_value = 0, done = 0;
+    long n;
+    while (!done && (n = OS_SYSCALL(SYS_read, fd, buf, sizeof buf)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (long i = 0; i < n && !done; i++) {
+            char ch = buf[i];
+            if (in_value) {
+                if (ch >= '0' && ch <= '9')
+                    mode = ch - '0';
+                done = ch != ' ' && ch != '\t';
+            } else if (ch == key[matched]) {
+                in_value = ++matched == sizeof key - 1;
+            } else {
+                matched = ch == key[0];
+            }
+        }
+    }
+    OS_SYSCALL(SYS_close, fd);
+    return mode;
+}
+
+long long usi_os_nproc_limit(void)
+{
+    struct rlimit r;
+    int e = errno;
+    long rc = OS_SYSCALL(SYS_prlimit64, 0, RLIMIT_NPROC, NULL, &r);
+    errno = e;
+    if (rc != 0)
+        return 0;
+    return r.rlim_cur == RLIM_INFINITY ? -1 : (long long)r.rlim_cur;
+}
+
 int usi_os_seccomp_mode(void)
 {
     int known = __atomic_load_n(&seccomp_filtered, __ATOMIC_RELAXED);
     if (known)
         return known;
     int e = errno;
-    int mode = (int)OS_SYSCALL(SYS_prctl, PR_GET_SECCOMP);
+    /* /proc first: an inherited filter (installed before exec, which uslab's hooks never
+     * saw) may kill for prctl, but it allows openat, read and close with the flags the
+     * dynamic linker used to load this library. prctl only where /proc cannot tell. */
+    int mode = status_seccomp();
+    if (mode < 0)
+        mode = (int)OS_SYSCALL(SYS_prctl, PR_GET_SECCOMP);
     errno = e;
     if (mode != 0)
         __atomic_store_n(&seccomp_filtered, mode, __ATOMIC_RELAXED);

@@ -51,6 +51,10 @@ uint64_t usi_purge_live_due_ms;
  * update is due again after this long (ms), in case it never finishes (a fork). */
 #define USI_LIVE_CLAIM_MS 1000
 
+/* USLAB_PURGER=auto starts no thread under a soft RLIMIT_NPROC below this: such a limit is
+ * set on purpose, and a program near it would find one thread fewer than under glibc. */
+#define USI_PURGER_MIN_NPROC 4096
+
 /* The live statistics page's update (live.c), set once at initialisation. */
 static uint64_t (*live_update)(uint64_t now_ms);
 
@@ -157,6 +161,9 @@ static int run_pass(uint64_t now, unsigned how)
 static void *purger_main(void *arg)
 {
     (void)arg;
+    /* Never cancelled in a wait (pthread_cond_wait is a cancellation point) with a lock
+     * held: nobody outside uslab has its handle, but a cancel of every thread may come. */
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     uint64_t tick = tick_ms();
     for (;;) {
         usi_lock(&purger.lock);
@@ -216,6 +223,15 @@ static int thread_wanted(void)
         if (usi_os_seccomp_mode() != 0) {
             usi_report_note("a seccomp filter is in force: no purger thread; memory goes "
                             "back on slow paths");
+            return -1;
+        }
+        /* A low limit on the user's threads (a sandbox against fork bombs, a judge): the
+         * program's own pthread_create must not fail for our thread. */
+        long long nproc = usi_os_nproc_limit();
+        if (nproc >= 0 && nproc < USI_PURGER_MIN_NPROC) {
+            usi_report_note("RLIMIT_NPROC is %lld: no purger thread; memory goes back on "
+                            "slow paths",
+                            nproc);
             return -1;
         }
         return 1;

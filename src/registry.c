@@ -46,8 +46,13 @@ void usi_registry_remove(struct uslab_cache *c)
     usi_lock(&registry_lock);
     USI_ASSERT(usi_caches[c->id] == c);
     __atomic_store_n(&usi_caches[c->id], NULL, __ATOMIC_RELEASE);
+    /* pthread_cond_wait is a cancellation point: a pending cancel must not take the caller
+     * out of uslab_cache_destroy with the registry lock held. */
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     while (c->pins)
         pthread_cond_wait(&unpinned, &registry_lock);
+    pthread_setcancelstate(cancel, NULL);
     usi_unlock(&registry_lock);
 }
 

@@ -21,6 +21,13 @@
  *  - `late-vfork`: a child allocates for over a second (its page is made), then a vfork
  *    child of it installs a filter that allows everything and leaves with _exit: the page
  *    is the parent's, which must keep it and remove it at its exit.
+ *  - `inherited`: a child installs a filter that kills for prctl (anything else allowed) and
+ *    execs this program as `inherited-child`, which starts a thread and allocates for over
+ *    a second: uslab must learn of the filter without prctl (no live page, no purger
+ *    thread) and the child exit 0, not die of SIGSYS.
+ *  - `nproc`: under a soft RLIMIT_NPROC of 1000 (set on purpose: a judge, a sandbox against
+ *    fork bombs) a program with two threads that both allocate for over a second, past the
+ *    purge delay, still has two threads: no purger thread takes a slot of the limit.
  *  - `landlock`: as late-*, but the child restricts itself with Landlock so that no file
  *    may be removed anywhere (landlock_restrict_self through syscall()); its page must
  *    still be gone after it exits. 77 where the kernel has no Landlock.
@@ -278,6 +285,88 @@ static int late_vfork(void)
     return 0;
 }
 
+static int inherited(const char *self)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork failed\n");
+    if (pid == 0) {
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prctl, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+            die("installing the filter failed\n");
+        execl(self, self, "inherited-child", (char *)NULL);
+        die("exec failed\n");
+    }
+    if (child_clean(pid))
+        return 1;
+    printf("sandbox ok\n");
+    return 0;
+}
+
+static volatile int worker_stop;
+
+/* Its own blocks (workload's arrays are the main thread's), freed so that slabs empty. */
+static void *allocating_worker(void *arg)
+{
+    static void *q[4096];
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        for (int i = 0; i < 4096; i++)
+            if (!(q[i] = malloc((size_t)(i % 700) + 1)))
+                die("malloc failed\n");
+        for (int i = 0; i < 4096; i++)
+            free(q[i]);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1300);
+    while (!worker_stop)
+        sleep_ms(5);
+    return arg;
+}
+
+/* The Threads: field of /proc/self/status, or -1. */
+static int thread_count(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "Threads:", 8) == 0)
+            n = atoi(line + 8);
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static int nproc_limit(void)
+{
+    struct rlimit rl = {1000, 1000};
+    if (setrlimit(RLIMIT_NPROC, &rl) != 0)
+        die("setrlimit failed\n");
+    pthread_t t;
+    if (pthread_create(&t, NULL, allocating_worker, NULL) != 0)
+        die("pthread_create failed\n");
+    allocate_for_a_second();
+    sleep_ms(300); /* a purger thread started on the last frees would be there now */
+    int n = thread_count();
+    worker_stop = 1;
+    pthread_join(t, NULL);
+    if (n != 2) {
+        fprintf(stderr, "%d threads under RLIMIT_NPROC 1000, the program made 2\n", n);
+        return 1;
+    }
+    printf("sandbox ok\n");
+    return 0;
+}
+
 static int landlock(void)
 {
     if (syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) < 1) {
@@ -385,6 +474,15 @@ int main(int argc, char **argv)
         printf("sandbox ok\n");
         return 0;
     }
+    if (strcmp(mode, "nproc") == 0)
+        return nproc_limit();
+    if (strcmp(mode, "inherited") == 0)
+        return inherited(argv[0]);
+    if (strcmp(mode, "inherited-child") == 0) {
+        one_thread();
+        allocate_for_a_second();
+        return 0;
+    }
     if (strcmp(mode, "late-vfork") == 0)
         return late_vfork();
     if (strcmp(mode, "landlock") == 0)
@@ -394,6 +492,6 @@ int main(int argc, char **argv)
     if (strcmp(mode, "late-prctl") == 0 || strcmp(mode, "late-syscall") == 0)
         return late_filter(strcmp(mode, "late-prctl") == 0 ? BY_PRCTL : BY_SYSCALL);
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|late-prctl|"
-                    "late-syscall|late-vfork|landlock|fsize\n");
+                    "late-syscall|late-vfork|inherited|nproc|landlock|fsize\n");
     return 2;
 }
