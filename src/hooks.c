@@ -15,6 +15,11 @@
  * libc's would: the system call itself, made by the instruction, with -1 and errno on
  * failure.
  *
+ * A new root or mount namespace (chroot, pivot_root, unshare(CLONE_NEWNS), setns into a
+ * mount namespace) may make the page's path name another file at exit: the page goes
+ * first there too, and is made again afterwards where the process then is. _exit and
+ * _Exit, which run no destructor, remove the page before they leave.
+ *
  * A filter installed by the instruction itself, not through libc (a program's own
  * assembly), is not seen: docs/design.md §12.
  */
@@ -24,7 +29,9 @@
 #if USI_HOOKS
 
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,29 +40,45 @@
 
 /* What system call n with first argument a is about to do: SECCOMP, install a seccomp
  * filter (or strict mode, which refuses even more); LANDLOCK, restrict the process's file
- * access (an unlink at exit may be refused); else NONE. */
-enum sandbox { NONE, SECCOMP, LANDLOCK };
+ * access (an unlink at exit may be refused); MOVE, change the process's root or mount
+ * namespace (the page's path may name another file afterwards); else NONE. */
+enum sandbox { NONE, SECCOMP, LANDLOCK, MOVE };
 
 static enum sandbox sandboxing(long n, unsigned long a)
 {
-    if (n == SYS_prctl)
+    switch (n) {
+    case SYS_prctl:
         return a == PR_SET_SECCOMP ? SECCOMP : NONE;
-    if (n == SYS_seccomp)
+    case SYS_seccomp:
         return a == SECCOMP_SET_MODE_STRICT || a == SECCOMP_SET_MODE_FILTER ? SECCOMP : NONE;
 #ifdef SYS_landlock_restrict_self
-    if (n == SYS_landlock_restrict_self)
+    case SYS_landlock_restrict_self:
         return LANDLOCK;
 #endif
-    return NONE;
+    case SYS_chroot:
+    case SYS_pivot_root:
+        return MOVE;
+    case SYS_unshare:
+        return a & CLONE_NEWNS ? MOVE : NONE;
+    default:
+        return NONE;
+    }
 }
 
-/* Before a call that sandboxes the process: the live page goes while it still can, and a
- * seccomp filter is known to the os layer. */
+/* setns(fd, nstype): a mount namespace, or one the caller does not name. */
+static enum sandbox setns_kind(unsigned long nstype)
+{
+    return nstype == 0 || (nstype & CLONE_NEWNS) ? MOVE : NONE;
+}
+
+/* Before a call that sandboxes or moves the process: the live page goes while it still
+ * can (made again after a move, where the process then is), and a seccomp filter is known
+ * to the os layer. */
 static void before_sandbox(enum sandbox kind)
 {
     if (kind == SECCOMP)
         usi_os_note_filter();
-    usi_live_before_sandbox();
+    usi_live_before_sandbox(kind == MOVE);
 }
 
 /* As glibc's: six argument words are taken whatever the call (the kernel ignores those it
@@ -67,7 +90,8 @@ EXPORT long syscall(long n, ...)
     long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
     long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
     va_end(ap);
-    enum sandbox kind = sandboxing(n, (unsigned long)a);
+    enum sandbox kind =
+        n == SYS_setns ? setns_kind((unsigned long)b) : sandboxing(n, (unsigned long)a);
     if (USI_UNLIKELY(kind != NONE))
         before_sandbox(kind);
     return usi_os_syscall(n, a, b, c, d, e, f);
@@ -83,6 +107,41 @@ EXPORT int prctl(int option, ...)
     if (USI_UNLIKELY(option == PR_SET_SECCOMP))
         before_sandbox(SECCOMP);
     return (int)usi_os_syscall(SYS_prctl, option, (long)b, (long)c, (long)d, (long)e, 0);
+}
+
+/* glibc's chroot, unshare and setns are the system calls themselves. */
+EXPORT int chroot(const char *path)
+{
+    before_sandbox(MOVE);
+    return (int)usi_os_syscall(SYS_chroot, (long)path, 0, 0, 0, 0, 0);
+}
+
+EXPORT int unshare(int flags)
+{
+    if (flags & CLONE_NEWNS)
+        before_sandbox(MOVE);
+    return (int)usi_os_syscall(SYS_unshare, flags, 0, 0, 0, 0, 0);
+}
+
+EXPORT int setns(int fd, int nstype)
+{
+    if (setns_kind((unsigned)nstype) != NONE)
+        before_sandbox(MOVE);
+    return (int)usi_os_syscall(SYS_setns, fd, nstype, 0, 0, 0, 0);
+}
+
+/* _exit and _Exit leave without destructors: the page goes here (a Python fork child's
+ * os._exit, a worker process's quick exit). Then the system call, as glibc's. */
+EXPORT void _exit(int status)
+{
+    usi_live_quick_exit();
+    for (;;)
+        usi_os_syscall(SYS_exit_group, status, 0, 0, 0, 0, 0);
+}
+
+EXPORT void _Exit(int status)
+{
+    _exit(status);
 }
 
 #endif

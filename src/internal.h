@@ -1096,10 +1096,14 @@ void usi_live_publish(void);
 /* In a fork child (always, also where the handlers take no lock): the parent's page is
  * not the child's; its mapping goes, and the child makes its own when its rule allows. */
 void usi_live_postfork_child(void);
-/* A seccomp filter or a Landlock domain is about to restrict the process (hooks.c; any
- * thread, no uslab lock held): the page goes now, while unlink is still allowed, and none
- * is made from now on. */
-void usi_live_before_sandbox(void);
+/* The process is about to be restricted (hooks.c; any thread, no uslab lock held): the
+ * page goes now, while unlink is still allowed. With again == 0 (a seccomp filter, a
+ * Landlock domain) none is made from now on; with again == 1 (a new root, mount namespace
+ * or user id) one may be made again afterwards, where the process then is. */
+void usi_live_before_sandbox(int again);
+/* _exit: the page goes, unless another thread holds the page's lock (never waits, for
+ * _exit is async-signal-safe). */
+void usi_live_quick_exit(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* init.c (rank 17): one-time initialisation, cache set-up, fork handlers               */

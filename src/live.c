@@ -325,7 +325,7 @@ void usi_live_postfork_child(void)
     }
 }
 
-void usi_live_before_sandbox(void)
+void usi_live_before_sandbox(int again)
 {
     int saved = errno;
     int self = usi_os_getpid();
@@ -338,14 +338,31 @@ void usi_live_before_sandbox(void)
         errno = saved;
         return;
     }
-    if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) == LIVE_ON)
+    int was = __atomic_load_n(&live.state, __ATOMIC_ACQUIRE);
+    int next = again && was != LIVE_OFF ? LIVE_NONE : LIVE_OFF;
+    __atomic_store_n(&live.state, next, __ATOMIC_RELEASE);
+    if (was == LIVE_ON)
         usi_os_unlink(live.path);
     if (live.page)
         usi_os_unmap_shared_file(live.page, USI_LIVE_FILE_BYTES);
     live.page = NULL;
     usi_unlock(&live.lock);
-    __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
+    /* Made again at the next slow path, where the process now is (its new root, its
+     * mount namespace, its user id). */
+    __atomic_store_n(&usi_purge_live_due_ms, next == LIVE_NONE ? 1 : 0, __ATOMIC_RELAXED);
     errno = saved;
+}
+
+void usi_live_quick_exit(void)
+{
+    /* Maybe in a signal handler, or with another thread at the page: never wait. */
+    if (usi_trylock(&live.lock) != 0)
+        return;
+    if (__atomic_load_n(&live.state, __ATOMIC_ACQUIRE) == LIVE_ON && live.pid == usi_os_getpid()) {
+        __atomic_store_n(&live.state, LIVE_OFF, __ATOMIC_RELEASE);
+        usi_os_unlink(live.path);
+    }
+    usi_unlock(&live.lock);
 }
 
 /* At exit (and only in the process that made the page): the page goes. With hooks, a page

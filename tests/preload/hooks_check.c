@@ -3,7 +3,8 @@
  * hooks_check.c - the shared libraries define prctl and syscall (src/hooks.c, docs/design.md
  * §10.1); a program must see libc's answers through them. Run under LD_PRELOAD of the
  * preload library, and without it (glibc's own functions, the reference). Checks return
- * values and errno of calls with 0 to 6 arguments, prctl set/get pairs, failures, and a
+ * values and errno of calls with 0 to 6 arguments, prctl set/get pairs, failures, chroot,
+ * unshare and setns answers, and a
  * seccomp probe that installs nothing (SECCOMP_GET_ACTION_AVAIL), which must leave the
  * process able to make system calls a filter would refuse. Prints "hooks ok".
  */
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,15 @@ int main(void)
     CHECK(syscall(SYS_prctl, PR_GET_SECCOMP) == 0);
     errno = 0;
     CHECK(prctl(-1, 0, 0, 0, 0) == -1 && errno == EINVAL);
+
+    /* chroot, unshare and setns: the kernel's answers. */
+    errno = 0;
+    CHECK(chroot("/nonexistent/uslab-hooks") == -1 && (errno == ENOENT || errno == EPERM));
+    CHECK(unshare(0) == 0);
+    errno = 0;
+    CHECK(setns(-1, 0) == -1 && errno == EBADF);
+    errno = 0;
+    CHECK(syscall(SYS_setns, -1, 0) == -1 && errno == EBADF);
 
     /* A seccomp probe installs nothing: still no filter, and memory still works. */
     unsigned action = SECCOMP_RET_KILL_PROCESS;

@@ -28,6 +28,11 @@
  *  - `nproc`: under a soft RLIMIT_NPROC of 1000 (set on purpose: a judge, a sandbox against
  *    fork bombs) a program with two threads that both allocate for over a second, past the
  *    purge delay, still has two threads: no purger thread takes a slot of the limit.
+ *  - `chroot`, `mount-ns`, `quick-exit`: a child allocates for over a second (its page is
+ *    made), then calls chroot into an empty directory, or unshare(CLONE_NEWNS) and mounts
+ *    an empty tmpfs over /dev/shm, or leaves with _exit; in each case its page must be
+ *    gone after it ends (the exit's unlink would have named another file, or not run).
+ *    77 where the child may not chroot or unshare.
  *  - `landlock`: as late-*, but the child restricts itself with Landlock so that no file
  *    may be removed anywhere (landlock_restrict_self through syscall()); its page must
  *    still be gone after it exits. 77 where the kernel has no Landlock.
@@ -49,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -203,12 +209,15 @@ static void allocate_for_a_second(void)
     } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1300);
 }
 
-/* Waits for child pid: 0 when it exited 0 and left no page, else 1 with a message. */
+/* Waits for child pid: 0 when it exited 0 and left no page, 77 when it exited 77 (its
+ * step refused here), else 1 with a message. */
 static int child_clean(pid_t pid)
 {
     int st;
     if (waitpid(pid, &st, 0) != pid)
         die("waitpid failed\n");
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+        return 77;
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         fprintf(stderr, "the child %s %d\n",
                 WIFSIGNALED(st) ? "was killed by signal" : "exited with",
@@ -306,6 +315,54 @@ static int inherited(const char *self)
         die("exec failed\n");
     }
     if (child_clean(pid))
+        return 1;
+    printf("sandbox ok\n");
+    return 0;
+}
+
+/* A child that allocates for over a second, checks that its page exists, then does `how`
+ * and returns from main; the parent checks that it exited 0 and left no page. */
+static int move_then_exit(const char *how)
+{
+    char dir[] = "/tmp/uslab-sandbox-XXXXXX";
+    if (!mkdtemp(dir))
+        die("mkdtemp failed\n");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork failed\n");
+    if (pid == 0) {
+        allocate_for_a_second();
+        char path[64];
+        live_page_path(path, sizeof path, getpid());
+        if (under_uslab() && access(path, F_OK) != 0)
+            die("no live statistics page after a second of allocation\n");
+        if (strcmp(how, "chroot") == 0) {
+            if (chroot(dir) != 0 || chdir("/") != 0)
+                _exit(77);
+        } else if (strcmp(how, "mount-ns") == 0) {
+            /* Private first: the new mount must not reach the host's /dev/shm. */
+            if (unshare(CLONE_NEWNS) != 0 ||
+                mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+                _exit(77);
+            if (mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k") != 0)
+                _exit(77);
+        } else {
+            if (workload(4))
+                die("wrong contents\n");
+            _exit(0);
+        }
+        if (workload(4))
+            die("wrong contents\n");
+        return 0;
+    }
+    int r = child_clean(pid);
+    rmdir(dir);
+    if (r == 77) {
+        printf("%s refused here: skipped\n", how);
+        return 77;
+    }
+    if (r)
         return 1;
     printf("sandbox ok\n");
     return 0;
@@ -474,6 +531,9 @@ int main(int argc, char **argv)
         printf("sandbox ok\n");
         return 0;
     }
+    if (strcmp(mode, "chroot") == 0 || strcmp(mode, "mount-ns") == 0 ||
+        strcmp(mode, "quick-exit") == 0)
+        return move_then_exit(mode);
     if (strcmp(mode, "nproc") == 0)
         return nproc_limit();
     if (strcmp(mode, "inherited") == 0)
@@ -492,6 +552,7 @@ int main(int argc, char **argv)
     if (strcmp(mode, "late-prctl") == 0 || strcmp(mode, "late-syscall") == 0)
         return late_filter(strcmp(mode, "late-prctl") == 0 ? BY_PRCTL : BY_SYSCALL);
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|late-prctl|"
-                    "late-syscall|late-vfork|inherited|nproc|landlock|fsize\n");
+                    "late-syscall|late-vfork|inherited|nproc|chroot|mount-ns|quick-exit|landlock|"
+                    "fsize\n");
     return 2;
 }
