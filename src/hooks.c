@@ -15,6 +15,8 @@
  * libc's would: the system call itself, made by the instruction, with -1 and errno on
  * failure.
  *
+ * A new effective user id (setuid, seteuid, setreuid, setresuid) would make the sticky
+ * /dev/shm refuse the exit's unlink: the page goes first and is made again as the new user.
  * A new root or mount namespace (chroot, pivot_root, unshare(CLONE_NEWNS), setns into a
  * mount namespace) may make the page's path name another file at exit: the page goes
  * first there too, and is made again afterwards where the process then is. _exit and
@@ -28,6 +30,8 @@
 
 #if USI_HOOKS
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -128,6 +132,56 @@ EXPORT int setns(int fd, int nstype)
     if (setns_kind((unsigned)nstype) != NONE)
         before_sandbox(MOVE);
     return (int)usi_os_syscall(SYS_setns, fd, nstype, 0, 0, 0, 0);
+}
+
+/* The set*uid family changes the user id the page's name and ownership are for: with a
+ * new effective id, the sticky /dev/shm would refuse the exit's unlink. The page goes
+ * first (as the old user) and is made again as the new one. glibc's own functions do the
+ * change (they apply it to every thread): found with dlsym, past this library. */
+typedef int (*set1_fn)(uid_t);
+typedef int (*set2_fn)(uid_t, uid_t);
+typedef int (*set3_fn)(uid_t, uid_t, uid_t);
+
+static void *next_setid(const char *name)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    if (!f)
+        errno = ENOSYS;
+    return f;
+}
+
+static void before_euid(uid_t euid)
+{
+    if (euid != (uid_t)-1 && euid != geteuid())
+        before_sandbox(MOVE);
+}
+
+EXPORT int setuid(uid_t uid)
+{
+    set1_fn f = (set1_fn)(uintptr_t)next_setid("setuid");
+    before_euid(uid);
+    return f ? f(uid) : -1;
+}
+
+EXPORT int seteuid(uid_t euid)
+{
+    set1_fn f = (set1_fn)(uintptr_t)next_setid("seteuid");
+    before_euid(euid);
+    return f ? f(euid) : -1;
+}
+
+EXPORT int setreuid(uid_t ruid, uid_t euid)
+{
+    set2_fn f = (set2_fn)(uintptr_t)next_setid("setreuid");
+    before_euid(euid);
+    return f ? f(ruid, euid) : -1;
+}
+
+EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
+{
+    set3_fn f = (set3_fn)(uintptr_t)next_setid("setresuid");
+    before_euid(euid);
+    return f ? f(ruid, euid, suid) : -1;
 }
 
 /* _exit and _Exit leave without destructors: the page goes here (a Python fork child's

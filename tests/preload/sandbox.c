@@ -33,6 +33,9 @@
  *    an empty tmpfs over /dev/shm, or leaves with _exit; in each case its page must be
  *    gone after it ends (the exit's unlink would have named another file, or not run).
  *    77 where the child may not chroot or unshare.
+ *  - `setuid`: (root only, else 77) a child allocates for over a second (its page is made,
+ *    owned by root), calls setuid(65534), allocates for over a second more (a page of
+ *    nobody's may be made) and exits: no page of either user may be left.
  *  - `landlock`: as late-*, but the child restricts itself with Landlock so that no file
  *    may be removed anywhere (landlock_restrict_self through syscall()); its page must
  *    still be gone after it exits. 77 where the kernel has no Landlock.
@@ -368,6 +371,41 @@ static int move_then_exit(const char *how)
     return 0;
 }
 
+static int setuid_then_exit(void)
+{
+    if (geteuid() != 0) {
+        printf("not root: skipped\n");
+        return 77;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork failed\n");
+    if (pid == 0) {
+        allocate_for_a_second();
+        char path[64];
+        live_page_path(path, sizeof path, getpid());
+        if (under_uslab() && access(path, F_OK) != 0)
+            die("no live statistics page after a second of allocation\n");
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(77);
+        allocate_for_a_second();
+        return 0;
+    }
+    int r = child_clean(pid);
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/uslab.65534.%d", (int)pid);
+    if (r == 0 && access(path, F_OK) == 0) {
+        fprintf(stderr, "the child left its page %s behind\n", path);
+        unlink(path);
+        r = 1;
+    }
+    if (r)
+        return r;
+    printf("sandbox ok\n");
+    return 0;
+}
+
 static volatile int worker_stop;
 
 /* Its own blocks (workload's arrays are the main thread's), freed so that slabs empty. */
@@ -534,6 +572,8 @@ int main(int argc, char **argv)
     if (strcmp(mode, "chroot") == 0 || strcmp(mode, "mount-ns") == 0 ||
         strcmp(mode, "quick-exit") == 0)
         return move_then_exit(mode);
+    if (strcmp(mode, "setuid") == 0)
+        return setuid_then_exit();
     if (strcmp(mode, "nproc") == 0)
         return nproc_limit();
     if (strcmp(mode, "inherited") == 0)
@@ -552,7 +592,8 @@ int main(int argc, char **argv)
     if (strcmp(mode, "late-prctl") == 0 || strcmp(mode, "late-syscall") == 0)
         return late_filter(strcmp(mode, "late-prctl") == 0 ? BY_PRCTL : BY_SYSCALL);
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|late-prctl|"
-                    "late-syscall|late-vfork|inherited|nproc|chroot|mount-ns|quick-exit|landlock|"
+                    "late-syscall|late-vfork|inherited|nproc|chroot|mount-ns|quick-exit|setuid|"
+                    "landlock|"
                     "fsize\n");
     return 2;
 }
