@@ -142,9 +142,23 @@ typedef int (*set1_fn)(uid_t);
 typedef int (*set2_fn)(uid_t, uid_t);
 typedef int (*set3_fn)(uid_t, uid_t, uid_t);
 
-static void *next_setid(const char *name)
+/* glibc's four functions, looked up when the library loads: a set*uid call may come in the
+ * child of a multi-threaded fork (setuid is async-signal-safe), where dlsym could wait for
+ * a lock another thread held at the fork. Looked up at the call only if that failed. */
+static void *next_fns[4];
+static const char *const next_names[4] = {"setuid", "seteuid", "setreuid", "setresuid"};
+
+__attribute__((constructor)) static void hooks_resolve(void)
 {
-    void *f = dlsym(RTLD_NEXT, name);
+    for (int i = 0; i < 4; i++)
+        __atomic_store_n(&next_fns[i], dlsym(RTLD_NEXT, next_names[i]), __ATOMIC_RELEASE);
+}
+
+static void *next_setid(int i)
+{
+    void *f = __atomic_load_n(&next_fns[i], __ATOMIC_ACQUIRE);
+    if (!f)
+        f = dlsym(RTLD_NEXT, next_names[i]);
     if (!f)
         errno = ENOSYS;
     return f;
@@ -158,28 +172,28 @@ static void before_euid(uid_t euid)
 
 EXPORT int setuid(uid_t uid)
 {
-    set1_fn f = (set1_fn)(uintptr_t)next_setid("setuid");
+    set1_fn f = (set1_fn)(uintptr_t)next_setid(0);
     before_euid(uid);
     return f ? f(uid) : -1;
 }
 
 EXPORT int seteuid(uid_t euid)
 {
-    set1_fn f = (set1_fn)(uintptr_t)next_setid("seteuid");
+    set1_fn f = (set1_fn)(uintptr_t)next_setid(1);
     before_euid(euid);
     return f ? f(euid) : -1;
 }
 
 EXPORT int setreuid(uid_t ruid, uid_t euid)
 {
-    set2_fn f = (set2_fn)(uintptr_t)next_setid("setreuid");
+    set2_fn f = (set2_fn)(uintptr_t)next_setid(2);
     before_euid(euid);
     return f ? f(ruid, euid) : -1;
 }
 
 EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
 {
-    set3_fn f = (set3_fn)(uintptr_t)next_setid("setresuid");
+    set3_fn f = (set3_fn)(uintptr_t)next_setid(3);
     before_euid(euid);
     return f ? f(ruid, euid, suid) : -1;
 }
