@@ -19,8 +19,9 @@
  * /dev/shm refuse the exit's unlink: the page goes first and is made again as the new user.
  * A new root or mount namespace (chroot, pivot_root, unshare(CLONE_NEWNS), setns into a
  * mount namespace) may make the page's path name another file at exit: the page goes
- * first there too, and is made again afterwards where the process then is. _exit and
- * _Exit, which run no destructor, remove the page before they leave.
+ * first there too, for good. _exit, _Exit, syscall(SYS_exit_group), quick_exit (a
+ * handler) and daemon's parent, which run no destructor, remove the page before they
+ * leave.
  *
  * A filter installed by the instruction itself, not through libc (a program's own
  * assembly), is not seen: docs/design.md §12.
@@ -45,8 +46,10 @@
 /* What system call n with first argument a is about to do: SECCOMP, install a seccomp
  * filter (or strict mode, which refuses even more); LANDLOCK, restrict the process's file
  * access (an unlink at exit may be refused); MOVE, change the process's root or mount
- * namespace (the page's path may name another file afterwards); else NONE. */
-enum sandbox { NONE, SECCOMP, LANDLOCK, MOVE };
+ * namespace (the page's path may name another file afterwards, or a new /dev/shm be
+ * mounted later: no page from then on); USER, change the effective user id (the page is
+ * made again as the new user); EXIT, leave the process (exit_group); else NONE. */
+enum sandbox { NONE, SECCOMP, LANDLOCK, MOVE, USER, EXIT };
 
 static enum sandbox sandboxing(long n, unsigned long a)
 {
@@ -64,6 +67,8 @@ static enum sandbox sandboxing(long n, unsigned long a)
         return MOVE;
     case SYS_unshare:
         return a & CLONE_NEWNS ? MOVE : NONE;
+    case SYS_exit_group:
+        return EXIT;
     default:
         return NONE;
     }
@@ -75,14 +80,18 @@ static enum sandbox setns_kind(unsigned long nstype)
     return nstype == 0 || (nstype & CLONE_NEWNS) ? MOVE : NONE;
 }
 
-/* Before a call that sandboxes or moves the process: the live page goes while it still
- * can (made again after a move, where the process then is), and a seccomp filter is known
- * to the os layer. */
+/* Before a call that sandboxes, moves or ends the process: the live page goes while it
+ * still can (made again after a change of user), and a seccomp filter is known to the os
+ * layer. */
 static void before_sandbox(enum sandbox kind)
 {
+    if (kind == EXIT) {
+        usi_live_quick_exit();
+        return;
+    }
     if (kind == SECCOMP)
         usi_os_note_filter();
-    usi_live_before_sandbox(kind == MOVE);
+    usi_live_before_sandbox(kind == USER);
 }
 
 /* As glibc's: six argument words are taken whatever the call (the kernel ignores those it
@@ -148,10 +157,20 @@ typedef int (*set3_fn)(uid_t, uid_t, uid_t);
 static void *next_fns[4];
 static const char *const next_names[4] = {"setuid", "seteuid", "setreuid", "setresuid"};
 
+static void live_at_quick_exit(void)
+{
+    usi_live_quick_exit();
+}
+
+static void *next_daemon;
+
 __attribute__((constructor)) static void hooks_resolve(void)
 {
     for (int i = 0; i < 4; i++)
         __atomic_store_n(&next_fns[i], dlsym(RTLD_NEXT, next_names[i]), __ATOMIC_RELEASE);
+    __atomic_store_n(&next_daemon, dlsym(RTLD_NEXT, "daemon"), __ATOMIC_RELEASE);
+    /* quick_exit runs no destructor, and glibc's reaches its own _exit, not this one. */
+    at_quick_exit(live_at_quick_exit);
 }
 
 static void *next_setid(int i)
@@ -167,7 +186,7 @@ static void *next_setid(int i)
 static void before_euid(uid_t euid)
 {
     if (euid != (uid_t)-1 && euid != geteuid())
-        before_sandbox(MOVE);
+        before_sandbox(USER);
 }
 
 EXPORT int setuid(uid_t uid)
@@ -196,6 +215,20 @@ EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
     set3_fn f = (set3_fn)(uintptr_t)next_setid(3);
     before_euid(euid);
     return f ? f(ruid, euid, suid) : -1;
+}
+
+/* daemon: its parent leaves by glibc's own _exit, not this one. The page goes first, and
+ * the child (a fork child: usi_live_postfork_child) makes its own. */
+EXPORT int daemon(int nochdir, int noclose)
+{
+    int (*f)(int, int) =
+        (int (*)(int, int))(uintptr_t)__atomic_load_n(&next_daemon, __ATOMIC_ACQUIRE);
+    if (!f) {
+        errno = ENOSYS;
+        return -1;
+    }
+    before_sandbox(USER);
+    return f(nochdir, noclose);
 }
 
 /* _exit and _Exit leave without destructors: the page goes here (a Python fork child's

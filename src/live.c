@@ -55,6 +55,30 @@ static struct {
     char path[USI_LIVE_PATH_MAX];
 } live = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* Whether the calling thread holds live.lock: a hook called from a signal handler that
+ * interrupted the thread there must not wait for it (usi_live_before_sandbox). */
+static __thread int live_lock_held;
+
+static void live_lock(void)
+{
+    usi_lock(&live.lock);
+    live_lock_held = 1;
+}
+
+static int live_trylock(void)
+{
+    if (usi_trylock(&live.lock) != 0)
+        return -1;
+    live_lock_held = 1;
+    return 0;
+}
+
+static void live_unlock(void)
+{
+    live_lock_held = 0;
+    usi_unlock(&live.lock);
+}
+
 /* ---- snapshots --------------------------------------------------------------------------- */
 
 int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r)
@@ -208,8 +232,10 @@ static int page_create(void)
     expected = LIVE_CREATING;
     if (!__atomic_compare_exchange_n(&live.state, &expected, LIVE_ON, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED)) {
-        /* The process began to exit while we made it: the exit saw no page to remove. */
-        usi_os_unlink(live.path);
+        /* The process began to exit, or to sandbox itself from a signal handler, while we
+         * made it: nobody else removes it. Not under a filter that may have arrived. */
+        if (usi_os_seccomp_mode() == 0)
+            usi_os_unlink(live.path);
         usi_os_unmap_shared_file(h, USI_LIVE_FILE_BYTES);
         live.page = NULL;
         return -1;
@@ -292,10 +318,10 @@ uint64_t usi_live_update(uint64_t now_ms)
             return first;
     }
     /* Another thread is at it: this slow path goes on. */
-    if (usi_trylock(&live.lock) != 0)
+    if (live_trylock() != 0)
         return now_ms + USI_LIVE_INTERVAL_MS;
     int done = publish_locked();
-    usi_unlock(&live.lock);
+    live_unlock();
     return done > 0 ? now_ms + USI_LIVE_INTERVAL_MS : 0;
 }
 
@@ -304,15 +330,16 @@ void usi_live_publish(void)
     if (__atomic_load_n(&live.state, __ATOMIC_ACQUIRE) == LIVE_OFF)
         return;
     int saved = errno;
-    usi_lock(&live.lock);
+    live_lock();
     publish_locked();
-    usi_unlock(&live.lock);
+    live_unlock();
     errno = saved;
 }
 
 void usi_live_postfork_child(void)
 {
     pthread_mutex_init(&live.lock, NULL);
+    live_lock_held = 0;
     /* The parent's mapping: the child would write into its parent's page. */
     if (live.page)
         usi_os_unmap_shared_file(live.page, USI_LIVE_FILE_BYTES);
@@ -329,12 +356,24 @@ void usi_live_before_sandbox(int again)
 {
     int saved = errno;
     int self = usi_os_getpid();
-    usi_lock(&live.lock); /* no page is being made or written meanwhile */
+    if (live_lock_held) {
+        /* A signal handler that interrupted this thread inside the page's code: no wait,
+         * no unmap (the interrupted code may be writing the page). The page is turned off
+         * for good and its file goes; a page being made meanwhile is left by its maker
+         * (page_create), not removed under what may be a filter by now. */
+        if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) == LIVE_ON &&
+            live.pid == self)
+            usi_os_unlink(live.path);
+        __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
+        errno = saved;
+        return;
+    }
+    live_lock(); /* no page is being made or written meanwhile */
     /* A page of another process: this is a child that shares its parent's memory (vfork)
      * or skipped the fork handlers (a raw clone); the page and its state are the
      * parent's, which keeps them. */
     if (__atomic_load_n(&live.state, __ATOMIC_ACQUIRE) == LIVE_ON && live.pid != self) {
-        usi_unlock(&live.lock);
+        live_unlock();
         errno = saved;
         return;
     }
@@ -346,9 +385,9 @@ void usi_live_before_sandbox(int again)
     if (live.page)
         usi_os_unmap_shared_file(live.page, USI_LIVE_FILE_BYTES);
     live.page = NULL;
-    usi_unlock(&live.lock);
-    /* Made again at the next slow path, where the process now is (its new root, its
-     * mount namespace, its user id). */
+    if (next == LIVE_NONE) /* as the new user, once a second has passed from now */
+        __atomic_store_n(&live.first_ms, usi_os_now_ms() + USI_LIVE_FIRST_MS, __ATOMIC_RELAXED);
+    live_unlock();
     __atomic_store_n(&usi_purge_live_due_ms, next == LIVE_NONE ? 1 : 0, __ATOMIC_RELAXED);
     errno = saved;
 }
@@ -356,13 +395,13 @@ void usi_live_before_sandbox(int again)
 void usi_live_quick_exit(void)
 {
     /* Maybe in a signal handler, or with another thread at the page: never wait. */
-    if (usi_trylock(&live.lock) != 0)
+    if (live_lock_held || live_trylock() != 0)
         return;
     if (__atomic_load_n(&live.state, __ATOMIC_ACQUIRE) == LIVE_ON && live.pid == usi_os_getpid()) {
         __atomic_store_n(&live.state, LIVE_OFF, __ATOMIC_RELEASE);
         usi_os_unlink(live.path);
     }
-    usi_unlock(&live.lock);
+    live_unlock();
 }
 
 /* At exit (and only in the process that made the page): the page goes. With hooks, a page

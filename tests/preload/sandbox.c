@@ -33,6 +33,12 @@
  *    an empty tmpfs over /dev/shm, or leaves with _exit; in each case its page must be
  *    gone after it ends (the exit's unlink would have named another file, or not run).
  *    77 where the child may not chroot or unshare.
+ *  - `exit-group`, `quick-exit-c`, `daemon`: the same, leaving by syscall(SYS_exit_group),
+ *    by quick_exit, or by daemon() (whose parent leaves by glibc's own _exit).
+ *  - `signal-setuid`: (root only, else 77) the same, while a signal handler every 200 µs
+ *    changes the effective user id and back (the hooks run inside the page's code, with
+ *    its lock held by the interrupted thread: they must not wait for it). The mount-ns
+ *    child also allocates between its unshare and its mount.
  *  - `setuid`: (root only, else 77) a child allocates for over a second (its page is made,
  *    owned by root), calls setuid(65534), allocates for over a second more (a page of
  *    nobody's may be made) and exits: no page of either user may be left.
@@ -53,6 +59,7 @@
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +68,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -323,6 +331,31 @@ static int inherited(const char *self)
     return 0;
 }
 
+/* Every 200 µs, while the main thread allocates and frees (and the page is made and
+ * written, USLAB_LIVE=always makes it again at once), a signal handler changes the
+ * effective user id to nobody and back: the hooks run inside the page's code. */
+static void setuid_handler(int sig)
+{
+    (void)sig;
+    int e = errno;
+    if (seteuid(65534) == 0 && seteuid(0) != 0)
+        _exit(3);
+    errno = e;
+}
+
+static void signal_setuid(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = setuid_handler;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 200}, {0, 200}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    allocate_for_a_second();
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+}
+
 /* A child that allocates for over a second, checks that its page exists, then does `how`
  * and returns from main; the parent checks that it exited 0 and left no page. */
 static int move_then_exit(const char *how)
@@ -348,8 +381,29 @@ static int move_then_exit(const char *how)
             if (unshare(CLONE_NEWNS) != 0 ||
                 mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
                 _exit(77);
+            /* Slow paths between the unshare and the mount: no page may be made again in
+             * the /dev/shm the mount then hides. */
+            if (workload(5))
+                die("wrong contents\n");
             if (mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k") != 0)
                 _exit(77);
+        } else if (strcmp(how, "exit-group") == 0) {
+            if (workload(4))
+                die("wrong contents\n");
+            syscall(SYS_exit_group, 0);
+        } else if (strcmp(how, "quick-exit-c") == 0) {
+            if (workload(4))
+                die("wrong contents\n");
+            quick_exit(0);
+        } else if (strcmp(how, "daemon") == 0) {
+            /* The parent leaves by glibc's own _exit; the daemon leaves at once. */
+            if (daemon(1, 1) != 0)
+                die("daemon failed\n");
+            _exit(0);
+        } else if (strcmp(how, "signal-setuid") == 0) {
+            if (geteuid() != 0)
+                _exit(77);
+            signal_setuid();
         } else {
             if (workload(4))
                 die("wrong contents\n");
@@ -570,7 +624,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(mode, "chroot") == 0 || strcmp(mode, "mount-ns") == 0 ||
-        strcmp(mode, "quick-exit") == 0)
+        strcmp(mode, "quick-exit") == 0 || strcmp(mode, "exit-group") == 0 ||
+        strcmp(mode, "quick-exit-c") == 0 || strcmp(mode, "daemon") == 0 ||
+        strcmp(mode, "signal-setuid") == 0)
         return move_then_exit(mode);
     if (strcmp(mode, "setuid") == 0)
         return setuid_then_exit();
@@ -592,7 +648,8 @@ int main(int argc, char **argv)
     if (strcmp(mode, "late-prctl") == 0 || strcmp(mode, "late-syscall") == 0)
         return late_filter(strcmp(mode, "late-prctl") == 0 ? BY_PRCTL : BY_SYSCALL);
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|late-prctl|"
-                    "late-syscall|late-vfork|inherited|nproc|chroot|mount-ns|quick-exit|setuid|"
+                    "late-syscall|late-vfork|inherited|nproc|chroot|mount-ns|quick-exit|exit-group|"
+                    "quick-exit-c|daemon|signal-setuid|setuid|"
                     "landlock|"
                     "fsize\n");
     return 2;
