@@ -94,6 +94,30 @@ static void before_sandbox(enum sandbox kind)
     usi_live_before_sandbox(kind == USER);
 }
 
+/* A new user namespace (unshare(CLONE_NEWUSER), setns into a user namespace or an unnamed
+ * one): the kernel refuses it (EINVAL) to a process with threads, and one that has joined
+ * its own would still have the purger. That is stopped and joined first, and may start
+ * again after the call. */
+static int pauses_purger(long n, unsigned long a, unsigned long b)
+{
+    if (n == SYS_unshare)
+        return (a & CLONE_NEWUSER) != 0;
+    if (n == SYS_setns)
+        return b == 0 || (b & CLONE_NEWUSER);
+    return 0;
+}
+
+static long user_ns_call(long n, long a, long b)
+{
+    int paused = usi_purge_pause();
+    long r = usi_os_syscall(n, a, b, 0, 0, 0, 0);
+    int e = errno;
+    if (paused)
+        usi_purge_resume();
+    errno = e;
+    return r;
+}
+
 /* As glibc's: six argument words are taken whatever the call (the kernel ignores those it
  * does not use; musl's syscall does the same). */
 EXPORT long syscall(long n, ...)
@@ -107,6 +131,8 @@ EXPORT long syscall(long n, ...)
         n == SYS_setns ? setns_kind((unsigned long)b) : sandboxing(n, (unsigned long)a);
     if (USI_UNLIKELY(kind != NONE))
         before_sandbox(kind);
+    if (USI_UNLIKELY(pauses_purger(n, (unsigned long)a, (unsigned long)b)))
+        return user_ns_call(n, a, b);
     return usi_os_syscall(n, a, b, c, d, e, f);
 }
 
@@ -133,6 +159,8 @@ EXPORT int unshare(int flags)
 {
     if (flags & CLONE_NEWNS)
         before_sandbox(MOVE);
+    if (pauses_purger(SYS_unshare, (unsigned)flags, 0))
+        return (int)user_ns_call(SYS_unshare, flags, 0);
     return (int)usi_os_syscall(SYS_unshare, flags, 0, 0, 0, 0, 0);
 }
 
@@ -140,6 +168,8 @@ EXPORT int setns(int fd, int nstype)
 {
     if (setns_kind((unsigned)nstype) != NONE)
         before_sandbox(MOVE);
+    if (pauses_purger(SYS_setns, (unsigned)fd, (unsigned)nstype))
+        return (int)user_ns_call(SYS_setns, fd, nstype);
     return (int)usi_os_syscall(SYS_setns, fd, nstype, 0, 0, 0, 0);
 }
 

@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Everything declared here is internal to the library: hidden declarations let the
  * compiler address globals directly (rip-relative), not through the GOT. */
@@ -289,6 +290,8 @@ void *usi_os_map_shared(size_t size);
 int usi_os_getpid(void);
 uint64_t usi_os_now_ms(void); /* monotonic, coarse; may be small on a freshly booted machine */
 void usi_os_sleep_ms(size_t ms);
+/* *ts = CLOCK_REALTIME now plus ms: a deadline for pthread_cond_timedwait. */
+void usi_os_realtime_after(uint64_t ms, struct timespec *ts);
 uint32_t usi_os_gettid(void);
 /* After fork, in the child: the thread holds no uslab lock any more. */
 void usi_os_postfork_child(void);
@@ -782,6 +785,12 @@ void usi_purge_set_pass(int (*pass)(uint64_t now_ms, uint64_t idle_ms, unsigned 
  * thread (once, where USLAB_PURGER allows it) or wakes it, or else schedules an inline
  * pass. Cheap when the thread is already awake. */
 void usi_purge_kick(void);
+/* Stops and joins the purger thread, if it runs, before a call the kernel refuses to a
+ * process with threads (unshare or setns of a user namespace, hooks.c); passes run inline
+ * until usi_purge_resume lets a later kick start a thread again. Returns whether it was
+ * paused. Not from a signal handler. */
+int usi_purge_pause(void);
+void usi_purge_resume(void);
 void usi_purge_postfork_child(void);
 /* A thread's first call that sets up its thread cache (tcache.c): in a fork child, the
  * process has threads again once it is not the forking one. */

@@ -37,13 +37,18 @@
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    int pending;       /* the thread: something may be waiting to be given back (under lock) */
-    int thread;        /* the thread: 0 none yet, 1 asked for or running, -1 never in this
-                        * process (refused or failed) (atomic; reset in a fork child) */
+    int pending;  /* the thread: something may be waiting to be given back (under lock) */
+    int thread;   /* the thread: 0 none yet, 1 asked for or running, -1 never in this
+                   * process (refused or failed), 2 paused (usi_purge_pause: none now,
+                   * passes inline) (atomic; reset in a fork child) */
+    int started;  /* the thread: created and joinable as `tid` (under lock) */
+    int stop;     /* the thread: leave now (under lock) */
+    int creating; /* a thread is in purger_start's pthread_create (atomic) */
+    pthread_t tid;
     int running;       /* inline: a pass runs on some thread (atomic) */
     uint32_t fork_tid; /* in a fork child: its one thread, until another calls into uslab
                         * (glibc's __libc_single_threaded stays false there); else 0 */
-} purger = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0};
+} purger = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 uint64_t usi_purge_due_ms;
 uint64_t usi_purge_live_due_ms;
@@ -167,11 +172,18 @@ static void *purger_main(void *arg)
     uint64_t tick = tick_ms();
     for (;;) {
         usi_lock(&purger.lock);
-        while (!purger.pending)
+        while (!purger.pending && !purger.stop)
             pthread_cond_wait(&purger.wake, &purger.lock);
         purger.pending = 0;
+        /* The tick's sleep, cut short only by a stop (usi_purge_pause). */
+        struct timespec until;
+        usi_os_realtime_after(tick, &until);
+        while (!purger.stop && pthread_cond_timedwait(&purger.wake, &purger.lock, &until) == 0)
+            ;
+        int stop = purger.stop;
         usi_unlock(&purger.lock);
-        usi_os_sleep_ms(tick);
+        if (stop)
+            return NULL;
         USI_ASSERT_NO_LOCK();
         if (run_pass(usi_os_now_ms(), USI_PASS_USER)) {
             usi_lock(&purger.lock);
@@ -190,12 +202,22 @@ static int purger_start(void)
     sigset_t all, old;
     pthread_t t;
     pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, (size_t)256 << 10);
     /* The purger must never receive the program's signals. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    /* Joinable: usi_purge_pause joins it once `started` is set. No lock across
+     * pthread_create, which may allocate and free through uslab and so kick (that kick
+     * finds the state set and takes purger.lock); `creating` tells a pause to wait. */
+    __atomic_store_n(&purger.creating, 1, __ATOMIC_RELEASE);
     int ok = pthread_create(&t, &attr, purger_main, NULL) == 0;
+    usi_lock(&purger.lock);
+    if (ok) {
+        purger.tid = t;
+        purger.started = 1;
+    }
+    usi_unlock(&purger.lock);
+    __atomic_store_n(&purger.creating, 0, __ATOMIC_RELEASE);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (!ok)
@@ -268,7 +290,7 @@ void usi_purge_kick(void)
             schedule_inline();
             return;
         }
-    } else if (state < 0) {
+    } else if (state < 0 || state == 2) {
         schedule_inline();
         return;
     }
@@ -301,6 +323,37 @@ void usi_purge_thread_started(void)
         __atomic_store_n(&purger.fork_tid, 0, __ATOMIC_RELAXED);
 }
 
+int usi_purge_pause(void)
+{
+    int state = 1;
+    if (!__atomic_compare_exchange_n(&purger.thread, &state, 2, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return 0;
+    while (__atomic_load_n(&purger.creating, __ATOMIC_ACQUIRE))
+        usi_os_sleep_ms(1); /* another thread is starting it: its tid comes next */
+    usi_lock(&purger.lock);
+    int started = purger.started;
+    pthread_t t = purger.tid;
+    purger.stop = 1;
+    pthread_cond_broadcast(&purger.wake);
+    usi_unlock(&purger.lock);
+    if (started)
+        pthread_join(t, NULL); /* gone from the kernel's count when this returns */
+    usi_lock(&purger.lock);
+    purger.stop = 0;
+    purger.started = 0;
+    purger.pending = 0;
+    usi_unlock(&purger.lock);
+    schedule_inline(); /* what it had still to give back */
+    return 1;
+}
+
+void usi_purge_resume(void)
+{
+    int state = 2;
+    __atomic_compare_exchange_n(&purger.thread, &state, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
 void usi_purge_postfork_child(void)
 {
     pthread_mutex_init(&purger.lock, NULL);
@@ -308,6 +361,9 @@ void usi_purge_postfork_child(void)
     /* The thread did not survive the fork; the child decides afresh (it has one thread). */
     purger.thread = 0;
     purger.pending = 0;
+    purger.started = 0; /* the parent's thread is not the child's to join */
+    purger.stop = 0;
+    purger.creating = 0;
     purger.fork_tid = usi_os_single_threaded() ? 0 : usi_os_gettid();
     purger.running = 0; /* a pass on another thread of the parent is not ours to finish */
 }

@@ -12,6 +12,9 @@
  *  - `unshare`: a single-threaded program allocates and frees, idles, frees more, then calls
  *    unshare(CLONE_NEWUSER), which the kernel refuses (EINVAL) to a process with threads;
  *  - `unshare-fork`: the same in the child of a program that has had threads and a purger.
+ *  - `unshare-joined`: a program starts a thread; both allocate and free past the purge
+ *    delay (the purger thread starts); the program joins its thread and calls
+ *    unshare(CLONE_NEWUSER), which glibc's process (one thread) gets: so must uslab's.
  *  - `late-prctl`, `late-syscall`: a child allocates for over a second (under uslab its live
  *    statistics page is then made, docs/design.md §10.1: checked), then installs a filter
  *    that allows only memory calls, write and exit (no prctl, no unlink, no getpid), by
@@ -630,6 +633,24 @@ int main(int argc, char **argv)
         return move_then_exit(mode);
     if (strcmp(mode, "setuid") == 0)
         return setuid_then_exit();
+    if (strcmp(mode, "unshare-joined") == 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, allocating_worker, NULL) != 0)
+            die("pthread_create failed\n");
+        if (work_and_idle())
+            die("wrong contents\n");
+        worker_stop = 1;
+        pthread_join(t, NULL);
+        if (work_and_idle()) /* frees after the join: kicks for the purger */
+            die("wrong contents\n");
+        int r = try_unshare();
+        if (r)
+            return r;
+        if (workload(6)) /* and memory still works */
+            die("wrong contents\n");
+        printf("sandbox ok\n");
+        return 0;
+    }
     if (strcmp(mode, "nproc") == 0)
         return nproc_limit();
     if (strcmp(mode, "inherited") == 0)
@@ -648,7 +669,8 @@ int main(int argc, char **argv)
     if (strcmp(mode, "late-prctl") == 0 || strcmp(mode, "late-syscall") == 0)
         return late_filter(strcmp(mode, "late-prctl") == 0 ? BY_PRCTL : BY_SYSCALL);
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|late-prctl|"
-                    "late-syscall|late-vfork|inherited|nproc|chroot|mount-ns|quick-exit|exit-group|"
+                    "late-syscall|late-vfork|unshare-joined|inherited|nproc|chroot|mount-ns|quick-"
+                    "exit|exit-group|"
                     "quick-exit-c|daemon|signal-setuid|setuid|"
                     "landlock|"
                     "fsize\n");
