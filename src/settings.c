@@ -46,8 +46,9 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_PURGER] = {"USLAB_PURGER", USI_SETTING_KIND_CHOICE, USI_PURGER_AUTO, "auto", 0, 0,
                             "the purger thread that returns idle memory without further "
                             "activity: `auto` starts it only in a process that already has "
-                            "threads and no seccomp filter; `always`; `never` (memory goes "
-                            "back on slow paths; docs/design.md §3)",
+                            "threads, no seccomp filter and no RLIMIT_NPROC below 4096; "
+                            "`always`; `never` (memory goes back on slow paths; "
+                            "docs/design.md §3)",
                             purger_words},
     [USI_SETTING_RETURN] = {"USLAB_RETURN", USI_SETTING_KIND_CHOICE, USI_RETURN_DELAY, "delay", 0,
                             0,
