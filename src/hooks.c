@@ -69,6 +69,9 @@ static enum sandbox sandboxing(long n, unsigned long a)
         return a & CLONE_NEWNS ? MOVE : NONE;
     case SYS_exit_group:
         return EXIT;
+    case SYS_execve:
+    case SYS_execveat:
+        return USER;
     default:
         return NONE;
     }
@@ -184,8 +187,22 @@ typedef int (*set3_fn)(uid_t, uid_t, uid_t);
 /* glibc's four functions, looked up when the library loads: a set*uid call may come in the
  * child of a multi-threaded fork (setuid is async-signal-safe), where dlsym could wait for
  * a lock another thread held at the fork. Looked up at the call only if that failed. */
-static void *next_fns[4];
-static const char *const next_names[4] = {"setuid", "seteuid", "setreuid", "setresuid"};
+enum {
+    NEXT_SETUID,
+    NEXT_SETEUID,
+    NEXT_SETREUID,
+    NEXT_SETRESUID,
+    NEXT_EXECVE,
+    NEXT_EXECV,
+    NEXT_EXECVP,
+    NEXT_EXECVPE,
+    NEXT_FEXECVE,
+    NEXT_COUNT
+};
+static void *next_fns[NEXT_COUNT];
+static const char *const next_names[NEXT_COUNT] = {"setuid",    "seteuid", "setreuid",
+                                                   "setresuid", "execve",  "execv",
+                                                   "execvp",    "execvpe", "fexecve"};
 
 static void live_at_quick_exit(void)
 {
@@ -196,14 +213,14 @@ static void *next_daemon;
 
 __attribute__((constructor)) static void hooks_resolve(void)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < NEXT_COUNT; i++)
         __atomic_store_n(&next_fns[i], dlsym(RTLD_NEXT, next_names[i]), __ATOMIC_RELEASE);
     __atomic_store_n(&next_daemon, dlsym(RTLD_NEXT, "daemon"), __ATOMIC_RELEASE);
     /* quick_exit runs no destructor, and glibc's reaches its own _exit, not this one. */
     at_quick_exit(live_at_quick_exit);
 }
 
-static void *next_setid(int i)
+static void *next_fn(int i)
 {
     void *f = __atomic_load_n(&next_fns[i], __ATOMIC_ACQUIRE);
     if (!f)
@@ -221,31 +238,126 @@ static void before_euid(uid_t euid)
 
 EXPORT int setuid(uid_t uid)
 {
-    set1_fn f = (set1_fn)(uintptr_t)next_setid(0);
+    set1_fn f = (set1_fn)(uintptr_t)next_fn(NEXT_SETUID);
     before_euid(uid);
     return f ? f(uid) : -1;
 }
 
 EXPORT int seteuid(uid_t euid)
 {
-    set1_fn f = (set1_fn)(uintptr_t)next_setid(1);
+    set1_fn f = (set1_fn)(uintptr_t)next_fn(NEXT_SETEUID);
     before_euid(euid);
     return f ? f(euid) : -1;
 }
 
 EXPORT int setreuid(uid_t ruid, uid_t euid)
 {
-    set2_fn f = (set2_fn)(uintptr_t)next_setid(2);
+    set2_fn f = (set2_fn)(uintptr_t)next_fn(NEXT_SETREUID);
     before_euid(euid);
     return f ? f(ruid, euid) : -1;
 }
 
 EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
 {
-    set3_fn f = (set3_fn)(uintptr_t)next_setid(3);
+    set3_fn f = (set3_fn)(uintptr_t)next_fn(NEXT_SETRESUID);
     before_euid(euid);
     return f ? f(ruid, euid, suid) : -1;
 }
+
+/* The exec family: the new image runs no destructor of this one, so the page goes first
+ * (made again a second later if the call fails). A vfork child's exec leaves its
+ * parent's page alone (usi_live_before_sandbox compares the pid). The work is glibc's
+ * (PATH search, ENOEXEC scripts): execl, execlp and execle gather their arguments and go
+ * through execv, execvp and execve. */
+typedef int (*exec_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+typedef int (*fexec_fn)(int, char *const[], char *const[]);
+
+static void before_exec(void)
+{
+    before_sandbox(USER);
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    exec_fn f = (exec_fn)(uintptr_t)next_fn(NEXT_EXECVE);
+    before_exec();
+    return f ? f(path, argv, envp) : -1;
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+    execv_fn f = (execv_fn)(uintptr_t)next_fn(NEXT_EXECV);
+    before_exec();
+    return f ? f(path, argv) : -1;
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+    execv_fn f = (execv_fn)(uintptr_t)next_fn(NEXT_EXECVP);
+    before_exec();
+    return f ? f(file, argv) : -1;
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    exec_fn f = (exec_fn)(uintptr_t)next_fn(NEXT_EXECVPE);
+    before_exec();
+    return f ? f(file, argv, envp) : -1;
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    fexec_fn f = (fexec_fn)(uintptr_t)next_fn(NEXT_FEXECVE);
+    before_exec();
+    return f ? f(fd, argv, envp) : -1;
+}
+
+EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+    before_exec();
+    return (int)usi_os_syscall(SYS_execveat, dirfd, (long)path, (long)argv, (long)envp, flags, 0);
+}
+
+/* execl, execlp and execle: the arguments counted first, then gathered into an array of
+ * exactly that size on the stack (as glibc's do), the environment of execle after them. */
+static size_t count_args(const char *arg0, va_list ap)
+{
+    size_t n = 1;
+    for (const char *a = arg0; a; a = va_arg(ap, const char *))
+        n++;
+    return n;
+}
+
+static void gather(const char *arg0, va_list ap, char **argv, char *const **envp)
+{
+    size_t n = 0;
+    for (const char *a = arg0; a; a = va_arg(ap, const char *))
+        argv[n++] = (char *)a;
+    argv[n] = NULL;
+    if (envp)
+        *envp = va_arg(ap, char *const *);
+}
+
+#define EXECL(name, next_call, want_env)                                                           \
+    EXPORT int name(const char *file, const char *arg, ...)                                        \
+    {                                                                                              \
+        va_list ap, count;                                                                         \
+        va_start(ap, arg);                                                                         \
+        va_copy(count, ap);                                                                        \
+        size_t n = count_args(arg, count);                                                         \
+        va_end(count);                                                                             \
+        char **argv = __builtin_alloca(n * sizeof *argv);                                          \
+        char *const *envp = NULL;                                                                  \
+        gather(arg, ap, argv, want_env ? &envp : NULL);                                            \
+        va_end(ap);                                                                                \
+        (void)envp;                                                                                \
+        return next_call;                                                                          \
+    }
+
+EXECL(execl, execv(file, argv), 0)
+EXECL(execlp, execvp(file, argv), 0)
+EXECL(execle, execve(file, argv, envp), 1)
 
 /* daemon: its parent leaves by glibc's own _exit, not this one. The page goes first, and
  * the child (a fork child: usi_live_postfork_child) makes its own. */

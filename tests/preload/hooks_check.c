@@ -4,7 +4,7 @@
  * §10.1); a program must see libc's answers through them. Run under LD_PRELOAD of the
  * preload library, and without it (glibc's own functions, the reference). Checks return
  * values and errno of calls with 0 to 6 arguments, prctl set/get pairs, failures, chroot,
- * unshare and setns answers, and a
+ * unshare and setns answers, the exec family's (arguments and environment), and a
  * seccomp probe that installs nothing (SECCOMP_GET_ACTION_AVAIL), which must leave the
  * process able to make system calls a filter would refuse. Prints "hooks ok".
  */
@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int failures;
@@ -78,6 +79,33 @@ int main(void)
     CHECK(setns(-1, 0) == -1 && errno == EBADF);
     errno = 0;
     CHECK(syscall(SYS_setns, -1, 0) == -1 && errno == EBADF);
+
+    /* The exec family: failures keep errno; arguments and environment arrive whole. */
+    errno = 0;
+    CHECK(execl("/nonexistent/uslab-hooks", "x", (char *)NULL) == -1 && errno == ENOENT);
+    errno = 0;
+    CHECK(execvp("uslab-hooks-no-such-command", (char *[]){"x", NULL}) == -1 && errno == ENOENT);
+    static const char *const script = "test \"$X\" = y && test \"$0\" = a && test \"$1\" = b";
+    for (int how = 0; how < 4; how++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            char *envp[] = {"X=y", "PATH=/usr/bin:/bin", NULL};
+            char *argv[] = {"sh", "-c", (char *)script, "a", "b", NULL};
+            if (how == 0)
+                execle("/bin/sh", "sh", "-c", script, "a", "b", (char *)NULL, envp);
+            else if (how == 1)
+                execve("/bin/sh", argv, envp);
+            else if (how == 2)
+                execvpe("sh", argv, envp);
+            else {
+                setenv("X", "y", 1);
+                execlp("sh", "sh", "-c", script, "a", "b", (char *)NULL);
+            }
+            _exit(126);
+        }
+        int st = -1;
+        CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
 
     /* A seccomp probe installs nothing: still no filter, and memory still works. */
     unsigned action = SECCOMP_RET_KILL_PROCESS;

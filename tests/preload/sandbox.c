@@ -36,8 +36,9 @@
  *    an empty tmpfs over /dev/shm, or leaves with _exit; in each case its page must be
  *    gone after it ends (the exit's unlink would have named another file, or not run).
  *    77 where the child may not chroot or unshare.
- *  - `exit-group`, `quick-exit-c`, `daemon`: the same, leaving by syscall(SYS_exit_group),
- *    by quick_exit, or by daemon() (whose parent leaves by glibc's own _exit).
+ *  - `exit-group`, `quick-exit-c`, `daemon`, `exec`: the same, leaving by
+ *    syscall(SYS_exit_group), by quick_exit, by daemon() (whose parent leaves by glibc's own
+ *    _exit), or by execl of /bin/true (a new image runs no destructor of the old one).
  *  - `signal-setuid`: (root only, else 77) the same, while a signal handler every 200 µs
  *    changes the effective user id and back (the hooks run inside the page's code, with
  *    its lock held by the interrupted thread: they must not wait for it). The mount-ns
@@ -390,6 +391,9 @@ static int move_then_exit(const char *how)
                 die("wrong contents\n");
             if (mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k") != 0)
                 _exit(77);
+        } else if (strcmp(how, "exec") == 0) {
+            execl("/bin/true", "true", (char *)NULL);
+            die("exec failed\n");
         } else if (strcmp(how, "exit-group") == 0) {
             if (workload(4))
                 die("wrong contents\n");
@@ -628,8 +632,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "chroot") == 0 || strcmp(mode, "mount-ns") == 0 ||
         strcmp(mode, "quick-exit") == 0 || strcmp(mode, "exit-group") == 0 ||
-        strcmp(mode, "quick-exit-c") == 0 || strcmp(mode, "daemon") == 0 ||
-        strcmp(mode, "signal-setuid") == 0)
+        strcmp(mode, "exec") == 0 || strcmp(mode, "quick-exit-c") == 0 ||
+        strcmp(mode, "daemon") == 0 || strcmp(mode, "signal-setuid") == 0)
         return move_then_exit(mode);
     if (strcmp(mode, "setuid") == 0)
         return setuid_then_exit();
@@ -671,7 +675,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|late-prctl|"
                     "late-syscall|late-vfork|unshare-joined|inherited|nproc|chroot|mount-ns|quick-"
                     "exit|exit-group|"
-                    "quick-exit-c|daemon|signal-setuid|setuid|"
+                    "quick-exit-c|daemon|exec|signal-setuid|setuid|"
                     "landlock|"
                     "fsize\n");
     return 2;
