@@ -248,93 +248,6 @@ static int child_clean(pid_t pid)
     return 0;
 }
 
-static int late_filter(enum install how)
-{
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        die("fork failed\n");
-    if (pid == 0) {
-        allocate_for_a_second();
-        char path[64];
-        live_page_path(path, sizeof path, getpid());
-        if (under_uslab() && access(path, F_OK) != 0)
-            die("no live statistics page after a second of allocation\n");
-        install_filter_by(0, how);
-        if (workload(4))
-            die("wrong contents under the filter\n");
-        return 0; /* exit, with its destructors, under the filter */
-    }
-    if (child_clean(pid))
-        return 1;
-    printf("sandbox ok\n");
-    return 0;
-}
-
-static int late_vfork(void)
-{
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        die("fork failed\n");
-    if (pid == 0) {
-        allocate_for_a_second();
-        char path[64];
-        live_page_path(path, sizeof path, getpid());
-        if (under_uslab() && access(path, F_OK) != 0)
-            die("no live statistics page after a second of allocation\n");
-        static struct sock_filter allow[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
-        static struct sock_fprog prog = {1, allow};
-        pid_t c = vfork();
-        if (c < 0)
-            die("vfork failed\n");
-        if (c == 0) {
-            if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-                prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-                _exit(1);
-            _exit(0);
-        }
-        int st;
-        if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            die("the vfork child failed\n");
-        if (under_uslab() && access(path, F_OK) != 0)
-            die("the vfork child's filter took its parent's page\n");
-        if (workload(4))
-            die("wrong contents\n");
-        exit(0);
-    }
-    if (child_clean(pid))
-        return 1;
-    printf("sandbox ok\n");
-    return 0;
-}
-
-static int inherited(const char *self)
-{
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        die("fork failed\n");
-    if (pid == 0) {
-        struct sock_filter f[] = {
-            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prctl, 0, 1),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        };
-        struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-            die("installing the filter failed\n");
-        execl(self, self, "inherited-child", (char *)NULL);
-        die("exec failed\n");
-    }
-    if (child_clean(pid))
-        return 1;
-    printf("sandbox ok\n");
-    return 0;
-}
-
 /* Every 200 µs, while the main thread allocates and frees (and the page is made and
  * written, USLAB_LIVE=always makes it again at once), a signal handler changes the
  * effective user id to nobody and back: the hooks run inside the page's code. */
@@ -358,113 +271,6 @@ static void signal_setuid(void)
     allocate_for_a_second();
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, NULL);
-}
-
-/* A child that allocates for over a second, checks that its page exists, then does `how`
- * and returns from main; the parent checks that it exited 0 and left no page. */
-static int move_then_exit(const char *how)
-{
-    char dir[] = "/tmp/uslab-sandbox-XXXXXX";
-    if (!mkdtemp(dir))
-        die("mkdtemp failed\n");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        die("fork failed\n");
-    if (pid == 0) {
-        allocate_for_a_second();
-        char path[64];
-        live_page_path(path, sizeof path, getpid());
-        if (under_uslab() && access(path, F_OK) != 0)
-            die("no live statistics page after a second of allocation\n");
-        if (strcmp(how, "chroot") == 0) {
-            if (chroot(dir) != 0 || chdir("/") != 0)
-                _exit(77);
-        } else if (strcmp(how, "mount-ns") == 0) {
-            /* Private first: the new mount must not reach the host's /dev/shm. */
-            if (unshare(CLONE_NEWNS) != 0 ||
-                mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
-                _exit(77);
-            /* Slow paths between the unshare and the mount: no page may be made again in
-             * the /dev/shm the mount then hides. */
-            if (workload(5))
-                die("wrong contents\n");
-            if (mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k") != 0)
-                _exit(77);
-        } else if (strcmp(how, "exec") == 0) {
-            execl("/bin/true", "true", (char *)NULL);
-            die("exec failed\n");
-        } else if (strcmp(how, "exit-group") == 0) {
-            if (workload(4))
-                die("wrong contents\n");
-            syscall(SYS_exit_group, 0);
-        } else if (strcmp(how, "quick-exit-c") == 0) {
-            if (workload(4))
-                die("wrong contents\n");
-            quick_exit(0);
-        } else if (strcmp(how, "daemon") == 0) {
-            /* The parent leaves by glibc's own _exit; the daemon leaves at once. */
-            if (daemon(1, 1) != 0)
-                die("daemon failed\n");
-            _exit(0);
-        } else if (strcmp(how, "signal-setuid") == 0) {
-            if (geteuid() != 0)
-                _exit(77);
-            signal_setuid();
-        } else {
-            if (workload(4))
-                die("wrong contents\n");
-            _exit(0);
-        }
-        if (workload(4))
-            die("wrong contents\n");
-        return 0;
-    }
-    int r = child_clean(pid);
-    rmdir(dir);
-    if (r == 77) {
-        printf("%s refused here: skipped\n", how);
-        return 77;
-    }
-    if (r)
-        return 1;
-    printf("sandbox ok\n");
-    return 0;
-}
-
-static int setuid_then_exit(void)
-{
-    if (geteuid() != 0) {
-        printf("not root: skipped\n");
-        return 77;
-    }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        die("fork failed\n");
-    if (pid == 0) {
-        allocate_for_a_second();
-        char path[64];
-        live_page_path(path, sizeof path, getpid());
-        if (under_uslab() && access(path, F_OK) != 0)
-            die("no live statistics page after a second of allocation\n");
-        if (setgid(65534) != 0 || setuid(65534) != 0)
-            _exit(77);
-        allocate_for_a_second();
-        return 0;
-    }
-    int r = child_clean(pid);
-    char path[64];
-    snprintf(path, sizeof path, "/dev/shm/uslab.65534.%d", (int)pid);
-    if (r == 0 && access(path, F_OK) == 0) {
-        fprintf(stderr, "the child left its page %s behind\n", path);
-        unlink(path);
-        r = 1;
-    }
-    if (r)
-        return r;
-    printf("sandbox ok\n");
-    return 0;
 }
 
 static volatile int worker_stop;
@@ -523,22 +329,33 @@ static int nproc_limit(void)
     return 0;
 }
 
-static int landlock(void)
+/* The step of a child mode after its second of allocation (the page then made): each
+ * leaves by returning (exit, with destructors), or by the way out it tests; exits 77
+ * where the step is refused here. dir: an empty directory (chroot). */
+static void child_step(const char *mode, const char *dir)
 {
-    if (syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) < 1) {
-        printf("no Landlock here (%s): skipped\n", strerror(errno));
-        return 77;
-    }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        die("fork failed\n");
-    if (pid == 0) {
-        allocate_for_a_second();
-        char path[64];
-        live_page_path(path, sizeof path, getpid());
+    char path[64];
+    live_page_path(path, sizeof path, getpid());
+    if (strcmp(mode, "late-prctl") == 0 || strcmp(mode, "late-syscall") == 0) {
+        install_filter_by(0, strcmp(mode, "late-prctl") == 0 ? BY_PRCTL : BY_SYSCALL);
+    } else if (strcmp(mode, "late-vfork") == 0) {
+        static struct sock_filter allow[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+        static struct sock_fprog prog = {1, allow};
+        pid_t c = vfork();
+        if (c < 0)
+            die("vfork failed\n");
+        if (c == 0) {
+            if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+                prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+                _exit(1);
+            _exit(0);
+        }
+        int st;
+        if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            die("the vfork child failed\n");
         if (under_uslab() && access(path, F_OK) != 0)
-            die("no live statistics page after a second of allocation\n");
+            die("the vfork child's filter took its parent's page\n");
+    } else if (strcmp(mode, "landlock") == 0) {
         /* Removing a file is handled and allowed nowhere. */
         struct landlock_ruleset_attr attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_REMOVE_FILE};
         long fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
@@ -546,37 +363,109 @@ static int landlock(void)
             syscall(SYS_landlock_restrict_self, fd, 0) != 0)
             die("landlock_restrict_self failed\n");
         close((int)fd);
-        if (workload(4))
-            die("wrong contents under Landlock\n");
-        exit(0);
+    } else if (strcmp(mode, "chroot") == 0) {
+        if (chroot(dir) != 0 || chdir("/") != 0)
+            _exit(77);
+    } else if (strcmp(mode, "mount-ns") == 0) {
+        /* Private first: the new mount must not reach the host's /dev/shm. */
+        if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+            _exit(77);
+        /* Slow paths between the unshare and the mount: no page may be made again in the
+         * /dev/shm the mount then hides. */
+        if (workload(5))
+            die("wrong contents\n");
+        if (mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k") != 0)
+            _exit(77);
+    } else if (strcmp(mode, "setuid") == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(77);
+        allocate_for_a_second(); /* a page of nobody's may be made */
+    } else if (strcmp(mode, "signal-setuid") == 0) {
+        signal_setuid();
+    } else if (strcmp(mode, "exec") == 0) {
+        execl("/bin/true", "true", (char *)NULL);
+        die("exec failed\n");
+    } else if (strcmp(mode, "daemon") == 0) {
+        /* The parent leaves by glibc's own _exit; the daemon leaves at once. */
+        if (daemon(1, 1) != 0)
+            die("daemon failed\n");
+        _exit(0);
     }
-    if (child_clean(pid))
-        return 1;
-    printf("sandbox ok\n");
-    return 0;
+    if (workload(4))
+        die("wrong contents after the step\n");
+    if (strcmp(mode, "quick-exit") == 0)
+        _exit(0);
+    if (strcmp(mode, "exit-group") == 0)
+        syscall(SYS_exit_group, 0);
+    if (strcmp(mode, "quick-exit-c") == 0)
+        quick_exit(0);
 }
 
-static int fsize_limit(void)
+/* The child modes: a child allocates for over a second (under uslab its page must then
+ * exist; under `fsize` it must not), takes its step and leaves; the parent checks that it
+ * exited 0 and left no page (of either user, for `setuid`). `inherited` execs this program
+ * under a filter instead. 77: skipped here. */
+static int in_child(const char *mode, const char *self)
 {
+    int root_only = strcmp(mode, "setuid") == 0 || strcmp(mode, "signal-setuid") == 0;
+    if (root_only && geteuid() != 0) {
+        printf("not root: skipped\n");
+        return 77;
+    }
+    if (strcmp(mode, "landlock") == 0 &&
+        syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) < 1) {
+        printf("no Landlock here (%s): skipped\n", strerror(errno));
+        return 77;
+    }
+    char dir[] = "/tmp/uslab-sandbox-XXXXXX";
+    if (!mkdtemp(dir))
+        die("mkdtemp failed\n");
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0)
         die("fork failed\n");
     if (pid == 0) {
+        if (strcmp(mode, "inherited") == 0) {
+            struct sock_filter f[] = {
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prctl, 0, 1),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+            };
+            struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
+            if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+                prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+                die("installing the filter failed\n");
+            execl(self, self, "inherited-child", (char *)NULL);
+            die("exec failed\n");
+        }
+        int fsize = strcmp(mode, "fsize") == 0;
         struct rlimit rl = {50 << 10, 50 << 10};
-        if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        if (fsize && setrlimit(RLIMIT_FSIZE, &rl) != 0)
             die("setrlimit failed\n");
         allocate_for_a_second();
         char path[64];
         live_page_path(path, sizeof path, getpid());
-        if (access(path, F_OK) == 0)
-            die("a live statistics page beyond RLIMIT_FSIZE\n");
+        if (fsize ? access(path, F_OK) == 0 : under_uslab() && access(path, F_OK) != 0)
+            die(fsize ? "a live statistics page beyond RLIMIT_FSIZE\n"
+                      : "no live statistics page after a second of allocation\n");
+        child_step(mode, dir);
         exit(0);
     }
-    if (child_clean(pid))
-        return 1;
-    printf("sandbox ok\n");
-    return 0;
+    int r = child_clean(pid);
+    rmdir(dir);
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/uslab.65534.%d", (int)pid);
+    if (r == 0 && access(path, F_OK) == 0) {
+        fprintf(stderr, "the child left its page %s behind\n", path);
+        unlink(path);
+        r = 1;
+    }
+    if (r == 77)
+        printf("%s refused here: skipped\n", mode);
+    else if (r == 0)
+        printf("sandbox ok\n");
+    return r;
 }
 
 int main(int argc, char **argv)
@@ -630,13 +519,6 @@ int main(int argc, char **argv)
         printf("sandbox ok\n");
         return 0;
     }
-    if (strcmp(mode, "chroot") == 0 || strcmp(mode, "mount-ns") == 0 ||
-        strcmp(mode, "quick-exit") == 0 || strcmp(mode, "exit-group") == 0 ||
-        strcmp(mode, "exec") == 0 || strcmp(mode, "quick-exit-c") == 0 ||
-        strcmp(mode, "daemon") == 0 || strcmp(mode, "signal-setuid") == 0)
-        return move_then_exit(mode);
-    if (strcmp(mode, "setuid") == 0)
-        return setuid_then_exit();
     if (strcmp(mode, "unshare-joined") == 0) {
         pthread_t t;
         if (pthread_create(&t, NULL, allocating_worker, NULL) != 0)
@@ -657,26 +539,21 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "nproc") == 0)
         return nproc_limit();
-    if (strcmp(mode, "inherited") == 0)
-        return inherited(argv[0]);
     if (strcmp(mode, "inherited-child") == 0) {
         one_thread();
         allocate_for_a_second();
         return 0;
     }
-    if (strcmp(mode, "late-vfork") == 0)
-        return late_vfork();
-    if (strcmp(mode, "landlock") == 0)
-        return landlock();
-    if (strcmp(mode, "fsize") == 0)
-        return fsize_limit();
-    if (strcmp(mode, "late-prctl") == 0 || strcmp(mode, "late-syscall") == 0)
-        return late_filter(strcmp(mode, "late-prctl") == 0 ? BY_PRCTL : BY_SYSCALL);
-    fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|late-prctl|"
-                    "late-syscall|late-vfork|unshare-joined|inherited|nproc|chroot|mount-ns|quick-"
-                    "exit|exit-group|"
-                    "quick-exit-c|daemon|exec|signal-setuid|setuid|"
-                    "landlock|"
-                    "fsize\n");
+    static const char *const child_modes[] = {
+        "late-prctl", "late-syscall", "late-vfork", "inherited",  "landlock",
+        "fsize",      "chroot",       "mount-ns",   "setuid",     "signal-setuid",
+        "exec",       "daemon",       "quick-exit", "exit-group", "quick-exit-c"};
+    for (size_t i = 0; i < sizeof child_modes / sizeof child_modes[0]; i++)
+        if (strcmp(mode, child_modes[i]) == 0)
+            return in_child(mode, argv[0]);
+    fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
+                    "unshare-joined|nproc|late-prctl|late-syscall|late-vfork|inherited|landlock|"
+                    "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
+                    "exit-group|quick-exit-c\n");
     return 2;
 }
