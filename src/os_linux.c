@@ -679,15 +679,21 @@ static int status_seccomp(void)
     return mode;
 }
 
-long long usi_os_nproc_limit(void)
+/* The soft limit on `resource` (prlimit64 by the instruction, errno kept): RLIM_INFINITY
+ * when unlimited, 0 when it cannot be read. */
+static rlim_t soft_limit(int resource)
 {
     struct rlimit r;
     int e = errno;
-    long rc = OS_SYSCALL(SYS_prlimit64, 0, RLIMIT_NPROC, NULL, &r);
+    long rc = OS_SYSCALL(SYS_prlimit64, 0, resource, NULL, &r);
     errno = e;
-    if (rc != 0)
-        return 0;
-    return r.rlim_cur == RLIM_INFINITY ? -1 : (long long)r.rlim_cur;
+    return rc == 0 ? r.rlim_cur : 0;
+}
+
+long long usi_os_nproc_limit(void)
+{
+    rlim_t n = soft_limit(RLIMIT_NPROC);
+    return n == RLIM_INFINITY ? -1 : (long long)n;
 }
 
 int usi_os_seccomp_mode(void)
@@ -717,9 +723,8 @@ void *usi_os_create_shared_file(const char *path, size_t size)
     int saved = errno;
     /* A file may not grow beyond RLIMIT_FSIZE, and the kernel answers the fallocate that
      * tries with SIGXFSZ, which kills the process (`ulimit -f`): no file then. */
-    struct rlimit fsize;
-    if (OS_SYSCALL(SYS_prlimit64, 0, RLIMIT_FSIZE, NULL, &fsize) != 0 ||
-        (fsize.rlim_cur != RLIM_INFINITY && fsize.rlim_cur < size)) {
+    rlim_t fsize = soft_limit(RLIMIT_FSIZE);
+    if (fsize != RLIM_INFINITY && fsize < size) {
         errno = EFBIG;
         return NULL;
     }
