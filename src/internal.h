@@ -293,6 +293,9 @@ void usi_os_sleep_ms(size_t ms);
 /* *ts = CLOCK_REALTIME now plus ms: a deadline for pthread_cond_timedwait. */
 void usi_os_realtime_after(uint64_t ms, struct timespec *ts);
 uint32_t usi_os_gettid(void);
+/* Whether thread tid of this process is still in the kernel's thread group: a joined
+ * thread stays there for a moment after pthread_join returns. */
+int usi_os_thread_exists(uint32_t tid);
 /* After fork, in the child: the thread holds no uslab lock any more. */
 void usi_os_postfork_child(void);
 /* Before fork takes uslab's locks: glibc's stdio list lock (design §7); after, in the

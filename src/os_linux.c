@@ -603,6 +603,12 @@ uint32_t usi_os_gettid(void)
     return (uint32_t)gettid();
 }
 
+int usi_os_thread_exists(uint32_t tid)
+{
+    /* Signal 0 checks only; ESRCH once the kernel has taken the thread out of the group. */
+    return OS_SYSCALL(SYS_tgkill, (long)getpid(), (long)tid, 0L) == 0 || errno != ESRCH;
+}
+
 #ifdef USLAB_ASSERTS
 __thread unsigned usi_lock_depth __attribute__((tls_model("initial-exec")));
 #endif

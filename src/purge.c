@@ -45,6 +45,7 @@ static struct {
     int stop;     /* the thread: leave now (under lock) */
     int creating; /* a thread is in purger_start's pthread_create (atomic) */
     pthread_t tid;
+    uint32_t ktid;     /* the thread's kernel id, set by itself (atomic) */
     int running;       /* inline: a pass runs on some thread (atomic) */
     uint32_t fork_tid; /* in a fork child: its one thread, until another calls into uslab
                         * (glibc's __libc_single_threaded stays false there); else 0 */
@@ -169,6 +170,7 @@ static void *purger_main(void *arg)
     /* Never cancelled in a wait (pthread_cond_wait is a cancellation point) with a lock
      * held: nobody outside uslab has its handle, but a cancel of every thread may come. */
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+    __atomic_store_n(&purger.ktid, usi_os_gettid(), __ATOMIC_RELEASE);
     uint64_t tick = tick_ms();
     for (;;) {
         usi_lock(&purger.lock);
@@ -337,8 +339,15 @@ int usi_purge_pause(void)
     purger.stop = 1;
     pthread_cond_broadcast(&purger.wake);
     usi_unlock(&purger.lock);
-    if (started)
-        pthread_join(t, NULL); /* gone from the kernel's count when this returns */
+    if (started) {
+        pthread_join(t, NULL);
+        /* pthread_join returns when the thread has released its memory, a little before the
+         * kernel takes it out of the thread group, which is what unshare(CLONE_NEWUSER)
+         * counts: wait for that too (at most a second; it takes microseconds). */
+        uint32_t k = __atomic_exchange_n(&purger.ktid, 0, __ATOMIC_ACQ_REL);
+        for (int i = 0; k && i < 1000 && usi_os_thread_exists(k); i++)
+            usi_os_sleep_ms(1);
+    }
     usi_lock(&purger.lock);
     purger.stop = 0;
     purger.started = 0;
@@ -362,6 +371,7 @@ void usi_purge_postfork_child(void)
     purger.thread = 0;
     purger.pending = 0;
     purger.started = 0; /* the parent's thread is not the child's to join */
+    purger.ktid = 0;
     purger.stop = 0;
     purger.creating = 0;
     purger.fork_tid = usi_os_single_threaded() ? 0 : usi_os_gettid();
