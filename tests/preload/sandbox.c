@@ -56,6 +56,7 @@
  * Prints "sandbox ok" and exits 0. 77 (skipped): this machine refuses user namespaces.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -186,6 +187,32 @@ static void one_thread(void)
     pthread_t t;
     if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
         die("pthread_create failed\n");
+}
+
+/* Threads of this process now: entries of /proc/self/task. */
+static int tasks(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        die("cannot open /proc/self/task\n");
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* The single-threaded rule (design §3): no purger thread was started here, so the kernel
+ * sees one task, whatever uslab's hooks would do for the unshare itself. */
+static void expect_one_task(void)
+{
+    int n = tasks();
+    if (n != 1) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%d threads before unshare: uslab started one\n", n);
+        die(msg);
+    }
 }
 
 static int try_unshare(void)
@@ -491,6 +518,7 @@ int main(int argc, char **argv)
     if (strcmp(mode, "unshare") == 0) {
         if (work_and_idle())
             die("wrong contents\n");
+        expect_one_task();
         int r = try_unshare();
         if (r)
             return r;
@@ -509,6 +537,7 @@ int main(int argc, char **argv)
         if (pid == 0) {
             if (work_and_idle())
                 die("wrong contents in the child\n");
+            expect_one_task();
             _exit(try_unshare());
         }
         int st;
