@@ -153,6 +153,16 @@ static uint64_t word_valid(const struct uslab_cache *c, uint32_t w)
     return in_word >= 64 ? UINT64_MAX : ((uint64_t)1 << in_word) - 1;
 }
 
+/* The bits set in x (a population count without the libgcc call that __builtin_popcountll
+ * makes on baseline x86-64). */
+static inline uint32_t bit_count(uint64_t x)
+{
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
 /* The free objects of word w of s, as bits. */
 static uint64_t word_free(const struct uslab_cache *c, const struct usi_slab *s, uint32_t w)
 {
@@ -379,8 +389,8 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
             while (got < n && s->inuse < c->nobjs)
                 objs[got++] = take_index(c, s, random_free_index(c, s));
             advance_scan(c, s);
-        } else {
-            /* The lowest free objects first, a bitmap word at a time: no object is read. */
+        } else if (USI_UNLIKELY(c->debug)) {
+            /* The lowest free objects first, one at a time (each one is checked). */
             while (got < n && s->inuse < c->nobjs) {
                 uint32_t w = s->scan, next = 0; /* next: one past the last object taken */
                 uint64_t free_bits = word_free(c, s, w);
@@ -395,6 +405,33 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
                 if (!free_bits)
                     s->scan = w + 1; /* word w is full now (or was: then scan was stale) */
             }
+        } else {
+            /* The lowest free objects first, a bitmap word at a time: no object is read, and
+             * the word, the count and bump are written once per word, not per object. */
+            while (got < n && s->inuse < c->nobjs) {
+                uint32_t w = s->scan;
+                uint64_t free_bits = word_free(c, s, w);
+                if (!free_bits) { /* a stale scan: word w was full already */
+                    s->scan = w + 1;
+                    continue;
+                }
+                char *first = s->objs + c->obj_offset + (size_t)w * 64 * c->stride;
+                size_t stride = c->stride, room = n - got, k = bit_count(free_bits);
+                size_t end = got + (k < room ? k : room);
+                uint64_t left = free_bits;
+                for (; got < end; got++) { /* one bound: the loop the compiler keeps tight */
+                    objs[got] = first + (size_t)(uint32_t)__builtin_ctzll(left) * stride;
+                    left &= left - 1;
+                }
+                uint64_t taken = free_bits & ~left;
+                s->alloc_map[w] |= taken;
+                s->inuse += (uint32_t)bit_count(taken);
+                uint32_t next = w * 64 + 64 - (uint32_t)__builtin_clzll(taken); /* one past */
+                if (next > s->bump)
+                    s->bump = next; /* taken in ascending order: the highest so far */
+                if (!left)
+                    s->scan = w + 1; /* word w is full now */
+            }
         }
         if (s->bump != bump_before)
             c->touched_bytes += touched_bytes(c, s, s->bump) - touched_bytes(c, s, bump_before);
@@ -407,63 +444,89 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
     return got;
 }
 
+/* Settles s after a run of puts into it: its list, and what an empty slab does next. */
+static void put_settle(struct uslab_cache *c, struct usi_slab *s, struct usi_slab **release)
+{
+    if (s->list == USI_SLAB_NLISTS)
+        return; /* released by this batch already (a double free was reported on it) */
+    list_move(c, s, state_of(c, s));
+    if (s->inuse != 0)
+        return;
+    /* Beyond the reserve, an empty slab is purged once it has been idle for the purge delay
+     * (by the purger), or at once when the delay is 0. */
+    s->empty_since_ms = usi_os_now_ms();
+    if (c->lists[USI_SLAB_EMPTY].count > c->empty_reserve) {
+        if (usi_options.purge_delay_ms == 0) {
+            list_remove(c, s);
+            s->next = *release;
+            *release = s;
+            s->list = USI_SLAB_NLISTS; /* released: not to be reused for the next one */
+            slab_detached(c, s);
+        } else {
+            c->purge_pending = 1;
+        }
+    }
+}
+
 void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release)
 {
-    struct usi_slab *s = NULL; /* the slab of the previous object: neighbours often share one */
+    /* The slab of the previous object (neighbours often share one): its list and counts are
+     * settled once per run of objects, when the next object is in another slab. The cache's
+     * geometry and the slab's addresses are kept in locals: the bitmap stores below could
+     * alias them for the compiler, which would load them again for every object. */
+    struct usi_slab *s = NULL;
+    const size_t stride = c->stride;
+    const uint64_t recip = c->stride_recip, objs_bytes = (uint64_t)c->nobjs * stride;
+    uintptr_t first = 0, end = 0; /* s's first object (as handed out) and its span's end */
+    uint64_t *map = NULL;
+    size_t skipped = 0; /* reported and left alone (debug caches only) */
     for (size_t i = 0; i < n; i++) {
-        void *p = objs[i];
-        if (!s || (uintptr_t)p - (uintptr_t)s->span >= c->slab_size || s->list == USI_SLAB_NLISTS) {
-            uintptr_t e = usi_pagemap_lookup(p);
+        uintptr_t p = (uintptr_t)objs[i];
+        if (p - first >= end - first) { /* not in s (first <= p < end): also when s is NULL */
+            if (s)
+                put_settle(c, s, release);
+            uintptr_t e = usi_pagemap_lookup((void *)p);
             if (USI_UNLIKELY(e == 0 || (e & USI_ID_MASK) != c->id))
-                usi_slab_bad_pointer(c, p, e);
+                usi_slab_bad_pointer(c, (void *)p, e);
             s = usi_slab_of_entry(e);
+            first = (uintptr_t)s->objs + c->obj_offset;
+            end = (uintptr_t)s->span + c->slab_size;
+            map = s->alloc_map;
         }
-        char *slot = (char *)p - c->obj_offset;
-        uint32_t idx = slab_index(c, s, slot);
-        if (USI_UNLIKELY(idx == UINT32_MAX)) {
+        /* slab_index, with the geometry in registers */
+        uint64_t off = p - first;
+        uint32_t idx = (uint32_t)((off * recip) >> 32);
+        if (USI_UNLIKELY(off >= objs_bytes || (uint64_t)idx * stride != off)) {
             if (c->debug) {
-                usi_debug_report(c, s, p, "Invalid pointer: not the start of an object");
+                usi_debug_report(c, s, (void *)p, "Invalid pointer: not the start of an object");
+                skipped++;
                 continue;
             }
             usi_report_fatal("free of invalid pointer %p in cache %s: not the start of an object "
                              "(slab %p, object size %zu)",
-                             p, c->name, (void *)s->span, c->stride);
+                             (void *)p, c->name, (void *)s->span, c->stride);
         }
         uint64_t bit = (uint64_t)1 << (idx & 63);
-        if (USI_UNLIKELY(!(s->alloc_map[idx >> 6] & bit))) {
+        if (USI_UNLIKELY(!(map[idx >> 6] & bit))) {
             if (c->debug) {
-                usi_debug_report(c, s, p, "Object already free");
+                usi_debug_report(c, s, (void *)p, "Object already free");
+                skipped++;
                 continue;
             }
             usi_report_fatal("double free of %p in cache %s (object %u of slab %p is already free)",
-                             p, c->name, idx, (void *)s->span);
+                             (void *)p, c->name, idx, (void *)s->span);
         }
         if (USI_UNLIKELY(c->debug))
-            usi_debug_on_free(c, s, slot);
-        s->alloc_map[idx >> 6] &= ~bit;
+            usi_debug_on_free(c, s, (char *)p - c->obj_offset);
+        map[idx >> 6] &= ~bit;
         if (idx >> 6 < s->scan)
             s->scan = idx >> 6;
         s->inuse--;
-        c->slab_inuse--;
-        c->slab_puts++;
-        list_move(c, s, state_of(c, s));
-        if (s->inuse == 0) {
-            /* Beyond the reserve, an empty slab is purged once it has been idle for the purge
-             * delay (by the purger), or at once when the delay is 0. */
-            s->empty_since_ms = usi_os_now_ms();
-            if (c->lists[USI_SLAB_EMPTY].count > c->empty_reserve) {
-                if (usi_options.purge_delay_ms == 0) {
-                    list_remove(c, s);
-                    s->next = *release;
-                    *release = s;
-                    s->list = USI_SLAB_NLISTS; /* released: not to be reused for the next one */
-                    slab_detached(c, s);
-                } else {
-                    c->purge_pending = 1;
-                }
-            }
-        }
     }
+    if (s)
+        put_settle(c, s, release);
+    c->slab_inuse -= n - skipped;
+    c->slab_puts += n - skipped;
     /* Debug caches have no magazines: a batch is one object, so this is its slab. */
     if (USI_UNLIKELY(c->debug & USI_DEBUG_F) && s && s->list != USI_SLAB_NLISTS)
         check_or_report(c, s);
