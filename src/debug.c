@@ -548,7 +548,23 @@ void usi_debug_postfork(int child)
 
 /* ---- leak report --------------------------------------------------------------------- */
 
-/* Live objects grouped by allocation stack; kept in memory mapped for the report. */
+/*
+ * Live objects grouped by allocation stack; kept in memory mapped for the report.
+ *
+ * The report must never wait for a lock: exit() may be called by a signal handler that
+ * interrupted this very thread inside malloc or free, with a cache lock, the large table's
+ * or the registry's held (waiting would hang for ever, and the registry's pinned walk
+ * asserts that no lock is held). Each lock is tried for a moment (usi_trylock_for); what
+ * could not be locked is named as not scanned, in the text and in the JSON.
+ */
+#define LEAK_SKIPPED 64u /* names of what was not scanned; more are only counted */
+#define LEAK_LOCK_MS 20u /* how long a busy lock is tried before it is given up */
+
+/* The name the system allocator's blocks are listed under; "every slab cache" is what the
+ * registry walk skips when the registry lock is busy ("*", as a glob of USLAB_DEBUG). */
+static const char system_allocator[] = "malloc (system allocator)";
+static const char every_cache[] = "*";
+
 struct leak_group {
     const struct track *track; /* of the first object seen (its stack is the key) */
     const char *cache;
@@ -558,7 +574,16 @@ struct leak_group {
 struct leak_table {
     struct leak_group *groups;
     size_t cap, n, objects, bytes;
+    const char *skipped[LEAK_SKIPPED];
+    size_t nskipped;
 };
+
+static void leak_skipped(struct leak_table *lt, const char *what)
+{
+    if (lt->nskipped < LEAK_SKIPPED)
+        lt->skipped[lt->nskipped] = what;
+    lt->nskipped++;
+}
 
 static uint64_t stack_hash(const struct track *t)
 {
@@ -598,7 +623,10 @@ static void leak_scan_cache(struct uslab_cache *c, void *arg)
     struct leak_table *lt = arg;
     if (!(c->debug & USI_DEBUG_U))
         return;
-    usi_lock(&c->lock);
+    if (usi_trylock_for(&c->lock, LEAK_LOCK_MS) != 0) {
+        leak_skipped(lt, c->name);
+        return;
+    }
     for (unsigned l = USI_SLAB_PARTIAL; l <= USI_SLAB_FULL; l++)
         for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
             for (uint32_t i = 0; i < s->bump; i++)
@@ -647,7 +675,30 @@ static void print_leaks_json(const struct leak_table *lt, size_t n)
         }
         out("]}");
     }
+    out("], \"not_scanned\": [");
+    for (size_t i = 0; i < lt->nskipped && i < LEAK_SKIPPED; i++) {
+        out("%s", i ? ", " : "");
+        json_string(lt->skipped[i]);
+    }
+    if (lt->nskipped > LEAK_SKIPPED)
+        out(", \"+%zu more\"", lt->nskipped - LEAK_SKIPPED);
     out("]}}\n");
+}
+
+static void print_skipped(const struct leak_table *lt)
+{
+    for (size_t i = 0; i < lt->nskipped && i < LEAK_SKIPPED; i++) {
+        const char *what = lt->skipped[i];
+        if (what == every_cache)
+            out("uslab: leak report: no slab cache scanned: the cache registry's lock is held\n");
+        else if (what == system_allocator)
+            out("uslab: leak report: the system allocator's blocks not scanned: their table's "
+                "lock is held\n");
+        else
+            out("uslab: leak report: cache %s not scanned: its lock is held\n", what);
+    }
+    if (lt->nskipped > LEAK_SKIPPED)
+        out("uslab: leak report: %zu more caches not scanned\n", lt->nskipped - LEAK_SKIPPED);
 }
 
 void usi_debug_leak_report(void);
@@ -660,12 +711,20 @@ void usi_debug_leak_report(void)
         out("uslab: leak report: no memory for its table\n");
         return;
     }
-    usi_registry_for_each(leak_scan_cache, &lt);
-    /* The system allocator's blocks: the table stays locked while the report reads it. */
-    usi_lock(&large.lock);
-    for (size_t i = 0; i < large.cap; i++)
-        if (large.slots[i].state == LARGE_LIVE && lt.n < lt.cap / 2)
-            leak_add(&lt, "malloc (system allocator)", &large.slots[i].alloc, large.slots[i].size);
+    if (usi_registry_try_each(leak_scan_cache, &lt, LEAK_LOCK_MS) != 0)
+        leak_skipped(&lt, every_cache);
+    /* The system allocator's blocks, after the walk (large.lock is taken with no other lock,
+     * design §6): the table stays locked while the report reads it. holding_large: this
+     * thread was interrupted inside the table's code. */
+    int large_locked = !holding_large && usi_trylock_for(&large.lock, LEAK_LOCK_MS) == 0;
+    if (large_locked) {
+        holding_large = 1;
+        for (size_t i = 0; i < large.cap; i++)
+            if (large.slots[i].state == LARGE_LIVE && lt.n < lt.cap / 2)
+                leak_add(&lt, system_allocator, &large.slots[i].alloc, large.slots[i].size);
+    } else {
+        leak_skipped(&lt, system_allocator);
+    }
     /* Largest first: compact the table, then insertion sort (no allocation). */
     size_t n = 0;
     for (size_t i = 0; i < lt.cap; i++)
@@ -683,13 +742,15 @@ void usi_debug_leak_report(void)
     } else {
         out("uslab: leak report: %zu live objects, %zu bytes, from %zu allocation sites\n",
             lt.objects, lt.bytes, n);
+        print_skipped(&lt);
         for (size_t i = 0; i < n; i++) {
             out("LEAK: %zu bytes in %zu objects (%s), allocated from:\n", lt.groups[i].bytes,
                 lt.groups[i].count, lt.groups[i].cache);
             print_stack(lt.groups[i].track->stack, lt.groups[i].track->depth);
         }
     }
-    usi_unlock(&large.lock);
+    if (large_locked)
+        large_unlock();
     usi_os_unmap(lt.groups, bytes);
 }
 

@@ -15,11 +15,17 @@
  *   realloc_after  realloc() of a freed 50,000-byte block
  *   ok             large blocks made, grown, shrunk and freed in four threads and a fork
  *                  child: nothing is reported, nothing leaks
+ *   exit_in_handler    a loop mallocs and frees 48- and 100,000-byte blocks; a SIGALRM
+ *                      handler (every millisecond) calls exit(0) once it interrupted the
+ *                      loop inside malloc or free, so the leak report at exit runs while
+ *                      the interrupted call may hold a cache lock or the large table's
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +61,37 @@ __attribute__((noinline)) void foreign_realloc_site(size_t offset)
 {
     char *volatile p = arena + offset;
     sink = realloc(p, 200);
+}
+
+static volatile sig_atomic_t in_allocator;
+
+static void exit_if_inside(int sig)
+{
+    (void)sig;
+    if (in_allocator)
+        exit(0); /* not async-signal-safe: what the test is about */
+}
+
+static void exit_in_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = exit_if_inside;
+    sigaction(SIGALRM, &sa, NULL);
+    for (int i = 0; i < 1000; i++) /* initialised and warm: the signal lands in the loop */
+        free(malloc(i & 1 ? 100000 : 48));
+    struct itimerval every_ms = {{0, 1000}, {0, 1000}};
+    setitimer(ITIMER_REAL, &every_ms, NULL);
+    for (unsigned i = 0;; i++) {
+        size_t n = i & 1 ? 100000 : 48;
+        in_allocator = 1;
+        void *p = malloc(n);
+        in_allocator = 0;
+        sink = p;
+        in_allocator = 1;
+        free(p);
+        in_allocator = 0;
+    }
 }
 
 static void *churn(void *arg)
@@ -112,6 +149,8 @@ int main(int argc, char **argv)
         void *volatile p = malloc(50000);
         free(p);
         sink = realloc(p, 60000);
+    } else if (strcmp(c, "exit_in_handler") == 0) {
+        exit_in_handler();
     } else if (strcmp(c, "ok") == 0) {
         pthread_t t[4];
         for (int i = 0; i < 4; i++)
