@@ -3,7 +3,9 @@
  * large_cases.c - blocks uslab takes from the system allocator, under debugging or leak
  * reports (issue 16): they are tracked, so leak reports list them and a pointer that is
  * neither a slab block nor one of them is reported. A plain program run under LD_PRELOAD;
- * the reports name its functions from its symbol table and line information (symbols.c).
+ * the reports name its functions from its symbol table and line information (symbols.c):
+ * it is built with -g in every build, and the lines a report must show are marked
+ * "SITE:<name>" for the tests.
  *
  *   leaks          leaks 100,000 bytes in leak_big_block and 100 in leak_small_block
  *   foreign        free() of a 16-aligned address in a static array, from foreign_free_site
@@ -39,14 +41,14 @@ static char arena[4096] __attribute__((aligned(64)));
 
 __attribute__((noinline)) void leak_big_block(void)
 {
-    char *p = malloc(100000);
+    char *p = malloc(100000); /* SITE:leak_big */
     memset(p, 1, 100000);
     sink = p;
 }
 
 __attribute__((noinline)) void leak_small_block(void)
 {
-    char *p = malloc(100);
+    char *p = malloc(100); /* SITE:leak_small */
     memset(p, 2, 100);
     sink = p;
 }
