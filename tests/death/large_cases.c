@@ -8,6 +8,8 @@
  * "SITE:<name>" for the tests.
  *
  *   leaks          leaks 100,000 bytes in leak_big_block and 100 in leak_small_block
+ *   one_site       leaks 40, 100, 1000 and 100,000 bytes from one malloc call in
+ *                  leak_one_site: three slab classes and the system allocator, one site
  *   foreign        free() of a 16-aligned address in a static array, from foreign_free_site
  *   usable         malloc_usable_size() of the same
  *   realloc_foreign    realloc() of a 64-aligned address in the same array, never
@@ -34,6 +36,7 @@
 size_t malloc_usable_size(void *p);
 void leak_big_block(void);
 void leak_small_block(void);
+void leak_one_site(void);
 void foreign_free_site(void);
 void foreign_realloc_site(size_t offset);
 void *volatile sink;
@@ -51,6 +54,16 @@ __attribute__((noinline)) void leak_small_block(void)
     char *p = malloc(100); /* SITE:leak_small */
     memset(p, 2, 100);
     sink = p;
+}
+
+__attribute__((noinline)) void leak_one_site(void)
+{
+    static const size_t sizes[] = {40, 100, 1000, 100000};
+    for (int i = 0; i < 4; i++) {
+        char *p = malloc(sizes[i]); /* SITE:one_site */
+        memset(p, 3, sizes[i]);
+        sink = p;
+    }
 }
 
 __attribute__((noinline)) void foreign_free_site(void)
@@ -135,6 +148,8 @@ int main(int argc, char **argv)
         leak_small_block();
         for (int i = 0; i < 50; i++) /* freed properly: not reported */
             free(malloc(70000 + (size_t)i));
+    } else if (strcmp(c, "one_site") == 0) {
+        leak_one_site();
     } else if (strcmp(c, "foreign") == 0) {
         foreign_free_site();
     } else if (strcmp(c, "realloc_foreign") == 0) {
