@@ -548,49 +548,136 @@ void usi_debug_postfork(int child)
 
 /* ---- leak report --------------------------------------------------------------------- */
 
-/* Live objects grouped by allocation stack; kept in memory mapped for the report. */
-struct leak_group {
-    const struct track *track; /* of the first object seen (its stack is the key) */
-    const char *cache;
+/*
+ * Live objects grouped into sites: a site is an allocation stack, compared without uslab's
+ * own leading frames (one call that malloc serves from a slab or hands to the system
+ * allocator passes through different frames of uslab). Within a site the objects are
+ * counted per cache (its parts), smallest objects first. Everything lives in one mapping
+ * made for the report, so the report allocates nothing.
+ *
+ * The report must never wait for a lock: exit() may be called by a signal handler that
+ * interrupted this very thread inside malloc or free, with a cache lock, the large table's
+ * or the registry's held (waiting would hang for ever, and the registry's pinned walk
+ * asserts that no lock is held). Each lock is tried for a moment (usi_trylock_for); what
+ * could not be locked is named as not scanned, in the text and in the JSON.
+ */
+#define LEAK_SITES   (1u << 16) /* at most half of them used */
+#define LEAK_PARTS   (1u << 15)
+#define LEAK_MEMO    4096u /* own_frame answers by pc: a few distinct pcs in practice */
+#define LEAK_SKIPPED 64u   /* names of what was not scanned; more are only counted */
+#define LEAK_LOCK_MS 20u   /* how long a busy lock is tried before it is given up */
+
+/* The name the system allocator's blocks are listed under; "every slab cache" is what the
+ * registry walk skips when the registry lock is busy ("*", as a glob of USLAB_DEBUG). */
+static const char system_allocator[] = "system allocator";
+static const char every_cache[] = "*";
+
+struct leak_part {
+    const char *cache; /* compared by address: a cache's name is its own string */
+    size_t order;      /* object size; the system allocator's blocks come last */
+    size_t count, bytes;
+    uint32_t next; /* index + 1 of the site's next part; 0 ends the list */
+};
+
+struct leak_site {
+    void *stack[TRACK_DEPTH]; /* a copy, uslab's leading frames left out */
+    uint32_t depth;
+    uint32_t parts; /* index + 1 of the first part; 0: the slot is free */
     size_t count, bytes;
 };
 
-struct leak_table {
-    struct leak_group *groups;
-    size_t cap, n, objects, bytes;
+struct leak_memo {
+    const void *pc;
+    int own;
 };
 
-static uint64_t stack_hash(const struct track *t)
+struct leak_table {
+    struct leak_site *sites;
+    struct leak_part *parts;
+    struct leak_memo *memo;
+    const char **skipped;
+    uint32_t *order; /* sites' indices, largest first, for printing */
+    size_t nsites, nparts, nskipped, objects, bytes;
+};
+
+static uint64_t stack_hash(void *const *stack, uint32_t depth)
 {
     uint64_t h = 1469598103934665603ull;
-    for (uint32_t i = 0; i < t->depth; i++)
-        h = (h ^ (uint64_t)(uintptr_t)t->stack[i]) * 1099511628211ull;
+    for (uint32_t i = 0; i < depth; i++)
+        h = (h ^ (uint64_t)(uintptr_t)stack[i]) * 1099511628211ull;
     return h;
 }
 
-static int same_stack(const struct track *a, const struct track *b)
+/* own_frame, remembered per pc: it reads /proc/self/maps, and every leaked object's stack
+ * starts with the same few frames of uslab. */
+static int own_frame_memo(struct leak_table *lt, void *pc)
 {
-    return a->depth == b->depth && memcmp(a->stack, b->stack, a->depth * sizeof(void *)) == 0;
-}
-
-static void leak_add(struct leak_table *lt, const char *cache, const struct track *t, size_t size)
-{
-    lt->objects++;
-    lt->bytes += size;
-    size_t i = (size_t)(stack_hash(t) % lt->cap);
-    for (size_t probes = 0; probes < lt->cap; probes++, i = (i + 1) % lt->cap) {
-        struct leak_group *g = &lt->groups[i];
-        if (!g->track) {
-            *g = (struct leak_group){t, cache, 1, size};
-            lt->n++;
-            return;
-        }
-        if (g->cache == cache && same_stack(g->track, t)) {
-            g->count++;
-            g->bytes += size;
-            return;
+    size_t i = (size_t)usi_mix64((uint64_t)(uintptr_t)pc) & (LEAK_MEMO - 1);
+    for (size_t probes = 0; probes < LEAK_MEMO; probes++, i = (i + 1) & (LEAK_MEMO - 1)) {
+        struct leak_memo *m = &lt->memo[i];
+        if (m->pc == pc && pc)
+            return m->own;
+        if (!m->pc) {
+            m->pc = pc;
+            m->own = own_frame(pc);
+            return m->own;
         }
     }
+    return own_frame(pc);
+}
+
+static void leak_skipped(struct leak_table *lt, const char *what)
+{
+    if (lt->nskipped < LEAK_SKIPPED)
+        lt->skipped[lt->nskipped] = what;
+    lt->nskipped++;
+}
+
+/* Counts one live object of `size` bytes, allocated from t's stack, in `cache` (its order
+ * among the site's parts). Dropped when the tables are full. */
+static void leak_add(struct leak_table *lt, const char *cache, size_t order, const struct track *t,
+                     size_t size)
+{
+    /* A track overwritten by the program may hold any depth: the copy below stays inside. */
+    uint32_t all = t->depth < TRACK_DEPTH ? t->depth : TRACK_DEPTH, first = 0;
+    while (first + 1 < all && own_frame_memo(lt, t->stack[first]))
+        first++; /* as first_shown does */
+    void *const *stack = t->stack + first;
+    uint32_t depth = all - first;
+    size_t i = (size_t)stack_hash(stack, depth) & (LEAK_SITES - 1);
+    struct leak_site *site;
+    for (;; i = (i + 1) & (LEAK_SITES - 1)) {
+        site = &lt->sites[i];
+        if (!site->parts)
+            break;
+        if (site->depth == depth && memcmp(site->stack, stack, depth * sizeof(void *)) == 0)
+            break;
+    }
+    struct leak_part *part = NULL;
+    for (uint32_t k = site->parts; k && !part; k = lt->parts[k - 1].next)
+        if (lt->parts[k - 1].cache == cache)
+            part = &lt->parts[k - 1];
+    if (!part) {
+        if (lt->nparts == LEAK_PARTS || (!site->parts && lt->nsites == LEAK_SITES / 2))
+            return; /* full: not listed */
+        if (!site->parts) {
+            memcpy(site->stack, stack, depth * sizeof(void *));
+            site->depth = depth;
+            lt->nsites++;
+        }
+        uint32_t *link = &site->parts; /* the parts stay ordered by object size */
+        while (*link && lt->parts[*link - 1].order <= order)
+            link = &lt->parts[*link - 1].next;
+        part = &lt->parts[lt->nparts++];
+        *part = (struct leak_part){cache, order, 0, 0, *link};
+        *link = (uint32_t)lt->nparts;
+    }
+    part->count++;
+    part->bytes += size;
+    site->count++;
+    site->bytes += size;
+    lt->objects++;
+    lt->bytes += size;
 }
 
 static void leak_scan_cache(struct uslab_cache *c, void *arg)
@@ -598,14 +685,49 @@ static void leak_scan_cache(struct uslab_cache *c, void *arg)
     struct leak_table *lt = arg;
     if (!(c->debug & USI_DEBUG_U))
         return;
-    usi_lock(&c->lock);
+    if (usi_trylock_for(&c->lock, LEAK_LOCK_MS) != 0) {
+        leak_skipped(lt, c->name);
+        return;
+    }
     for (unsigned l = USI_SLAB_PARTIAL; l <= USI_SLAB_FULL; l++)
         for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
             for (uint32_t i = 0; i < s->bump; i++)
-                if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63)) && lt->n < lt->cap / 2)
-                    leak_add(lt, c->name, &tail_of(c, s->objs + (size_t)i * c->stride)->alloc,
-                             c->size);
+                if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63)))
+                    leak_add(lt, c->name, c->size,
+                             &tail_of(c, s->objs + (size_t)i * c->stride)->alloc, c->size);
     usi_unlock(&c->lock);
+}
+
+static void leak_scan_large(struct leak_table *lt)
+{
+    /* holding_large: this thread was interrupted inside the table's code. */
+    if (holding_large || usi_trylock_for(&large.lock, LEAK_LOCK_MS) != 0) {
+        leak_skipped(lt, system_allocator);
+        return;
+    }
+    holding_large = 1;
+    for (size_t i = 0; i < large.cap; i++)
+        if (large.slots[i].state == LARGE_LIVE)
+            leak_add(lt, system_allocator, SIZE_MAX, &large.slots[i].alloc, large.slots[i].size);
+    large_unlock();
+}
+
+/* Sites largest first, into lt->order (a shell sort on indices: no allocation). */
+static void leak_sort(struct leak_table *lt)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < LEAK_SITES; i++)
+        if (lt->sites[i].parts)
+            lt->order[n++] = i;
+    for (size_t gap = n / 2; gap > 0; gap = gap == 2 ? 1 : gap * 5 / 11) {
+        for (size_t i = gap; i < n; i++) {
+            uint32_t v = lt->order[i];
+            size_t j = i;
+            for (; j >= gap && lt->sites[lt->order[j - gap]].bytes < lt->sites[v].bytes; j -= gap)
+                lt->order[j] = lt->order[j - gap];
+            lt->order[j] = v;
+        }
+    }
 }
 
 /* A JSON string of text (quotes, backslashes and control characters escaped). */
@@ -628,69 +750,96 @@ static void json_string(const char *text)
     usi_os_write_err(buf, k);
 }
 
-static void print_leaks_json(const struct leak_table *lt, size_t n)
+static void print_leaks_json(const struct leak_table *lt)
 {
     out("{\"uslab_leaks\": {\"objects\": %zu, \"bytes\": %zu, \"sites\": %zu, \"by_site\": [",
-        lt->objects, lt->bytes, n);
-    for (size_t i = 0; i < n; i++) {
-        const struct leak_group *g = &lt->groups[i];
-        out("%s\n  {\"bytes\": %zu, \"objects\": %zu, \"cache\": ", i ? "," : "", g->bytes,
-            g->count);
-        json_string(g->cache);
-        out(", \"stack\": [");
-        uint32_t f = first_shown(g->track->stack, g->track->depth);
-        for (uint32_t k = f; k < g->track->depth; k++) {
+        lt->objects, lt->bytes, lt->nsites);
+    for (size_t i = 0; i < lt->nsites; i++) {
+        const struct leak_site *site = &lt->sites[lt->order[i]];
+        out("%s\n  {\"bytes\": %zu, \"objects\": %zu, \"caches\": [", i ? "," : "", site->bytes,
+            site->count);
+        for (uint32_t k = site->parts; k; k = lt->parts[k - 1].next) {
+            const struct leak_part *part = &lt->parts[k - 1];
+            out("%s{\"cache\": ", k == site->parts ? "" : ", ");
+            json_string(part->cache);
+            out(", \"objects\": %zu, \"bytes\": %zu}", part->count, part->bytes);
+        }
+        out("], \"stack\": [");
+        for (uint32_t f = 0; f < site->depth; f++) {
             char text[512];
-            frame_text(g->track->stack[k], text, sizeof text);
-            out("%s", k > f ? ", " : "");
+            frame_text(site->stack[f], text, sizeof text);
+            out("%s", f ? ", " : "");
             json_string(text);
         }
         out("]}");
     }
+    out("], \"not_scanned\": [");
+    for (size_t i = 0; i < lt->nskipped && i < LEAK_SKIPPED; i++) {
+        out("%s", i ? ", " : "");
+        json_string(lt->skipped[i]);
+    }
+    if (lt->nskipped > LEAK_SKIPPED)
+        out(", \"+%zu more\"", lt->nskipped - LEAK_SKIPPED);
     out("]}}\n");
+}
+
+static void print_leaks_text(const struct leak_table *lt)
+{
+    out("uslab: leak report: %zu live objects, %zu bytes, from %zu allocation sites\n", lt->objects,
+        lt->bytes, lt->nsites);
+    for (size_t i = 0; i < lt->nskipped && i < LEAK_SKIPPED; i++) {
+        const char *what = lt->skipped[i];
+        if (what == every_cache)
+            out("uslab: leak report: no slab cache scanned: the cache registry's lock is held\n");
+        else if (what == system_allocator)
+            out("uslab: leak report: the system allocator's blocks not scanned: their table's "
+                "lock is held\n");
+        else
+            out("uslab: leak report: cache %s not scanned: its lock is held\n", what);
+    }
+    if (lt->nskipped > LEAK_SKIPPED)
+        out("uslab: leak report: %zu more caches not scanned\n", lt->nskipped - LEAK_SKIPPED);
+    for (size_t i = 0; i < lt->nsites; i++) {
+        const struct leak_site *site = &lt->sites[lt->order[i]];
+        out("LEAK: %zu bytes in %zu objects (", site->bytes, site->count);
+        for (uint32_t k = site->parts; k; k = lt->parts[k - 1].next)
+            out("%s%s x%zu", k == site->parts ? "" : ", ", lt->parts[k - 1].cache,
+                lt->parts[k - 1].count);
+        out("), allocated from:\n");
+        for (uint32_t f = 0; f < site->depth; f++)
+            print_frame("    ", site->stack[f]);
+    }
 }
 
 void usi_debug_leak_report(void);
 void usi_debug_leak_report(void)
 {
-    struct leak_table lt = {.cap = 1u << 16};
-    size_t bytes = lt.cap * sizeof(struct leak_group);
-    lt.groups = usi_os_map(bytes);
-    if (!lt.groups) { /* say so: silence would read as "no leaks" */
+    size_t sites = LEAK_SITES * sizeof(struct leak_site);
+    size_t parts = LEAK_PARTS * sizeof(struct leak_part);
+    size_t memo = LEAK_MEMO * sizeof(struct leak_memo);
+    size_t skipped = LEAK_SKIPPED * sizeof(const char *);
+    size_t bytes = sites + parts + memo + skipped + LEAK_SITES / 2 * sizeof(uint32_t);
+    char *mem = usi_os_map(bytes);
+    if (!mem) { /* say so: silence would read as "no leaks" */
         out("uslab: leak report: no memory for its table\n");
         return;
     }
-    usi_registry_for_each(leak_scan_cache, &lt);
-    /* The system allocator's blocks: the table stays locked while the report reads it. */
-    usi_lock(&large.lock);
-    for (size_t i = 0; i < large.cap; i++)
-        if (large.slots[i].state == LARGE_LIVE && lt.n < lt.cap / 2)
-            leak_add(&lt, "malloc (system allocator)", &large.slots[i].alloc, large.slots[i].size);
-    /* Largest first: compact the table, then insertion sort (no allocation). */
-    size_t n = 0;
-    for (size_t i = 0; i < lt.cap; i++)
-        if (lt.groups[i].track)
-            lt.groups[n++] = lt.groups[i];
-    for (size_t i = 1; i < n; i++) {
-        struct leak_group g = lt.groups[i];
-        size_t j = i;
-        for (; j > 0 && lt.groups[j - 1].bytes < g.bytes; j--)
-            lt.groups[j] = lt.groups[j - 1];
-        lt.groups[j] = g;
-    }
-    if (dbg.leaks_json) {
-        print_leaks_json(&lt, n);
-    } else {
-        out("uslab: leak report: %zu live objects, %zu bytes, from %zu allocation sites\n",
-            lt.objects, lt.bytes, n);
-        for (size_t i = 0; i < n; i++) {
-            out("LEAK: %zu bytes in %zu objects (%s), allocated from:\n", lt.groups[i].bytes,
-                lt.groups[i].count, lt.groups[i].cache);
-            print_stack(lt.groups[i].track->stack, lt.groups[i].track->depth);
-        }
-    }
-    usi_unlock(&large.lock);
-    usi_os_unmap(lt.groups, bytes);
+    struct leak_table lt = {
+        .sites = (struct leak_site *)(void *)mem,
+        .parts = (struct leak_part *)(void *)(mem + sites),
+        .memo = (struct leak_memo *)(void *)(mem + sites + parts),
+        .skipped = (const char **)(void *)(mem + sites + parts + memo),
+        .order = (uint32_t *)(void *)(mem + sites + parts + memo + skipped),
+    };
+    if (usi_registry_try_each(leak_scan_cache, &lt, LEAK_LOCK_MS) != 0)
+        leak_skipped(&lt, every_cache);
+    leak_scan_large(&lt); /* after the walk: large.lock is taken with no other lock (§6) */
+    leak_sort(&lt);
+    if (dbg.leaks_json)
+        print_leaks_json(&lt);
+    else
+        print_leaks_text(&lt);
+    usi_os_unmap(mem, bytes);
 }
 
 __attribute__((destructor)) static void leak_report_at_exit(void)

@@ -290,6 +290,20 @@ void *usi_os_map_shared(size_t size);
 int usi_os_getpid(void);
 uint64_t usi_os_now_ms(void); /* monotonic, coarse; may be small on a freshly booted machine */
 void usi_os_sleep_ms(size_t ms);
+/* usi_trylock, tried again every millisecond for up to `ms` of them: 0 (taken) or -1 (still
+ * busy). For reports that must never wait on a lock (a signal handler may have interrupted
+ * its holder, this very thread) but should not give up at once on a lock that another
+ * thread holds for a moment. */
+static inline int usi_trylock_for(pthread_mutex_t *m, unsigned ms)
+{
+    for (unsigned i = 0;; i++) {
+        if (usi_trylock(m) == 0)
+            return 0;
+        if (i == ms)
+            return -1;
+        usi_os_sleep_ms(1);
+    }
+}
 /* *ts = CLOCK_REALTIME now plus ms: a deadline for pthread_cond_timedwait. */
 void usi_os_realtime_after(uint64_t ms, struct timespec *ts);
 uint32_t usi_os_gettid(void);
@@ -466,6 +480,13 @@ void usi_registry_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *a
  * caches' registry lock: it may be made holding a lock outside the registry's order (the
  * live page's, design §6). */
 void usi_registry_read_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg);
+/* A walk that never waits, for the leak report, which may run in a signal handler that
+ * interrupted this thread holding any uslab lock (an exit from the handler): the registry
+ * lock is tried (usi_trylock_for) and, if taken, held across the whole walk instead of a
+ * pin per cache, so there is no unpin that could find the lock busy. fn runs under the
+ * registry lock: no callback, cache locks only by trylock. 0, or -1 (the lock was busy,
+ * nothing walked). */
+int usi_registry_try_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg, unsigned ms);
 /* The cache with this id, pinned, or NULL; release it with usi_registry_unpin. */
 struct uslab_cache *usi_registry_pin(unsigned id);
 void usi_registry_unpin(struct uslab_cache *c);

@@ -7,7 +7,9 @@
  * under the lock), drop the lock, work, and unpin. usi_registry_remove unpublishes a cache
  * and waits for its pins to go, so a walk may run destructors, take application locks and
  * call any uslab function (but destroy the cache it is on) without deadlocking with a
- * thread that holds the application lock and calls into uslab.
+ * thread that holds the application lock and calls into uslab. The one exception is the
+ * leak report's walk (usi_registry_try_each), which runs no callback and must never wait:
+ * it holds the lock it managed to take through the walk and pins nothing.
  *
  * Invariants (under registry_lock): usi_caches[id] is NULL or a descriptor whose id is id;
  * a descriptor's pins counts the walks between usi_registry_pin and usi_registry_unpin.
@@ -101,6 +103,19 @@ void usi_registry_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *a
 void usi_registry_read_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg)
 {
     for_each(fn, arg, 0);
+}
+
+int usi_registry_try_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg, unsigned ms)
+{
+    if (usi_trylock_for(&registry_lock, ms) != 0)
+        return -1;
+    /* No pins: while the lock is held no cache is added or removed (usi_registry_remove
+     * unpublishes under it), and nothing here needs it released. */
+    for (unsigned id = 1; id < USI_MAX_IDS; id++)
+        if (usi_caches[id])
+            fn(usi_caches[id], arg);
+    usi_unlock(&registry_lock);
+    return 0;
 }
 
 /* ---- fork: the registry lock first, every cache lock in id order after the thread caches */

@@ -3,9 +3,13 @@
  * large_cases.c - blocks uslab takes from the system allocator, under debugging or leak
  * reports (issue 16): they are tracked, so leak reports list them and a pointer that is
  * neither a slab block nor one of them is reported. A plain program run under LD_PRELOAD;
- * the reports name its functions from its symbol table and line information (symbols.c).
+ * the reports name its functions from its symbol table and line information (symbols.c):
+ * it is built with -g in every build, and the lines a report must show are marked
+ * "SITE:<name>" for the tests.
  *
  *   leaks          leaks 100,000 bytes in leak_big_block and 100 in leak_small_block
+ *   one_site       leaks 40, 100, 1000 and 100,000 bytes from one malloc call in
+ *                  leak_one_site: three slab classes and the system allocator, one site
  *   foreign        free() of a 16-aligned address in a static array, from foreign_free_site
  *   usable         malloc_usable_size() of the same
  *   realloc_foreign    realloc() of a 64-aligned address in the same array, never
@@ -15,17 +19,24 @@
  *   realloc_after  realloc() of a freed 50,000-byte block
  *   ok             large blocks made, grown, shrunk and freed in four threads and a fork
  *                  child: nothing is reported, nothing leaks
+ *   exit_in_handler    a loop mallocs and frees 48- and 100,000-byte blocks; a SIGALRM
+ *                      handler (every millisecond) calls exit(0) once it interrupted the
+ *                      loop inside malloc or free, so the leak report at exit runs while
+ *                      the interrupted call may hold a cache lock or the large table's
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 size_t malloc_usable_size(void *p);
 void leak_big_block(void);
 void leak_small_block(void);
+void leak_one_site(void);
 void foreign_free_site(void);
 void foreign_realloc_site(size_t offset);
 void *volatile sink;
@@ -33,16 +44,26 @@ static char arena[4096] __attribute__((aligned(64)));
 
 __attribute__((noinline)) void leak_big_block(void)
 {
-    char *p = malloc(100000);
+    char *p = malloc(100000); /* SITE:leak_big */
     memset(p, 1, 100000);
     sink = p;
 }
 
 __attribute__((noinline)) void leak_small_block(void)
 {
-    char *p = malloc(100);
+    char *p = malloc(100); /* SITE:leak_small */
     memset(p, 2, 100);
     sink = p;
+}
+
+__attribute__((noinline)) void leak_one_site(void)
+{
+    static const size_t sizes[] = {40, 100, 1000, 100000};
+    for (int i = 0; i < 4; i++) {
+        char *p = malloc(sizes[i]); /* SITE:one_site */
+        memset(p, 3, sizes[i]);
+        sink = p;
+    }
 }
 
 __attribute__((noinline)) void foreign_free_site(void)
@@ -55,6 +76,37 @@ __attribute__((noinline)) void foreign_realloc_site(size_t offset)
 {
     char *volatile p = arena + offset;
     sink = realloc(p, 200);
+}
+
+static volatile sig_atomic_t in_allocator;
+
+static void exit_if_inside(int sig)
+{
+    (void)sig;
+    if (in_allocator)
+        exit(0); /* not async-signal-safe: what the test is about */
+}
+
+static void exit_in_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = exit_if_inside;
+    sigaction(SIGALRM, &sa, NULL);
+    for (int i = 0; i < 1000; i++) /* initialised and warm: the signal lands in the loop */
+        free(malloc(i & 1 ? 100000 : 48));
+    struct itimerval every_ms = {{0, 1000}, {0, 1000}};
+    setitimer(ITIMER_REAL, &every_ms, NULL);
+    for (unsigned i = 0;; i++) {
+        size_t n = i & 1 ? 100000 : 48;
+        in_allocator = 1;
+        void *p = malloc(n);
+        in_allocator = 0;
+        sink = p;
+        in_allocator = 1;
+        free(p);
+        in_allocator = 0;
+    }
 }
 
 static void *churn(void *arg)
@@ -96,6 +148,8 @@ int main(int argc, char **argv)
         leak_small_block();
         for (int i = 0; i < 50; i++) /* freed properly: not reported */
             free(malloc(70000 + (size_t)i));
+    } else if (strcmp(c, "one_site") == 0) {
+        leak_one_site();
     } else if (strcmp(c, "foreign") == 0) {
         foreign_free_site();
     } else if (strcmp(c, "realloc_foreign") == 0) {
@@ -112,6 +166,8 @@ int main(int argc, char **argv)
         void *volatile p = malloc(50000);
         free(p);
         sink = realloc(p, 60000);
+    } else if (strcmp(c, "exit_in_handler") == 0) {
+        exit_in_handler();
     } else if (strcmp(c, "ok") == 0) {
         pthread_t t[4];
         for (int i = 0; i < 4; i++)

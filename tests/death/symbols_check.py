@@ -70,8 +70,8 @@ def first_frame_after(output, header):
     return m.group(1)
 
 
-BIG = "LEAK: 100000 bytes in 1 objects (malloc (system allocator)), allocated from:"
-SMALL = "LEAK: 112 bytes in 1 objects (malloc-112), allocated from:"
+BIG = "LEAK: 100000 bytes in 1 objects (system allocator x1), allocated from:"
+SMALL = "LEAK: 112 bytes in 1 objects (malloc-112 x1), allocated from:"
 
 
 def main():
