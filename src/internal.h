@@ -264,17 +264,19 @@ void usi_os_unmap_guarded(void *addr, size_t size);
 uint64_t usi_os_random64(void);
 const char *usi_os_getenv(const char *name); /* no allocation, no interposable call */
 void usi_os_write_err(const char *buf, size_t len);
-/* Reads up to len bytes of a file (open, read, close: no allocation); returns how many, or
- * -1 with errno. A file longer than len gives len. */
+/* Reads up to len bytes of a regular file (open, read, close: no allocation); returns how
+ * many, or -1 with errno: EINVAL when path is not a regular file (a FIFO, a directory, a
+ * device), which is not read and never waited for. A file longer than len gives len. */
 long usi_os_read_file(const char *path, char *buf, size_t len);
 /* Creates (mode 0600, replacing) and writes a file; 0, or -1 with errno. */
 int usi_os_write_file(const char *path, const char *buf, size_t len);
 /* Files, for the symboliser (reports only; no allocation, no lock, so they may run in a
- * signal handler) and pressure.c's line reader: open read-only (O_CLOEXEC; fd or -1), read
- * (bytes read, 0 at the end, -1; EINTR retried), close. usi_os_map_file maps a whole
- * regular file read-only and private and fills *file with its size and identity (the
- * device and inode that /proc/self/maps shows); NULL if it is empty, not a regular file,
- * or cannot be mapped. usi_os_unmap_file takes the address and file->size back. */
+ * signal handler) and pressure.c's line reader: open read-only (O_CLOEXEC, and O_NONBLOCK so
+ * that a FIFO never waits; fd or -1), read (bytes read, 0 at the end, -1; EINTR retried),
+ * close. usi_os_map_file maps a whole regular file read-only and private and fills *file
+ * with its size and identity (the device and inode that /proc/self/maps shows); NULL if it
+ * is empty, not a regular file, or cannot be mapped. usi_os_unmap_file takes the address and
+ * file->size back. */
 struct usi_os_file {
     size_t size;
     uint64_t inode;

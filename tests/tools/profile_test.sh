@@ -9,10 +9,11 @@ fail() { echo "FAIL ($case_name): $*"; exit 1; }
 export USLAB_PRELOAD_LIB="$lib"
 unset USLAB_CLASSES USLAB_PROFILE
 
-# usable SIZE [env...]: malloc_usable_size(malloc(SIZE)) under the preload library
+# usable SIZE [env...]: malloc_usable_size(malloc(SIZE)) under the preload library (a
+# start-up that hangs, as one reading a FIFO did, fails after 20 seconds)
 usable() {
     size=$1; shift
-    env "$@" LD_PRELOAD="$lib" "$probe" size "$size" 2>"$tmp/err"
+    timeout 20 env "$@" LD_PRELOAD="$lib" "$probe" size "$size" 2>"$tmp/err"
 }
 
 case $case_name in
@@ -74,15 +75,23 @@ bad_files)
     printf 'uslab-classes 1\n16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536 131072\n' >"$tmp/big"
     printf 'uslab-classes 1\n16 32 64 x 128\n' >"$tmp/word"
     : >"$tmp/empty"
+    mkfifo "$tmp/fifo" || fail "mkfifo"
     { echo "uslab-classes 1"; i=0; while [ $i -lt 97 ]; do echo $((16 + 16 * i)); i=$((i + 1)); done; } >"$tmp/many"
     { echo "uslab-classes 1"; i=0; while [ $i -lt 3000 ]; do echo "# padding line $i"; i=$((i + 1)); done; } >"$tmp/long"
     [ "$(usable 600 USLAB_CLASSES="$tmp/ok")" = 1024 ] || fail "a good short file not used"
-    for f in version noheader notmult notmult128 nopow order small big word empty many long missing; do
+    for f in version noheader notmult notmult128 nopow order small big word empty many long \
+        missing fifo; do
         got=$(usable 600 USLAB_CLASSES="$tmp/$f") || fail "$f: the program failed"
         [ "$got" = 640 ] || fail "$f: 600 -> $got, not the default 640"
         grep -q "^uslab: USLAB_CLASSES=$tmp/$f: .*; using the default classes" "$tmp/err" ||
             fail "$f: message: $(cat "$tmp/err")"
         [ "$(wc -l <"$tmp/err")" = 1 ] || fail "$f: more than one line: $(cat "$tmp/err")"
+    done
+    # the reason: a FIFO (or a directory) is no file of classes
+    for f in fifo:"it is not a regular file" .:"it is not a regular file"; do
+        usable 600 USLAB_CLASSES="$tmp/${f%%:*}" >/dev/null || fail "${f%%:*}: the program failed"
+        grep -q "^uslab: USLAB_CLASSES=$tmp/${f%%:*}: ${f#*:}" "$tmp/err" ||
+            fail "${f%%:*}: message: $(cat "$tmp/err")"
     done
     ;;
 *)
