@@ -173,6 +173,8 @@ const char *usi_classes_check(const size_t *sizes, unsigned n)
         return "more than 96 sizes";
     for (unsigned i = 0; i < n; i++) {
         size_t s = sizes[i];
+        if (s == 0)
+            return "a size is 0 (the smallest class is 16)";
         if (i > 0 && s <= sizes[i - 1])
             return "sizes are not in increasing order";
         if (s < 16 || (s <= 1024 && s % 16 != 0))

@@ -74,12 +74,13 @@ bad_files)
     printf 'uslab-classes 1\n16 32 64 128 256 512\n' >"$tmp/small"
     printf 'uslab-classes 1\n16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536 131072\n' >"$tmp/big"
     printf 'uslab-classes 1\n16 32 64 x 128\n' >"$tmp/word"
+    printf 'uslab-classes 1\n0 16 32 64 128 256 512 1024\n' >"$tmp/zero"
     : >"$tmp/empty"
     mkfifo "$tmp/fifo" || fail "mkfifo"
     { echo "uslab-classes 1"; i=0; while [ $i -lt 97 ]; do echo $((16 + 16 * i)); i=$((i + 1)); done; } >"$tmp/many"
     { echo "uslab-classes 1"; i=0; while [ $i -lt 3000 ]; do echo "# padding line $i"; i=$((i + 1)); done; } >"$tmp/long"
     [ "$(usable 600 USLAB_CLASSES="$tmp/ok")" = 1024 ] || fail "a good short file not used"
-    for f in version noheader notmult notmult128 nopow order small big word empty many long \
+    for f in version noheader notmult notmult128 nopow order small big word zero empty many long \
         missing fifo; do
         got=$(usable 600 USLAB_CLASSES="$tmp/$f") || fail "$f: the program failed"
         [ "$got" = 640 ] || fail "$f: 600 -> $got, not the default 640"
@@ -87,8 +88,9 @@ bad_files)
             fail "$f: message: $(cat "$tmp/err")"
         [ "$(wc -l <"$tmp/err")" = 1 ] || fail "$f: more than one line: $(cat "$tmp/err")"
     done
-    # the reason: a FIFO (or a directory) is no file of classes
-    for f in fifo:"it is not a regular file" .:"it is not a regular file"; do
+    # the reasons that are easy to get wrong: a FIFO (or a directory) is no file of classes,
+    # and 0 is not refused as a size that is no multiple of 16
+    for f in fifo:"it is not a regular file" .:"it is not a regular file" zero:"a size is 0"; do
         usable 600 USLAB_CLASSES="$tmp/${f%%:*}" >/dev/null || fail "${f%%:*}: the program failed"
         grep -q "^uslab: USLAB_CLASSES=$tmp/${f%%:*}: ${f#*:}" "$tmp/err" ||
             fail "${f%%:*}: message: $(cat "$tmp/err")"
