@@ -499,28 +499,45 @@ long usi_os_read_file(const char *path, char *buf, size_t len)
     return (long)got;
 }
 
-int usi_os_write_file(const char *path, const char *buf, size_t len)
+static rlim_t soft_limit(int resource);
+
+int usi_os_write_file(const char *path, const char *tmp, const char *buf, size_t len)
 {
+    /* Beyond RLIMIT_FSIZE the kernel sends SIGXFSZ, which kills the process: no file. */
+    rlim_t fsize = soft_limit(RLIMIT_FSIZE);
+    if (fsize != RLIM_INFINITY && fsize < len) {
+        errno = EFBIG;
+        return -1;
+    }
     long fd;
     do
-        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, tmp,
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return -1;
-    while (len > 0) {
+    int e = 0;
+    while (len > 0 && !e) {
         long w = OS_SYSCALL(SYS_write, fd, buf, len);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            int e = w < 0 ? errno : EIO;
-            OS_SYSCALL(SYS_close, fd);
-            errno = e;
-            return -1;
+            e = w < 0 ? errno : EIO;
+            break;
         }
         buf += w;
         len -= (size_t)w;
     }
-    return (int)OS_SYSCALL(SYS_close, fd);
+    if (OS_SYSCALL(SYS_close, fd) != 0 && !e && errno != EINTR)
+        e = errno;
+    if (!e && OS_SYSCALL(SYS_renameat, AT_FDCWD, tmp, AT_FDCWD, path) != 0)
+        e = errno;
+    if (e) {
+        OS_SYSCALL(SYS_unlink, tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
 }
 
 /* The symboliser's open, read and close are made as system calls: a preloaded library

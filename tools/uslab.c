@@ -803,7 +803,9 @@ static int cmd_run(int argc, char **argv)
 
 /* ---- uslab profile ------------------------------------------------------------------------ */
 
-/* Reads every <dir>/profile.<pid> into *p (and removes it); how many files, or -1. */
+/* Reads every <dir>/profile.<pid>.<image> (one per program image) into *p; how many files,
+ * or -1. Everything in dir is removed, also the temporary files of a writer that was
+ * killed (profile-tmp.*). */
 static int read_profiles(const char *dir, struct size_profile *p)
 {
     DIR *d = opendir(dir);
@@ -812,10 +814,14 @@ static int read_profiles(const char *dir, struct size_profile *p)
     int files = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "profile.", 8) != 0)
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         char path[PATH_MAX + 256];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (strncmp(e->d_name, "profile.", 8) != 0) {
+            unlink(path);
+            continue;
+        }
         FILE *f = fopen(path, "r");
         if (!f)
             continue;

@@ -96,6 +96,58 @@ bad_files)
             fail "${f%%:*}: message: $(cat "$tmp/err")"
     done
     ;;
+exit)
+    # The profile survives a program that leaves without exit(): the probe asks for 4700
+    # bytes 1000 times (the profile's 4704 granule), then leaves by each way in turn.
+    # Counted straight from the files (USLAB_PROFILE as `uslab profile` sets it): every
+    # request once, however many times the counts were written.
+    d=$tmp/profiles
+    # granule SIZE: the sum of that granule's counts over the profiles in $d
+    granule() {
+        cat "$d"/profile.* 2>/dev/null | awk -v s="$1" '$1 == s { n += $2 } END { print n + 0 }'
+    }
+    # ends HOW WANT FILES [ARGS...]: the probe leaves by HOW; the 4704 granule must count WANT
+    # in FILES profiles, each starting with its header, and nothing else left in $d
+    ends() {
+        how=$1 want=$2 files=$3; shift 3
+        rm -rf "$d" && mkdir "$d" || fail "mkdir $d"
+        timeout 60 env LD_PRELOAD="$lib" USLAB_PROFILE="$d/profile" "$probe" end "$how" 4700 1000 "$@" \
+            >"$tmp/out" 2>&1 || fail "$how: the probe failed: $(cat "$tmp/out")"
+        [ "$(granule 4704)" = "$want" ] || fail "$how: 4700 counted $(granule 4704) times, not $want"
+        n=$(ls "$d" | wc -l)
+        [ "$n" = "$files" ] || fail "$how: $n files, not $files: $(ls "$d")"
+        for f in "$d"/profile.*; do
+            [ "$(head -n 1 "$f")" = "uslab-profile 1" ] || fail "$how: $f: $(head -n 1 "$f")"
+        done
+    }
+    for how in exit _exit _Exit quick_exit exit_group; do
+        ends $how 1000 1
+    done
+    # an exec of a program that asks for nothing, and of one that asks for 4800 bytes 500
+    # times under the same pid: each image's counts in a file of its own
+    ends execv 1000 1 /bin/true
+    ends execv 1000 2 "$probe" end exit 4800 500
+    [ "$(granule 4800)" = 500 ] || fail "execv: the new program's 4800 counted $(granule 4800) times"
+    # an exec that fails: written before it, then again at exit, counted once
+    ends execfail 2000 1
+    # daemon: the parent leaves at once (by glibc's own _exit); the daemon writes both
+    # processes' counts when it ends
+    rm -rf "$d" && mkdir "$d" || fail "mkdir $d"
+    env LD_PRELOAD="$lib" USLAB_PROFILE="$d/profile" "$probe" end daemon 4700 1000 >/dev/null 2>&1 ||
+        fail "daemon: the probe failed"
+    i=0
+    while [ "$(granule 4704)" = 0 ] && [ $i -lt 200 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    [ "$(granule 4704)" = 2000 ] || fail "daemon: 4700 counted $(granule 4704) times, not 2000"
+    [ "$(ls "$d" | wc -l)" = 1 ] || fail "daemon: files $(ls "$d")"
+
+    # The tool: a table fitted to the requests of a program that leaves by _exit
+    (cd "$tmp" && "$uslab" profile -o "$tmp/c.txt" -- "$probe" end _exit 4700 1000) >"$tmp/out" 2>&1 ||
+        fail "profile of _exit: $(cat "$tmp/out")"
+    tr ' ' '\n' <"$tmp/c.txt" | grep -qx 4736 || fail "_exit: 4700 not fitted: $(cat "$tmp/c.txt")"
+    ;;
 *)
     fail "unknown case"
     ;;
