@@ -945,9 +945,26 @@ static int cmd_profile(int argc, char **argv)
     int files = read_profiles(dir, &prof);
     rmdir(dir);
     uint64_t requests = profile_requests(&prof, max_size);
-    if (files <= 0 || requests == 0) {
-        fprintf(stderr, "uslab profile: %s made no request in the slab range (%d profiles)\n",
-                prog[0], files < 0 ? 0 : files);
+    if (files <= 0 && WIFSIGNALED(status)) {
+        fprintf(stderr,
+                "uslab profile: no profile was written: %s was killed by signal %d (%s) "
+                "before it could write one\n",
+                prog[0], WTERMSIG(status), strsignal(WTERMSIG(status)));
+        return code;
+    }
+    if (files <= 0) {
+        /* The preload library writes one at every exit it sees (exit, _exit, quick_exit,
+         * exit_group, exec): none means no request at all, or an end it could not see. */
+        fprintf(stderr,
+                "uslab profile: no profile was written: %s made no malloc-family request "
+                "under the preload library, or ended without an exit it could see (a direct "
+                "system call, a static program, LD_PRELOAD removed)\n",
+                prog[0]);
+        return code ? code : 1;
+    }
+    if (requests == 0) {
+        fprintf(stderr, "uslab profile: %s made no request in the slab range (%d profile%s)\n",
+                prog[0], files, files == 1 ? "" : "s");
         return code ? code : 1;
     }
     size_t fitted[USI_CLASSES_MAX];

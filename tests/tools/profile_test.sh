@@ -143,10 +143,20 @@ exit)
     [ "$(granule 4704)" = 2000 ] || fail "daemon: 4700 counted $(granule 4704) times, not 2000"
     [ "$(ls "$d" | wc -l)" = 1 ] || fail "daemon: files $(ls "$d")"
 
-    # The tool: a table fitted to the requests of a program that leaves by _exit
+    # The tool: a table fitted to the requests of a program that leaves by _exit ...
     (cd "$tmp" && "$uslab" profile -o "$tmp/c.txt" -- "$probe" end _exit 4700 1000) >"$tmp/out" 2>&1 ||
         fail "profile of _exit: $(cat "$tmp/out")"
     tr ' ' '\n' <"$tmp/c.txt" | grep -qx 4736 || fail "_exit: 4700 not fitted: $(cat "$tmp/c.txt")"
+    # ... and two different reasons for having no table: a program killed before it could
+    # write its profile, and one that asked for nothing in the slab range
+    (cd "$tmp" && "$uslab" profile -o "$tmp/k.txt" -- "$probe" end kill 4700 10) >"$tmp/out" 2>&1
+    [ $? = 137 ] || fail "kill: status $?: $(cat "$tmp/out")"
+    grep -q "no profile was written: .* killed by signal 9" "$tmp/out" || fail "kill: $(cat "$tmp/out")"
+    grep -q "no request in the slab range" "$tmp/out" && fail "kill: $(cat "$tmp/out")"
+    (cd "$tmp" && "$uslab" profile -o "$tmp/a.txt" -- "$probe" end _exit 100000 10) >"$tmp/out" 2>&1 &&
+        fail "nothing in range: a table written"
+    grep -q "made no request in the slab range (1 profile)" "$tmp/out" || fail "above: $(cat "$tmp/out")"
+    [ -e "$tmp/k.txt" ] || [ -e "$tmp/a.txt" ] && fail "a table without requests"
     ;;
 *)
     fail "unknown case"
