@@ -23,6 +23,12 @@
  * handler) and daemon's parent, which run no destructor, remove the page before they
  * leave.
  *
+ * Under USLAB_PROFILE (`uslab profile`) the same points write the request counts, which
+ * malloc.c otherwise writes only from a destructor: _exit, _Exit, exit_group and
+ * quick_exit before they leave, and the exec family before the call (if it fails, the
+ * counting goes on and a later write replaces that file: nothing is counted twice). A
+ * daemon's child takes the counts over from its parent, whose exit writes nothing.
+ *
  * A filter installed by the instruction itself, not through libc (a program's own
  * assembly), is not seen: docs/design.md §12.
  */
@@ -48,8 +54,9 @@
  * access (an unlink at exit may be refused); MOVE, change the process's root or mount
  * namespace (the page's path may name another file afterwards, or a new /dev/shm be
  * mounted later: no page from then on); USER, change the effective user id (the page is
- * made again as the new user); EXIT, leave the process (exit_group); else NONE. */
-enum sandbox { NONE, SECCOMP, LANDLOCK, MOVE, USER, EXIT };
+ * made again as the new user); EXEC, replace the program (a new user, maybe: as USER, and
+ * the profile is written first); EXIT, leave the process (exit_group); else NONE. */
+enum sandbox { NONE, SECCOMP, LANDLOCK, MOVE, USER, EXEC, EXIT };
 
 static enum sandbox sandboxing(long n, unsigned long a)
 {
@@ -71,7 +78,7 @@ static enum sandbox sandboxing(long n, unsigned long a)
         return EXIT;
     case SYS_execve:
     case SYS_execveat:
-        return USER;
+        return EXEC;
     default:
         return NONE;
     }
@@ -85,16 +92,19 @@ static enum sandbox setns_kind(unsigned long nstype)
 
 /* Before a call that sandboxes, moves or ends the process: the live page goes while it
  * still can (made again after a change of user), and a seccomp filter is known to the os
- * layer. */
+ * layer. Before an exit or an exec, which run no destructor of this program, its request
+ * counts are written (USLAB_PROFILE). */
 static void before_sandbox(enum sandbox kind)
 {
+    if (kind == EXIT || kind == EXEC)
+        usi_profile_write();
     if (kind == EXIT) {
         usi_live_quick_exit();
         return;
     }
     if (kind == SECCOMP)
         usi_os_note_filter();
-    usi_live_before_sandbox(kind == USER);
+    usi_live_before_sandbox(kind == USER || kind == EXEC);
 }
 
 /* A new user namespace (unshare(CLONE_NEWUSER), setns into a user namespace or an unnamed
@@ -204,8 +214,9 @@ static const char *const next_names[NEXT_COUNT] = {"setuid",    "seteuid", "setr
                                                    "setresuid", "execve",  "execv",
                                                    "execvp",    "execvpe", "fexecve"};
 
-static void live_at_quick_exit(void)
+static void at_quick_exit_handler(void)
 {
+    usi_profile_write();
     usi_live_quick_exit();
 }
 
@@ -217,7 +228,7 @@ __attribute__((constructor)) static void hooks_resolve(void)
         __atomic_store_n(&next_fns[i], dlsym(RTLD_NEXT, next_names[i]), __ATOMIC_RELEASE);
     __atomic_store_n(&next_daemon, dlsym(RTLD_NEXT, "daemon"), __ATOMIC_RELEASE);
     /* quick_exit runs no destructor, and glibc's reaches its own _exit, not this one. */
-    at_quick_exit(live_at_quick_exit);
+    at_quick_exit(at_quick_exit_handler);
 }
 
 static void *next_fn(int i)
@@ -265,17 +276,17 @@ EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
 }
 
 /* The exec family: the new image runs no destructor of this one, so the page goes first
- * (made again a second later if the call fails). A vfork child's exec leaves its
- * parent's page alone (usi_live_before_sandbox compares the pid). The work is glibc's
- * (PATH search, ENOEXEC scripts): execl, execlp and execle gather their arguments and go
- * through execv, execvp and execve. */
+ * (made again a second later if the call fails) and the profile is written. A vfork
+ * child's exec leaves its parent's page and profile alone (both compare the pid). The work
+ * is glibc's (PATH search, ENOEXEC scripts): execl, execlp and execle gather their
+ * arguments and go through execv, execvp and execve. */
 typedef int (*exec_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
 typedef int (*fexec_fn)(int, char *const[], char *const[]);
 
 static void before_exec(void)
 {
-    before_sandbox(USER);
+    before_sandbox(EXEC);
 }
 
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -360,7 +371,8 @@ EXECL(execlp, execvp(file, argv), 0)
 EXECL(execle, execve(file, argv, envp), 1)
 
 /* daemon: its parent leaves by glibc's own _exit, not this one. The page goes first, and
- * the child (a fork child: usi_live_postfork_child) makes its own. */
+ * the child (a fork child: usi_live_postfork_child) makes its own; the child takes over
+ * the profile's counts (its parent's included), which its exit writes. */
 EXPORT int daemon(int nochdir, int noclose)
 {
     int (*f)(int, int) =
@@ -370,13 +382,19 @@ EXPORT int daemon(int nochdir, int noclose)
         return -1;
     }
     before_sandbox(USER);
-    return f(nochdir, noclose);
+    int parent = usi_os_getpid();
+    int r = f(nochdir, noclose);
+    if (r == 0)
+        usi_profile_adopt(parent);
+    return r;
 }
 
-/* _exit and _Exit leave without destructors: the page goes here (a Python fork child's
- * os._exit, a worker process's quick exit). Then the system call, as glibc's. */
+/* _exit and _Exit leave without destructors: the profile is written and the page goes
+ * here (a Python fork child's os._exit, a worker process's quick exit). Then the system
+ * call, as glibc's. */
 EXPORT void _exit(int status)
 {
+    usi_profile_write();
     usi_live_quick_exit();
     for (;;)
         usi_os_syscall(SYS_exit_group, status, 0, 0, 0, 0, 0);

@@ -264,17 +264,23 @@ void usi_os_unmap_guarded(void *addr, size_t size);
 uint64_t usi_os_random64(void);
 const char *usi_os_getenv(const char *name); /* no allocation, no interposable call */
 void usi_os_write_err(const char *buf, size_t len);
-/* Reads up to len bytes of a file (open, read, close: no allocation); returns how many, or
- * -1 with errno. A file longer than len gives len. */
+/* Reads up to len bytes of a regular file (open, read, close: no allocation); returns how
+ * many, or -1 with errno: EINVAL when path is not a regular file (a FIFO, a directory, a
+ * device), which is not read and never waited for. A file longer than len gives len. */
 long usi_os_read_file(const char *path, char *buf, size_t len);
-/* Creates (mode 0600, replacing) and writes a file; 0, or -1 with errno. */
-int usi_os_write_file(const char *path, const char *buf, size_t len);
+/* Writes buf into a new file tmp (mode 0600; O_EXCL, not following a symbolic link), then
+ * renames it to path, replacing what was there: a reader sees the old file or the new one
+ * whole, and two writers each leave a whole file. 0, or -1 with errno and no tmp left
+ * (EFBIG, nothing written, when len is above RLIMIT_FSIZE). Raw system calls only, no
+ * allocation: safe in a signal handler. */
+int usi_os_write_file(const char *path, const char *tmp, const char *buf, size_t len);
 /* Files, for the symboliser (reports only; no allocation, no lock, so they may run in a
- * signal handler) and pressure.c's line reader: open read-only (O_CLOEXEC; fd or -1), read
- * (bytes read, 0 at the end, -1; EINTR retried), close. usi_os_map_file maps a whole
- * regular file read-only and private and fills *file with its size and identity (the
- * device and inode that /proc/self/maps shows); NULL if it is empty, not a regular file,
- * or cannot be mapped. usi_os_unmap_file takes the address and file->size back. */
+ * signal handler) and pressure.c's line reader: open read-only (O_CLOEXEC, and O_NONBLOCK so
+ * that a FIFO never waits; fd or -1), read (bytes read, 0 at the end, -1; EINTR retried),
+ * close. usi_os_map_file maps a whole regular file read-only and private and fills *file
+ * with its size and identity (the device and inode that /proc/self/maps shows); NULL if it
+ * is empty, not a regular file, or cannot be mapped. usi_os_unmap_file takes the address and
+ * file->size back. */
 struct usi_os_file {
     size_t size;
     uint64_t inode;
@@ -1159,6 +1165,19 @@ int usi_init_cache(struct uslab_cache *c, const char *name, size_t size, size_t 
                    unsigned flags, unsigned lo, unsigned hi);
 /* The internal cache user caches' descriptors come from. */
 extern struct uslab_cache usi_descriptor_cache;
+
+/* ------------------------------------------------------------------------------------ */
+/* malloc.c (rank 19): the malloc front end (design §8)                                */
+/* ------------------------------------------------------------------------------------ */
+
+/* USLAB_PROFILE: writes the request counts to their file now, if this process made them
+ * (a fork child's go to its parent's file); the file of this program image is replaced
+ * with all the counts so far, so calling it again counts nothing twice. For the exits that
+ * run no destructor and for exec (hooks.c); async-signal-safe, no lock, errno kept. */
+void usi_profile_write(void);
+/* In a daemon's child: the counts are this process's to write if `parent`, the process
+ * that called daemon and has left without writing them, owned them. */
+void usi_profile_adopt(int parent);
 
 #pragma GCC visibility pop
 

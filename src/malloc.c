@@ -136,14 +136,32 @@ static inline uintptr_t *key_of(void *p)
 /*
  * With USLAB_PROFILE=PATH every malloc takes the slow path (tcache.c leaves the size table
  * empty) and counts its size here, by 8-byte granule up to the largest possible class, the
- * rest in one bucket. The counters are in a shared mapping made at initialisation, so a
- * fork child adds to its parent's; the process that made them writes PATH.<pid> at exit
- * ("uslab-profile 1", then "<size> <count>" lines, size the granule's upper end, "above"
- * for the rest), which `uslab profile` reads. Counts go to 2^64: no sampling.
+ * rest in one bucket. The counters are in a shared mapping made at the first request, so a
+ * fork child adds to its parent's. The process that made them (the owner) writes them to
+ * PATH.<pid>.<image> ("uslab-profile 1", then "<size> <count>" lines, size the granule's
+ * upper end, "above" for the rest), which `uslab profile` reads. Counts go to 2^64: no
+ * sampling.
+ *
+ * When: at a normal exit (the destructor below) and, in the shared libraries, wherever
+ * hooks.c sees the process leave without running destructors (_exit, _Exit,
+ * syscall(SYS_exit_group), quick_exit) or replace its program (the exec family). The
+ * counters are not reset by a write: each write replaces the image's file with all the
+ * counts so far, so an exec that fails and a later exit write the same file twice and
+ * count nothing twice. `image` is a random tag drawn with the mapping: a program that the
+ * exec starts makes its own mapping under the same pid, and its file does not replace the
+ * one written before the exec. A daemon's child takes the counts over from its parent,
+ * which leaves by glibc's own _exit (usi_profile_adopt).
+ *
+ * The write may run in a signal handler (_exit is async-signal-safe) or race another
+ * writer of the same process: no uslab allocation, no lock, no stdio; the text is made in
+ * fresh pages and goes to a temporary file renamed over the image's file, so every
+ * writer leaves a whole file.
  */
 #define PROFILE_BUCKETS (USI_CLASSES_MAX_SIZE / 8 + 2)
 struct usi_profile {
-    int owner; /* pid of the process that writes the file */
+    int owner;      /* pid of the process that writes the file */
+    uint64_t image; /* this program image's tag, in the file's name */
+    uint64_t temps; /* temporary files made so far: their names */
     uint64_t count[PROFILE_BUCKETS];
 };
 static struct usi_profile *profile;
@@ -156,6 +174,7 @@ static void profile_record(size_t size)
         if (!fresh)
             return;
         fresh->owner = usi_os_getpid();
+        fresh->image = usi_os_random64();
         if (!__atomic_compare_exchange_n(&profile, &pr, fresh, 0, __ATOMIC_ACQ_REL,
                                          __ATOMIC_ACQUIRE))
             usi_os_unmap(fresh, sizeof *fresh); /* another thread's won: pr is it */
@@ -166,27 +185,94 @@ static void profile_record(size_t size)
     __atomic_fetch_add(&pr->count[b], 1, __ATOMIC_RELAXED);
 }
 
-__attribute__((destructor)) static void profile_write(void)
+/* The text of the profile file, a piece at a time (no stdio: signal handlers). */
+static char *put_str(char *p, const char *s)
+{
+    while (*s)
+        *p++ = *s++;
+    return p;
+}
+
+static char *put_dec(char *p, uint64_t v)
+{
+    char digits[20];
+    int n = 0;
+    do
+        digits[n++] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    while (n)
+        *p++ = digits[--n];
+    return p;
+}
+
+static char *put_hex(char *p, uint64_t v)
+{
+    for (int shift = 60; shift >= 0; shift -= 4)
+        *p++ = "0123456789abcdef"[(v >> shift) & 15];
+    return p;
+}
+
+/* path, sep, pid, ".", image in hex */
+static char *put_name(char *p, const char *path, const char *sep, uint64_t pid, uint64_t image)
+{
+    p = put_dec(put_str(put_str(p, path), sep), pid);
+    return put_hex(put_str(p, "."), image);
+}
+
+/* A line is at most "65536 " and 20 digits and a newline; "above" is shorter. */
+#define PROFILE_LINE_MAX 28
+#define PROFILE_PATH_MAX 4096
+
+void usi_profile_write(void)
 {
     struct usi_profile *pr = __atomic_load_n(&profile, __ATOMIC_ACQUIRE);
+    if (!pr || __atomic_load_n(&pr->owner, __ATOMIC_RELAXED) != usi_os_getpid())
+        return; /* none, or a fork child's: its owner writes them */
     const char *path = usi_os_getenv(usi_settings_table[USI_SETTING_PROFILE].name);
-    if (!pr || !path || pr->owner != usi_os_getpid())
+    if (!path || !*path)
         return;
-    size_t cap = (size_t)PROFILE_BUCKETS * 48 + 64, len = 0;
-    char *text = usi_os_map_shared(cap), file[4096];
-    if (!text)
+    int saved = errno;
+    size_t plen = strlen(path);
+    size_t textcap = (size_t)PROFILE_BUCKETS * PROFILE_LINE_MAX + 64;
+    size_t cap = (textcap + 2 * PROFILE_PATH_MAX + 4095) & ~(size_t)4095;
+    char *text = plen + 80 <= PROFILE_PATH_MAX ? usi_os_map(cap) : NULL;
+    if (!text) {
+        usi_report_warn("USLAB_PROFILE=%s: cannot write the profile", path);
+        errno = saved;
         return;
-    len += (size_t)snprintf(text, cap, "uslab-profile 1\n");
-    for (size_t b = 0; b + 1 < PROFILE_BUCKETS; b++)
-        if (pr->count[b])
-            len += (size_t)snprintf(text + len, cap - len, "%zu %llu\n", b * 8,
-                                    (unsigned long long)pr->count[b]);
-    len += (size_t)snprintf(text + len, cap - len, "above %llu\n",
-                            (unsigned long long)pr->count[PROFILE_BUCKETS - 1]);
-    int n = snprintf(file, sizeof file, "%s.%d", path, pr->owner);
-    if (n <= 0 || (size_t)n >= sizeof file || usi_os_write_file(file, text, len) != 0)
+    }
+    /* PATH.<pid>.<image>, and PATH-tmp.<pid>.<image>.<n> beside it (no "PATH." prefix:
+     * `uslab profile` reads only whole files) */
+    char *file = text + textcap, *tmp = file + PROFILE_PATH_MAX;
+    uint64_t pid = (uint64_t)(unsigned)pr->owner;
+    *put_name(file, path, ".", pid, pr->image) = '\0';
+    char *p = put_str(put_name(tmp, path, "-tmp.", pid, pr->image), ".");
+    *put_dec(p, __atomic_fetch_add(&pr->temps, 1, __ATOMIC_RELAXED)) = '\0';
+    p = put_str(text, "uslab-profile 1\n");
+    for (size_t b = 0; b + 1 < PROFILE_BUCKETS; b++) {
+        uint64_t n = __atomic_load_n(&pr->count[b], __ATOMIC_RELAXED);
+        if (n)
+            p = put_str(put_dec(put_str(put_dec(p, b * 8), " "), n), "\n");
+    }
+    uint64_t above = __atomic_load_n(&pr->count[PROFILE_BUCKETS - 1], __ATOMIC_RELAXED);
+    p = put_str(put_dec(put_str(p, "above "), above), "\n");
+    if (usi_os_write_file(file, tmp, text, (size_t)(p - text)) != 0)
         usi_report_warn("USLAB_PROFILE=%s: cannot write %s", path, file);
     usi_os_unmap(text, cap);
+    errno = saved;
+}
+
+void usi_profile_adopt(int parent)
+{
+    struct usi_profile *pr = __atomic_load_n(&profile, __ATOMIC_ACQUIRE);
+    if (pr)
+        __atomic_compare_exchange_n(&pr->owner, &parent, usi_os_getpid(), 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED);
+}
+
+__attribute__((destructor)) static void profile_at_exit(void)
+{
+    usi_profile_write();
 }
 
 /* ---- malloc ------------------------------------------------------------------------- */

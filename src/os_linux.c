@@ -465,11 +465,21 @@ void usi_os_write_err(const char *buf, size_t len)
 long usi_os_read_file(const char *path, char *buf, size_t len)
 {
     long fd;
-    do /* the flags the dynamic linker opens libraries with (usi_os_seccomp_mode) */
-        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading waits for a writer, and USLAB_CLASSES or
+     * USLAB_PRESSURE_SOURCE may name one (start-up hung for good). It changes nothing for
+     * the regular files read here; the kernel's files under /proc and cgroupfs are regular
+     * files too. */
+    do
+        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return -1;
+    struct stat st;
+    if (fstat((int)fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        OS_SYSCALL(SYS_close, fd);
+        errno = EINVAL;
+        return -1;
+    }
     size_t got = 0;
     while (got < len) {
         long r = OS_SYSCALL(SYS_read, fd, buf + got, len - got);
@@ -489,38 +499,57 @@ long usi_os_read_file(const char *path, char *buf, size_t len)
     return (long)got;
 }
 
-int usi_os_write_file(const char *path, const char *buf, size_t len)
+static rlim_t soft_limit(int resource);
+
+int usi_os_write_file(const char *path, const char *tmp, const char *buf, size_t len)
 {
+    /* Beyond RLIMIT_FSIZE the kernel sends SIGXFSZ, which kills the process: no file. */
+    rlim_t fsize = soft_limit(RLIMIT_FSIZE);
+    if (fsize != RLIM_INFINITY && fsize < len) {
+        errno = EFBIG;
+        return -1;
+    }
     long fd;
     do
-        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, tmp,
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     while (fd < 0 && errno == EINTR);
     if (fd < 0)
         return -1;
-    while (len > 0) {
+    int e = 0;
+    while (len > 0 && !e) {
         long w = OS_SYSCALL(SYS_write, fd, buf, len);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            int e = w < 0 ? errno : EIO;
-            OS_SYSCALL(SYS_close, fd);
-            errno = e;
-            return -1;
+            e = w < 0 ? errno : EIO;
+            break;
         }
         buf += w;
         len -= (size_t)w;
     }
-    return (int)OS_SYSCALL(SYS_close, fd);
+    if (OS_SYSCALL(SYS_close, fd) != 0 && !e && errno != EINTR)
+        e = errno;
+    if (!e && OS_SYSCALL(SYS_renameat, AT_FDCWD, tmp, AT_FDCWD, path) != 0)
+        e = errno;
+    if (e) {
+        OS_SYSCALL(SYS_unlink, tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
 }
 
 /* The symboliser's open, read and close are made as system calls: a preloaded library
  * that wraps them (fakeroot, tracers) might allocate, and a report may hold a cache lock.
- * fstat stays glibc's, whose struct stat is the same on every architecture. */
+ * fstat stays glibc's, whose struct stat is the same on every architecture. O_NONBLOCK, as
+ * in usi_os_read_file: a mapped file replaced by a FIFO at its path must not stop a report
+ * (usi_os_map_file then refuses it); the /proc files pressure.c reads ignore the flag. */
 int usi_os_open_ro(const char *path)
 {
     long fd;
     do
-        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     while (fd < 0 && errno == EINTR);
     return (int)fd;
 }

@@ -84,8 +84,9 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                              "default classes are used",
                              NULL},
     [USI_SETTING_PROFILE] = {"USLAB_PROFILE", USI_SETTING_KIND_PATH, 0, "unset", 0, 0,
-                             "record the sizes of malloc-family requests into FILE.PID at exit "
-                             "(`uslab profile` sets it; every malloc takes the slow path)",
+                             "record the sizes of malloc-family requests into FILE.PID.IMAGE "
+                             "at exit, also at _exit, quick_exit and exec (`uslab profile` sets "
+                             "it; every malloc takes the slow path)",
                              NULL},
     [USI_SETTING_DEBUG] = {"USLAB_DEBUG", USI_SETTING_KIND_DEBUG, 0, "unset", 0, 0,
                            "debug checks (the letters of Linux's `slub_debug`) for the caches "
@@ -173,6 +174,8 @@ const char *usi_classes_check(const size_t *sizes, unsigned n)
         return "more than 96 sizes";
     for (unsigned i = 0; i < n; i++) {
         size_t s = sizes[i];
+        if (s == 0)
+            return "a size is 0 (the smallest class is 16)";
         if (i > 0 && s <= sizes[i - 1])
             return "sizes are not in increasing order";
         if (s < 16 || (s <= 1024 && s % 16 != 0))

@@ -16,6 +16,8 @@
  */
 #include "internal.h"
 
+#include <errno.h>
+
 uint8_t usi_class_small[USI_SMALL_MAX / 8 + 1];
 struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
 unsigned usi_nclasses;
@@ -33,7 +35,7 @@ static unsigned load_file(const char *path, size_t *sizes)
     const char *why = NULL;
     unsigned n = 0;
     if (len < 0)
-        why = "cannot open or read it";
+        why = errno == EINVAL ? "it is not a regular file" : "cannot open or read it";
     else if ((size_t)len == sizeof text)
         why = "it is longer than 16 KiB";
     else

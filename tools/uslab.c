@@ -803,7 +803,9 @@ static int cmd_run(int argc, char **argv)
 
 /* ---- uslab profile ------------------------------------------------------------------------ */
 
-/* Reads every <dir>/profile.<pid> into *p (and removes it); how many files, or -1. */
+/* Reads every <dir>/profile.<pid>.<image> (one per program image) into *p; how many files,
+ * or -1. Everything in dir is removed, also the temporary files of a writer that was
+ * killed (profile-tmp.*). */
 static int read_profiles(const char *dir, struct size_profile *p)
 {
     DIR *d = opendir(dir);
@@ -812,10 +814,14 @@ static int read_profiles(const char *dir, struct size_profile *p)
     int files = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "profile.", 8) != 0)
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         char path[PATH_MAX + 256];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (strncmp(e->d_name, "profile.", 8) != 0) {
+            unlink(path);
+            continue;
+        }
         FILE *f = fopen(path, "r");
         if (!f)
             continue;
@@ -939,9 +945,26 @@ static int cmd_profile(int argc, char **argv)
     int files = read_profiles(dir, &prof);
     rmdir(dir);
     uint64_t requests = profile_requests(&prof, max_size);
-    if (files <= 0 || requests == 0) {
-        fprintf(stderr, "uslab profile: %s made no request in the slab range (%d profiles)\n",
-                prog[0], files < 0 ? 0 : files);
+    if (files <= 0 && WIFSIGNALED(status)) {
+        fprintf(stderr,
+                "uslab profile: no profile was written: %s was killed by signal %d (%s) "
+                "before it could write one\n",
+                prog[0], WTERMSIG(status), strsignal(WTERMSIG(status)));
+        return code;
+    }
+    if (files <= 0) {
+        /* The preload library writes one at every exit it sees (exit, _exit, quick_exit,
+         * exit_group, exec): none means no request at all, or an end it could not see. */
+        fprintf(stderr,
+                "uslab profile: no profile was written: %s made no malloc-family request "
+                "under the preload library, or ended without an exit it could see (a direct "
+                "system call, a static program, LD_PRELOAD removed)\n",
+                prog[0]);
+        return code ? code : 1;
+    }
+    if (requests == 0) {
+        fprintf(stderr, "uslab profile: %s made no request in the slab range (%d profile%s)\n",
+                prog[0], files, files == 1 ? "" : "s");
         return code ? code : 1;
     }
     size_t fitted[USI_CLASSES_MAX];

@@ -47,6 +47,8 @@ static void test_rules(void)
         {"uslab-classes 1\n", "no sizes"},
         {"uslab-classes 1\n16 32 64 128 256 512 1000 1024\n", "multiple of 16"},
         {"uslab-classes 1\n8 16 32 64 128 256 512 1024\n", "multiple of 16"},
+        {"uslab-classes 1\n0 16 32 64 128 256 512 1024\n", "a size is 0"},
+        {"uslab-classes 1\n16 32 64 0 128 256 512 1024\n", "a size is 0"},
         {"uslab-classes 1\n16 32 64 128 256 512 1024 1088 2048\n", "multiple of 128"},
         {"uslab-classes 1\n16 32 64 128 256 1024\n", "power of two"},
         {"uslab-classes 1\n32 64 128 256 512 1024\n", "power of two"},

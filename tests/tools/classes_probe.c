@@ -6,11 +6,20 @@
  *   classes_probe fork        the same, then a fork child that asks for 4700 bytes 1000
  *                             times, then a program it starts (itself: size 9000)
  *   classes_probe size N      prints malloc_usable_size(malloc(N))
+ *   classes_probe end HOW SIZE COUNT [PROGRAM ARGS...]
+ *                             COUNT requests of SIZE bytes, then leaves by HOW: exit (a
+ *                             return from main), _exit, _Exit, quick_exit, exit_group
+ *                             (syscall), execv (of PROGRAM), execfail (an execv that fails,
+ *                             COUNT more requests, then exit), daemon (COUNT more requests
+ *                             in the daemon, which then exits), kill (SIGKILL itself)
  */
+#define _GNU_SOURCE
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,8 +46,61 @@ static void work(void)
     }
 }
 
+static void requests(size_t size, long count)
+{
+    for (long i = 0; i < count; i++)
+        free(xmalloc(size));
+}
+
+/* classes_probe end HOW SIZE COUNT [PROGRAM ARGS...] */
+static int end(int argc, char **argv)
+{
+    const char *how = argv[2];
+    size_t size = (size_t)atol(argv[3]);
+    long count = atol(argv[4]);
+    requests(size, count);
+    if (strcmp(how, "exit") == 0)
+        return 0;
+    if (strcmp(how, "_exit") == 0)
+        _exit(0);
+    if (strcmp(how, "_Exit") == 0)
+        _Exit(0);
+    if (strcmp(how, "quick_exit") == 0)
+        quick_exit(0);
+    if (strcmp(how, "exit_group") == 0) {
+        syscall(SYS_exit_group, 0);
+        return 3;
+    }
+    if (strcmp(how, "execv") == 0 && argc > 5) {
+        execv(argv[5], argv + 5);
+        perror("classes_probe: execv");
+        return 3;
+    }
+    if (strcmp(how, "execfail") == 0) {
+        char *none[] = {"/nonexistent/classes_probe", NULL};
+        if (execv(none[0], none) == 0)
+            return 3;
+        requests(size, count); /* after a failed exec: counted once, with the rest */
+        return 0;
+    }
+    if (strcmp(how, "daemon") == 0) {
+        if (daemon(1, 1) != 0) {
+            perror("classes_probe: daemon");
+            return 3;
+        }
+        requests(size, count); /* in the daemon, after its parent has left */
+        return 0;
+    }
+    if (strcmp(how, "kill") == 0)
+        raise(SIGKILL);
+    fprintf(stderr, "classes_probe: end: unknown way '%s'\n", how);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 5 && strcmp(argv[1], "end") == 0)
+        return end(argc, argv);
     if (argc == 3 && strcmp(argv[1], "size") == 0) {
         void *p = xmalloc((size_t)atol(argv[2]));
         printf("%zu\n", malloc_usable_size(p));
@@ -71,6 +133,7 @@ int main(int argc, char **argv)
             return 1;
         return 0;
     }
-    fprintf(stderr, "usage: classes_probe work | fork | size N\n");
+    fprintf(stderr,
+            "usage: classes_probe work | fork | size N | end HOW SIZE COUNT [PROGRAM...]\n");
     return 2;
 }

@@ -9,10 +9,11 @@ fail() { echo "FAIL ($case_name): $*"; exit 1; }
 export USLAB_PRELOAD_LIB="$lib"
 unset USLAB_CLASSES USLAB_PROFILE
 
-# usable SIZE [env...]: malloc_usable_size(malloc(SIZE)) under the preload library
+# usable SIZE [env...]: malloc_usable_size(malloc(SIZE)) under the preload library (a
+# start-up that hangs, as one reading a FIFO did, fails after 20 seconds)
 usable() {
     size=$1; shift
-    env "$@" LD_PRELOAD="$lib" "$probe" size "$size" 2>"$tmp/err"
+    timeout 20 env "$@" LD_PRELOAD="$lib" "$probe" size "$size" 2>"$tmp/err"
 }
 
 case $case_name in
@@ -73,17 +74,89 @@ bad_files)
     printf 'uslab-classes 1\n16 32 64 128 256 512\n' >"$tmp/small"
     printf 'uslab-classes 1\n16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536 131072\n' >"$tmp/big"
     printf 'uslab-classes 1\n16 32 64 x 128\n' >"$tmp/word"
+    printf 'uslab-classes 1\n0 16 32 64 128 256 512 1024\n' >"$tmp/zero"
     : >"$tmp/empty"
+    mkfifo "$tmp/fifo" || fail "mkfifo"
     { echo "uslab-classes 1"; i=0; while [ $i -lt 97 ]; do echo $((16 + 16 * i)); i=$((i + 1)); done; } >"$tmp/many"
     { echo "uslab-classes 1"; i=0; while [ $i -lt 3000 ]; do echo "# padding line $i"; i=$((i + 1)); done; } >"$tmp/long"
     [ "$(usable 600 USLAB_CLASSES="$tmp/ok")" = 1024 ] || fail "a good short file not used"
-    for f in version noheader notmult notmult128 nopow order small big word empty many long missing; do
+    for f in version noheader notmult notmult128 nopow order small big word zero empty many long \
+        missing fifo; do
         got=$(usable 600 USLAB_CLASSES="$tmp/$f") || fail "$f: the program failed"
         [ "$got" = 640 ] || fail "$f: 600 -> $got, not the default 640"
         grep -q "^uslab: USLAB_CLASSES=$tmp/$f: .*; using the default classes" "$tmp/err" ||
             fail "$f: message: $(cat "$tmp/err")"
         [ "$(wc -l <"$tmp/err")" = 1 ] || fail "$f: more than one line: $(cat "$tmp/err")"
     done
+    # the reasons that are easy to get wrong: a FIFO (or a directory) is no file of classes,
+    # and 0 is not refused as a size that is no multiple of 16
+    for f in fifo:"it is not a regular file" .:"it is not a regular file" zero:"a size is 0"; do
+        usable 600 USLAB_CLASSES="$tmp/${f%%:*}" >/dev/null || fail "${f%%:*}: the program failed"
+        grep -q "^uslab: USLAB_CLASSES=$tmp/${f%%:*}: ${f#*:}" "$tmp/err" ||
+            fail "${f%%:*}: message: $(cat "$tmp/err")"
+    done
+    ;;
+exit)
+    # The profile survives a program that leaves without exit(): the probe asks for 4700
+    # bytes 1000 times (the profile's 4704 granule), then leaves by each way in turn.
+    # Counted straight from the files (USLAB_PROFILE as `uslab profile` sets it): every
+    # request once, however many times the counts were written.
+    d=$tmp/profiles
+    # granule SIZE: the sum of that granule's counts over the profiles in $d
+    granule() {
+        cat "$d"/profile.* 2>/dev/null | awk -v s="$1" '$1 == s { n += $2 } END { print n + 0 }'
+    }
+    # ends HOW WANT FILES [ARGS...]: the probe leaves by HOW; the 4704 granule must count WANT
+    # in FILES profiles, each starting with its header, and nothing else left in $d
+    ends() {
+        how=$1 want=$2 files=$3; shift 3
+        rm -rf "$d" && mkdir "$d" || fail "mkdir $d"
+        timeout 60 env LD_PRELOAD="$lib" USLAB_PROFILE="$d/profile" "$probe" end "$how" 4700 1000 "$@" \
+            >"$tmp/out" 2>&1 || fail "$how: the probe failed: $(cat "$tmp/out")"
+        [ "$(granule 4704)" = "$want" ] || fail "$how: 4700 counted $(granule 4704) times, not $want"
+        n=$(ls "$d" | wc -l)
+        [ "$n" = "$files" ] || fail "$how: $n files, not $files: $(ls "$d")"
+        for f in "$d"/profile.*; do
+            [ "$(head -n 1 "$f")" = "uslab-profile 1" ] || fail "$how: $f: $(head -n 1 "$f")"
+        done
+    }
+    for how in exit _exit _Exit quick_exit exit_group; do
+        ends $how 1000 1
+    done
+    # an exec of a program that asks for nothing, and of one that asks for 4800 bytes 500
+    # times under the same pid: each image's counts in a file of its own
+    ends execv 1000 1 /bin/true
+    ends execv 1000 2 "$probe" end exit 4800 500
+    [ "$(granule 4800)" = 500 ] || fail "execv: the new program's 4800 counted $(granule 4800) times"
+    # an exec that fails: written before it, then again at exit, counted once
+    ends execfail 2000 1
+    # daemon: the parent leaves at once (by glibc's own _exit); the daemon writes both
+    # processes' counts when it ends
+    rm -rf "$d" && mkdir "$d" || fail "mkdir $d"
+    env LD_PRELOAD="$lib" USLAB_PROFILE="$d/profile" "$probe" end daemon 4700 1000 >/dev/null 2>&1 ||
+        fail "daemon: the probe failed"
+    i=0
+    while [ "$(granule 4704)" = 0 ] && [ $i -lt 200 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    [ "$(granule 4704)" = 2000 ] || fail "daemon: 4700 counted $(granule 4704) times, not 2000"
+    [ "$(ls "$d" | wc -l)" = 1 ] || fail "daemon: files $(ls "$d")"
+
+    # The tool: a table fitted to the requests of a program that leaves by _exit ...
+    (cd "$tmp" && "$uslab" profile -o "$tmp/c.txt" -- "$probe" end _exit 4700 1000) >"$tmp/out" 2>&1 ||
+        fail "profile of _exit: $(cat "$tmp/out")"
+    tr ' ' '\n' <"$tmp/c.txt" | grep -qx 4736 || fail "_exit: 4700 not fitted: $(cat "$tmp/c.txt")"
+    # ... and two different reasons for having no table: a program killed before it could
+    # write its profile, and one that asked for nothing in the slab range
+    (cd "$tmp" && "$uslab" profile -o "$tmp/k.txt" -- "$probe" end kill 4700 10) >"$tmp/out" 2>&1
+    [ $? = 137 ] || fail "kill: status $?: $(cat "$tmp/out")"
+    grep -q "no profile was written: .* killed by signal 9" "$tmp/out" || fail "kill: $(cat "$tmp/out")"
+    grep -q "no request in the slab range" "$tmp/out" && fail "kill: $(cat "$tmp/out")"
+    (cd "$tmp" && "$uslab" profile -o "$tmp/a.txt" -- "$probe" end _exit 100000 10) >"$tmp/out" 2>&1 &&
+        fail "nothing in range: a table written"
+    grep -q "made no request in the slab range (1 profile)" "$tmp/out" || fail "above: $(cat "$tmp/out")"
+    [ -e "$tmp/k.txt" ] || [ -e "$tmp/a.txt" ] && fail "a table without requests"
     ;;
 *)
     fail "unknown case"

@@ -25,7 +25,7 @@
  *    longer than the reader's buffer, a last line without newline, a relative "0::" path;
  *  - nothing at all: no source, never pressure;
  *  - USLAB_PRESSURE_SOURCE wins over all of them: a directory, a PSI file, or neither (no
- *    source, with a warning).
+ *    source, with a warning), a FIFO included (read without waiting for a writer).
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -334,6 +334,11 @@ int main(void)
     snprintf(env, sizeof env, "%s/missing", root);
     setenv("USLAB_PRESSURE_SOURCE", env, 1);
     expect_source("USLAB_PRESSURE_SOURCE missing", -1, NULL);
+    /* A FIFO nobody writes is neither, and looking at it does not wait for a writer. */
+    snprintf(env, sizeof env, "%s/fifo.psi", root);
+    CHECK(mkfifo(env, 0600) == 0, "mkfifo %s: %s", env, strerror(errno));
+    setenv("USLAB_PRESSURE_SOURCE", env, 1);
+    expect_source("USLAB_PRESSURE_SOURCE FIFO", -1, NULL);
 
     unsetenv("USLAB_PRESSURE_SOURCE");
     usi_pressure_reset(NULL);
