@@ -494,6 +494,8 @@ static void *usi_realloc(void *p, size_t size)
     uintptr_t id = e & USI_ID_MASK;
     if (!is_class_id(id)) {
         check_other(p, e, "realloc");
+        if (USI_UNLIKELY(usi_options.profile))
+            profile_record(size); /* counted as the malloc it would be */
         if (!tracking_large())
             return usi_sys_realloc(p, size); /* a glibc block stays with glibc */
         /* Released before glibc frees it, so that no other thread can be given the address
@@ -506,8 +508,11 @@ static void *usi_realloc(void *p, size_t size)
     size_t have = usi_class_caches[id].size;
     if (size <= have) {
         /* In place unless the block would be less than half used. */
-        if (size > have / 2 || have <= 16)
+        if (size > have / 2 || have <= 16) {
+            if (USI_UNLIKELY(usi_options.profile))
+                profile_record(size); /* a request, even if the block stays */
             return p;
+        }
     }
     void *q = usi_malloc(size);
     if (!q)

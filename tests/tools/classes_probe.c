@@ -107,6 +107,18 @@ int main(int argc, char **argv)
         free(p);
         return 0;
     }
+    if (argc == 2 && strcmp(argv[1], "realloc") == 0) {
+        /* 1000 requests for 4700 bytes: one malloc, then reallocs the block stays in */
+        char *p = xmalloc(4700);
+        for (int i = 0; i < 999; i++) {
+            char *q = realloc(p, 4700);
+            if (!q)
+                return 1;
+            p = q;
+        }
+        free(p);
+        return 0;
+    }
     if (argc == 2 && strcmp(argv[1], "work") == 0) {
         work();
         return 0;

@@ -95,6 +95,14 @@ bad_files)
         grep -q "^uslab: USLAB_CLASSES=$tmp/${f%%:*}: ${f#*:}" "$tmp/err" ||
             fail "${f%%:*}: message: $(cat "$tmp/err")"
     done
+    # uslab run --classes: the same message, and the program still runs on the defaults
+    for f in "$tmp/version" "$tmp/missing"; do
+        got=$("$uslab" run --classes="$f" -- "$probe" size 600 2>"$tmp/err") ||
+            fail "run --classes=$f: the program failed"
+        [ "$got" = 640 ] || fail "run --classes=$f: 600 -> $got, not the default 640"
+        grep -q "^uslab: USLAB_CLASSES=$f: .*; using the default classes" "$tmp/err" ||
+            fail "run --classes=$f: message: $(cat "$tmp/err")"
+    done
     ;;
 exit)
     # The profile survives a program that leaves without exit(): the probe asks for 4700
@@ -142,6 +150,12 @@ exit)
     done
     [ "$(granule 4704)" = 2000 ] || fail "daemon: 4700 counted $(granule 4704) times, not 2000"
     [ "$(ls "$d" | wc -l)" = 1 ] || fail "daemon: files $(ls "$d")"
+
+    # A realloc is a request too, also when the block stays where it is.
+    rm -rf "$d" && mkdir "$d" || fail "mkdir $d"
+    env LD_PRELOAD="$lib" USLAB_PROFILE="$d/profile" "$probe" realloc >/dev/null 2>&1 ||
+        fail "realloc: the probe failed"
+    [ "$(granule 4704)" = 1000 ] || fail "realloc: 4700 counted $(granule 4704) times, not 1000"
 
     # The tool: a table fitted to the requests of a program that leaves by _exit ...
     (cd "$tmp" && "$uslab" profile -o "$tmp/c.txt" -- "$probe" end _exit 4700 1000) >"$tmp/out" 2>&1 ||
