@@ -1034,6 +1034,10 @@ void usi_tcache_flush_all(struct uslab_cache *c);
 int usi_tcache_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p);
 /* Objects cached in every thread's magazines for cache c (racy, for statistics). */
 size_t usi_tcache_cached_objects(const struct uslab_cache *c);
+/* The same for a report that must never wait (statistics at exit, design §10): the lock of
+ * the list of thread caches is tried for up to ms milliseconds (usi_trylock_for). 0 with
+ * the count in *n, or -1: the lock was busy, nothing counted. */
+int usi_tcache_try_cached_objects(const struct uslab_cache *c, unsigned ms, size_t *n);
 /* Bytes that magazines held by threads may cache (capacity * stride, summed over every
  * magazine in any thread's pair), kept under usi_options.tcache_max: a hard bound whatever
  * the number of threads. Updated on slow paths only. */
