@@ -1124,6 +1124,13 @@ struct usi_live_cache; /* live.h */
  * the threads' magazines read without stopping them. Returns whether c is in use (has
  * slabs or objects out of them). */
 int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r);
+/* The same for a report that must never wait (USLAB_STATS at exit, design §10): each lock
+ * is tried for up to ms milliseconds (usi_trylock_for). *threads: whether to count the
+ * threads' magazines; set to 0 when their list's lock was busy (their objects then count
+ * as active, and later calls skip the lock). 1 or 0 as above, or -1: c's lock was busy,
+ * r holds nothing. */
+int usi_live_try_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r, unsigned ms,
+                            int *threads);
 /* The rate-limited update (handed to the purger, usi_purge_set_live): makes the page where
  * USLAB_LIVE allows and refreshes it; returns when it is due next, 0 for never. */
 uint64_t usi_live_update(uint64_t now_ms);
