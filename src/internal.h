@@ -480,12 +480,12 @@ void usi_registry_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *a
  * caches' registry lock: it may be made holding a lock outside the registry's order (the
  * live page's, design §6). */
 void usi_registry_read_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg);
-/* A walk that never waits, for the leak report, which may run in a signal handler that
- * interrupted this thread holding any uslab lock (an exit from the handler): the registry
- * lock is tried (usi_trylock_for) and, if taken, held across the whole walk instead of a
- * pin per cache, so there is no unpin that could find the lock busy. fn runs under the
- * registry lock: no callback, cache locks only by trylock. 0, or -1 (the lock was busy,
- * nothing walked). */
+/* A walk that never waits, for the reports at exit (the leak report, USLAB_STATS), which
+ * may run in a signal handler that interrupted this thread holding any uslab lock (an exit
+ * from the handler): the registry lock is tried (usi_trylock_for) and, if taken, held
+ * across the whole walk instead of a pin per cache, so there is no unpin that could find
+ * the lock busy. fn runs under the registry lock: no callback; the thread caches' lock and
+ * the cache locks only tried. 0, or -1 (the lock was busy, nothing walked). */
 int usi_registry_try_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg, unsigned ms);
 /* The cache with this id, pinned, or NULL; release it with usi_registry_unpin. */
 struct uslab_cache *usi_registry_pin(unsigned id);
