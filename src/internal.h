@@ -486,12 +486,12 @@ void usi_registry_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *a
  * caches' registry lock: it may be made holding a lock outside the registry's order (the
  * live page's, design §6). */
 void usi_registry_read_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg);
-/* A walk that never waits, for the leak report, which may run in a signal handler that
- * interrupted this thread holding any uslab lock (an exit from the handler): the registry
- * lock is tried (usi_trylock_for) and, if taken, held across the whole walk instead of a
- * pin per cache, so there is no unpin that could find the lock busy. fn runs under the
- * registry lock: no callback, cache locks only by trylock. 0, or -1 (the lock was busy,
- * nothing walked). */
+/* A walk that never waits, for the reports at exit (the leak report, USLAB_STATS), which
+ * may run in a signal handler that interrupted this thread holding any uslab lock (an exit
+ * from the handler): the registry lock is tried (usi_trylock_for) and, if taken, held
+ * across the whole walk instead of a pin per cache, so there is no unpin that could find
+ * the lock busy. fn runs under the registry lock: no callback; the thread caches' lock and
+ * the cache locks only tried. 0, or -1 (the lock was busy, nothing walked). */
 int usi_registry_try_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg, unsigned ms);
 /* The cache with this id, pinned, or NULL; release it with usi_registry_unpin. */
 struct uslab_cache *usi_registry_pin(unsigned id);
@@ -1040,6 +1040,10 @@ void usi_tcache_flush_all(struct uslab_cache *c);
 int usi_tcache_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p);
 /* Objects cached in every thread's magazines for cache c (racy, for statistics). */
 size_t usi_tcache_cached_objects(const struct uslab_cache *c);
+/* The same for a report that must never wait (statistics at exit, design §10): the lock of
+ * the list of thread caches is tried for up to ms milliseconds (usi_trylock_for). 0 with
+ * the count in *n, or -1: the lock was busy, nothing counted. */
+int usi_tcache_try_cached_objects(const struct uslab_cache *c, unsigned ms, size_t *n);
 /* Bytes that magazines held by threads may cache (capacity * stride, summed over every
  * magazine in any thread's pair), kept under usi_options.tcache_max: a hard bound whatever
  * the number of threads. Updated on slow paths only. */
@@ -1126,6 +1130,13 @@ struct usi_live_cache; /* live.h */
  * the threads' magazines read without stopping them. Returns whether c is in use (has
  * slabs or objects out of them). */
 int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r);
+/* The same for a report that must never wait (USLAB_STATS at exit, design §10): each lock
+ * is tried for up to ms milliseconds (usi_trylock_for). *threads: whether to count the
+ * threads' magazines; set to 0 when their list's lock was busy (their objects then count
+ * as active, and later calls skip the lock). 1 or 0 as above, or -1: c's lock was busy,
+ * r holds nothing. */
+int usi_live_try_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r, unsigned ms,
+                            int *threads);
 /* The rate-limited update (handed to the purger, usi_purge_set_live): makes the page where
  * USLAB_LIVE allows and refreshes it; returns when it is due next, 0 for never. */
 uint64_t usi_live_update(uint64_t now_ms);

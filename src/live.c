@@ -81,18 +81,12 @@ static void live_unlock(void)
 
 /* ---- snapshots --------------------------------------------------------------------------- */
 
-int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r)
+/* The counts kept under c's lock (held), into r; returns the objects out of the slabs. */
+static uint64_t snap_counts(const struct uslab_cache *c, struct usi_live_cache *r)
 {
-    memset(r, 0, sizeof *r);
-    memcpy(r->name, c->name, sizeof r->name);
-    r->name[sizeof r->name - 1] = '\0';
-    uint64_t thread_cached = usi_tcache_cached_objects(c);
-    pthread_mutex_t *lock = (pthread_mutex_t *)&c->lock;
-    usi_lock(lock);
     r->partial = c->lists[USI_SLAB_PARTIAL].count;
     r->full = c->lists[USI_SLAB_FULL].count;
     r->empty = c->lists[USI_SLAB_EMPTY].count;
-    uint64_t out = c->slab_inuse; /* = slab_takes - slab_puts */
     r->cached_depot = c->depot_rounds;
     r->resident_bytes = c->touched_bytes;
     r->slab_takes = c->slab_takes;
@@ -101,7 +95,15 @@ int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r)
     r->depot_out = c->depot_out;
     r->slabs_created = c->slabs_created;
     r->slabs_released = c->slabs_released;
-    usi_unlock(lock);
+    return c->slab_inuse; /* = slab_takes - slab_puts */
+}
+
+/* The rest of r, from c's geometry, the counts and the threads' part; whether c is in use. */
+static int snap_finish(const struct uslab_cache *c, struct usi_live_cache *r, uint64_t out,
+                       uint64_t thread_cached)
+{
+    memcpy(r->name, c->name, sizeof r->name);
+    r->name[sizeof r->name - 1] = '\0';
     r->id = c->id;
     r->object_size = c->size;
     r->stride = c->stride;
@@ -117,6 +119,32 @@ int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r)
     r->cached_thread = thread_cached < room ? thread_cached : room;
     r->active = room - r->cached_thread;
     return r->slabs != 0 || out != 0;
+}
+
+int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r)
+{
+    memset(r, 0, sizeof *r);
+    uint64_t thread_cached = usi_tcache_cached_objects(c);
+    pthread_mutex_t *lock = (pthread_mutex_t *)&c->lock;
+    usi_lock(lock);
+    uint64_t out = snap_counts(c, r);
+    usi_unlock(lock);
+    return snap_finish(c, r, out, thread_cached);
+}
+
+int usi_live_try_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r, unsigned ms,
+                            int *threads)
+{
+    memset(r, 0, sizeof *r);
+    size_t thread_cached = 0;
+    if (*threads && usi_tcache_try_cached_objects(c, ms, &thread_cached) != 0)
+        *threads = 0;
+    pthread_mutex_t *lock = (pthread_mutex_t *)&c->lock;
+    if (usi_trylock_for(lock, ms) != 0)
+        return -1;
+    uint64_t out = snap_counts(c, r);
+    usi_unlock(lock);
+    return snap_finish(c, r, out, thread_cached);
 }
 
 /* ---- the page ---------------------------------------------------------------------------- */

@@ -8,8 +8,9 @@
  * and waits for its pins to go, so a walk may run destructors, take application locks and
  * call any uslab function (but destroy the cache it is on) without deadlocking with a
  * thread that holds the application lock and calls into uslab. The one exception is the
- * leak report's walk (usi_registry_try_each), which runs no callback and must never wait:
- * it holds the lock it managed to take through the walk and pins nothing.
+ * walk of the reports at exit, the leak report and USLAB_STATS (usi_registry_try_each),
+ * which runs no callback and must never wait: it holds the lock it managed to take through
+ * the walk and pins nothing.
  *
  * Invariants (under registry_lock): usi_caches[id] is NULL or a descriptor whose id is id;
  * a descriptor's pins counts the walks between usi_registry_pin and usi_registry_unpin.

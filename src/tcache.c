@@ -620,15 +620,14 @@ int usi_tcache_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p)
 
 /* Reads other threads' pairs while their owners change them, without a lock or an atomic
  * on the owners' side (their fast paths): a snapshot by design (design §10), which
- * ThreadSanitizer is told not to report. */
+ * ThreadSanitizer is told not to report. Under registry_lock. */
 #if USI_TSAN
 __attribute__((no_sanitize("thread")))
 #endif
-size_t
-usi_tcache_cached_objects(const struct uslab_cache *c)
+static size_t
+count_cached(const struct uslab_cache *c)
 {
     size_t n = 0;
-    usi_lock(&registry_lock);
     for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next) {
         if (c->id >= tc->npairs)
             continue;
@@ -642,6 +641,22 @@ usi_tcache_cached_objects(const struct uslab_cache *c)
         if (prev)
             n += (size_t)(mp->top - mp->base) + prev->rounds;
     }
+    return n;
+}
+
+size_t usi_tcache_cached_objects(const struct uslab_cache *c)
+{
+    usi_lock(&registry_lock);
+    size_t n = count_cached(c);
     usi_unlock(&registry_lock);
     return n;
+}
+
+int usi_tcache_try_cached_objects(const struct uslab_cache *c, unsigned ms, size_t *n)
+{
+    if (usi_trylock_for(&registry_lock, ms) != 0)
+        return -1;
+    *n = count_cached(c);
+    usi_unlock(&registry_lock);
+    return 0;
 }

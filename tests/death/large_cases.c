@@ -21,8 +21,9 @@
  *                  child: nothing is reported, nothing leaks
  *   exit_in_handler    a loop mallocs and frees 48- and 100,000-byte blocks; a SIGALRM
  *                      handler (every millisecond) calls exit(0) once it interrupted the
- *                      loop inside malloc or free, so the leak report at exit runs while
- *                      the interrupted call may hold a cache lock or the large table's
+ *                      loop inside malloc or free, so the reports at exit (the leak
+ *                      report, USLAB_STATS) run while the interrupted call may hold a
+ *                      cache lock or the large table's
  */
 #include <pthread.h>
 #include <signal.h>

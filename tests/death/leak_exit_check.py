@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""The leak report of a process that exits from a signal handler (issue 16, docs/design.md
-§9): runs `large_cases exit_in_handler` under the preload library, whose SIGALRM handler
+"""The reports at exit of a process that exits from a signal handler (docs/design.md §9,
+§10): runs `large_cases exit_in_handler` under the preload library, whose SIGALRM handler
 calls exit(0) while the main loop is inside malloc or free of a 48- or 100,000-byte block.
 The interrupted call may hold a cache lock or the large table's lock; the report at exit
 must neither wait for it (a hang: the run times out) nor assert that no lock is held (an
-abort). Every run must exit 0 with a report: text (USLAB_LEAKS=1) and JSON
-(USLAB_LEAKS=json) alternate. A cache or table whose lock was busy is named as not scanned.
+abort). Every run must exit 0 with its report, text and JSON in turn. What the report could
+not lock is named as not scanned.
+
+Two reports:
+  leaks  the leak report: USLAB_LEAKS=1 and USLAB_LEAKS=json
+  stats  the statistics: USLAB_STATS=1 and USLAB_STATS=json, with USLAB_DEBUG=F, so that
+         malloc-48 has no magazines and every malloc and free of 48 bytes takes its cache
+         lock (with magazines the loop never leaves them and the lock is seldom held)
 
 At least RUNS runs; if none of them met a busy lock (the signal landed outside the locked
 part of every call), more, up to MAX_RUNS, until one does: the skipping path is exercised.
 
-Usage: leak_exit_check.py PROGRAM PRELOAD [RUNS [MAX_RUNS]]
+Usage: leak_exit_check.py [--stats] PROGRAM PRELOAD [RUNS [MAX_RUNS]]
 """
 import json
 import os
@@ -19,9 +25,13 @@ import re
 import subprocess
 import sys
 
-SUMMARY = re.compile(r"^uslab: leak report: \d+ live objects, \d+ bytes, "
-                     r"from \d+ allocation sites$", re.M)
-NOT_SCANNED = re.compile(r"^uslab: leak report: .* not scanned: .*$", re.M)
+LEAK_SUMMARY = re.compile(r"^uslab: leak report: \d+ live objects, \d+ bytes, "
+                          r"from \d+ allocation sites$", re.M)
+LEAK_NOT_SCANNED = re.compile(r"^uslab: leak report: .* not scanned: .*$", re.M)
+STATS_HEADER = re.compile(r"^Name +Objects Objsize +Space Resident Slabs/Part/Cpu", re.M)
+STATS_FOOTER = re.compile(r"^thread caches may hold \d+ KiB \(bound \d+ KiB\); "
+                          r"reserved address space \d+ MiB$", re.M)
+STATS_NOT_SCANNED = re.compile(r"^uslab: statistics: .* not (?:scanned|counted): .*$", re.M)
 TIMEOUT = 20
 
 
@@ -29,38 +39,77 @@ def fail(msg, output=""):
     sys.exit("FAIL: %s\n--- output ---\n%s\n--- end ---" % (msg, output[-4000:]))
 
 
-def one_run(program, preload, attempt):
-    mode = "json" if attempt % 2 else "1"
+def run(program, preload, env_update, what):
     env = {k: v for k, v in os.environ.items() if not k.startswith("USLAB_")}
-    env.update(LD_PRELOAD=preload, USLAB_LEAKS=mode)
+    env.update(LD_PRELOAD=preload, **env_update)
     try:
         p = subprocess.run([program, "exit_in_handler"], env=env, capture_output=True,
                            text=True, errors="replace", timeout=TIMEOUT)
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
-        fail("run %d (USLAB_LEAKS=%s): still running after %d s (deadlock at exit?)" %
-             (attempt, mode, TIMEOUT), err or "")
+        fail("%s: still running after %d s (deadlock at exit?)" % (what, TIMEOUT), err or "")
     if p.returncode != 0:
-        fail("run %d (USLAB_LEAKS=%s): exit status %d, expected 0" %
-             (attempt, mode, p.returncode), p.stderr)
+        fail("%s: exit status %d, expected 0" % (what, p.returncode), p.stderr)
+    return p.stderr
+
+
+def one_json(what, text, key):
+    """The one JSON document text holds, which must have key."""
+    try:
+        doc = json.loads(text)
+        doc[key]
+        return doc
+    except (ValueError, KeyError, TypeError) as e:
+        fail("%s: not one JSON document with %s: %s" % (what, key, e), text)
+
+
+def leaks_run(program, preload, attempt):
+    mode = "json" if attempt % 2 else "1"
+    what = "run %d (USLAB_LEAKS=%s)" % (attempt, mode)
+    err = run(program, preload, {"USLAB_LEAKS": mode}, what)
     if mode == "json":
-        try:
-            doc = json.loads(p.stderr)["uslab_leaks"]
-        except (ValueError, KeyError) as e:
-            fail("run %d: not one JSON leak report: %s" % (attempt, e), p.stderr)
-        skipped = doc.get("not_scanned")
+        skipped = one_json(what, err, "uslab_leaks")["uslab_leaks"].get("not_scanned")
         if not isinstance(skipped, list):
-            fail("run %d: no not_scanned list" % attempt, p.stderr)
+            fail("%s: no not_scanned list" % what, err)
         return skipped
-    if not SUMMARY.search(p.stderr):
-        fail("run %d: no leak report summary line" % attempt, p.stderr)
-    return NOT_SCANNED.findall(p.stderr)
+    if not LEAK_SUMMARY.search(err):
+        fail("%s: no leak report summary line" % what, err)
+    return LEAK_NOT_SCANNED.findall(err)
+
+
+def stats_run(program, preload, attempt):
+    mode = "json" if attempt % 2 else "1"
+    what = "run %d (USLAB_STATS=%s)" % (attempt, mode)
+    err = run(program, preload, {"USLAB_STATS": mode, "USLAB_DEBUG": "F"}, what)
+    if mode == "json":
+        doc = one_json(what, err, "uslab")
+        skipped = doc["uslab"].get("not_scanned")
+        if not isinstance(skipped, list) or not isinstance(doc.get("caches"), list):
+            fail("%s: no not_scanned list or no caches" % what, err)
+        listed = {c["name"] for c in doc["caches"]}
+        if listed & set(skipped):
+            fail("%s: caches both listed and not scanned: %s" % (what, listed & set(skipped)),
+                 err)
+        return skipped
+    if not STATS_HEADER.search(err) or not STATS_FOOTER.search(err):
+        fail("%s: no whole statistics table" % what, err)
+    skipped = STATS_NOT_SCANNED.findall(err)
+    for line in skipped:
+        m = re.match(r"uslab: statistics: cache (.*) not scanned: ", line)
+        if m and re.search(r"^%s +\d" % re.escape(m.group(1)), err, re.M):
+            fail("%s: cache %s both listed and not scanned" % (what, m.group(1)), err)
+    return skipped
 
 
 def main():
-    program, preload = sys.argv[1:3]
-    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 30
-    max_runs = int(sys.argv[4]) if len(sys.argv) > 4 else 200
+    args = sys.argv[1:]
+    one_run = leaks_run
+    if args and args[0] == "--stats":
+        one_run = stats_run
+        args = args[1:]
+    program, preload = args[0:2]
+    runs = int(args[2]) if len(args) > 2 else 30
+    max_runs = int(args[3]) if len(args) > 3 else 200
     busy = 0
     attempt = 0
     while attempt < runs or (busy == 0 and attempt < max_runs):
