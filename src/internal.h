@@ -493,6 +493,9 @@ void usi_registry_read_each(void (*fn)(struct uslab_cache *c, void *arg), void *
  * registry lock: no callback, cache locks only by trylock. 0, or -1 (the lock was busy,
  * nothing walked). */
 int usi_registry_try_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg, unsigned ms);
+/* How many registered caches have a reclaim callback (a relaxed read, no lock): while any
+ * does, the purger watches memory pressure under USLAB_RETURN=pressure|both (design §3). */
+unsigned usi_registry_reclaimers(void);
 /* The cache with this id, pinned, or NULL; release it with usi_registry_unpin. */
 struct uslab_cache *usi_registry_pin(unsigned id);
 void usi_registry_unpin(struct uslab_cache *c);
