@@ -818,6 +818,10 @@ void usi_purge_set_pass(int (*pass)(uint64_t now_ms, uint64_t idle_ms, unsigned 
  * thread (once, where USLAB_PURGER allows it) or wakes it, or else schedules an inline
  * pass. Cheap when the thread is already awake. */
 void usi_purge_kick(void);
+/* A cache with a reclaim callback was registered: under USLAB_RETURN=pressure|both, kicks
+ * the purger, which from then on runs passes (and reads the pressure) every tick while such
+ * a cache exists, pending or not (design §3). Nothing under `delay`. */
+void usi_purge_watch(void);
 /* Stops and joins the purger thread, if it runs, before a call the kernel refuses to a
  * process with threads (unshare or setns of a user namespace, hooks.c); passes run inline
  * until usi_purge_resume lets a later kick start a thread again. Returns whether it was
