@@ -185,6 +185,10 @@ struct uslab_cache {
      * sends up to this many slow paths straight to the system allocator before it tries
      * the slabs again (design §8). A hint: relaxed loads and stores, no lock. */
     uint32_t starved;
+    /* objects.c: an inline pass saw memory pressure but runs no user code; the reclaim
+     * callback runs on the cache's next allocation slow path instead (design §3). Set by a
+     * pass, taken by that slow path; relaxed, no lock. */
+    uint32_t reclaim_wanted;
 
     pthread_mutex_t lock;
     uint32_t colour_next;
@@ -892,6 +896,17 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
 void *usi_objects_alloc(struct uslab_cache *c);
 /* Calls c's reclaim callback (non-NULL; checked like every callback); no lock held. */
 void usi_objects_call_reclaim(struct uslab_cache *c);
+/* Under pressure, from a pass that may not run user code (inline): asks for c's reclaim
+ * callback on its next allocation slow path (usi_objects_reclaim_wanted). */
+void usi_objects_reclaim_later(struct uslab_cache *c);
+void usi_objects_reclaim_now(struct uslab_cache *c);
+/* Called by the allocation slow path, its pair whole and no lock held (where the reclaim
+ * callback may run anyway, design §5): runs it once if a pass asked for it. One load. */
+static inline void usi_objects_reclaim_wanted(struct uslab_cache *c)
+{
+    if (USI_UNLIKELY(__atomic_load_n(&c->reclaim_wanted, __ATOMIC_RELAXED)))
+        usi_objects_reclaim_now(c);
+}
 /* n objects, constructed; all or nothing; returns n or 0 (errno set). `reclaim`: whether
  * the reclaim callback may run when slabs run out. Runs the constructor (if any). */
 size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim);
