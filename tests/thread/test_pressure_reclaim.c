@@ -17,15 +17,23 @@
  *    it allocates 600 more objects of the cache (more than two magazines: slow paths); the
  *    callback must run, on this thread, inside one of those allocations, and the process
  *    must still have one thread.
- * Under USLAB_RETURN=delay (the test's environment says which) the same runs for 3 s and
- * the callback must not run.
+ *  - `fork`: as `thread`, but first a fork child (one thread, no purger) must get its
+ *    callback as `inline` does, from the parent's watch carried over the fork;
+ *  - `unshare`: as `thread`, but the program calls unshare(CLONE_NEWUSER) once the purger
+ *    thread ticks (it must be paused, not make the call fail with EINVAL), allocating after
+ *    each growth: the callback must still come (77 where user namespaces are refused).
+ * Under USLAB_RETURN=delay (the test's environment says which) `thread` and `inline` run
+ * for 3 s and the callback must not run.
  */
+#define _GNU_SOURCE /* unshare, CLONE_NEWUSER */
 #include "mt_common.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #define OBJ     64
@@ -41,6 +49,7 @@ static long reclaim_tid;
 static int in_alloc;
 static int reclaim_in_alloc;
 static const char *source;
+static unsigned long total = 1000; /* the PSI file's `some total` */
 
 static void sleep_ms(long ms)
 {
@@ -54,13 +63,13 @@ static long tid(void)
 }
 
 /* Writes the PSI file with `some total` = total; open, write and close only. */
-static void psi(unsigned long total)
+static void psi(unsigned long some_total)
 {
     char text[200];
     int n = snprintf(text, sizeof text,
                      "some avg10=0.00 avg60=0.00 avg300=0.00 total=%lu\n"
                      "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
-                     total);
+                     some_total);
     int fd = open(source, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     CHECK(fd >= 0, "cannot write %s: %s", source, strerror(errno));
     CHECK(write(fd, text, (size_t)n) == n, "write %s", source);
@@ -107,16 +116,66 @@ static void *nothing(void *arg)
     return arg;
 }
 
+/* Grows the stall time until the callback has run (at most `rounds` steps), allocating
+ * between steps when `slow` (slow paths of this thread); returns the callbacks seen. */
+static int pressure_until_reclaim(uslab_cache_t *c, int rounds, int slow, int *steps)
+{
+    int round = 0;
+    for (; round < rounds && __atomic_load_n(&reclaims, __ATOMIC_ACQUIRE) == 0; round++) {
+        total += 50000; /* 50 ms more stall */
+        psi(total);
+        sleep_ms(STEP_MS);
+        if (slow)
+            alloc_more(c, MORE);
+    }
+    *steps = round;
+    return __atomic_load_n(&reclaims, __ATOMIC_ACQUIRE);
+}
+
+/* The callback ran on this thread, inside one of its uslab_cache_alloc calls, and the
+ * process still has one thread: an inline pass saw the pressure. */
+static void check_inline(const char *mode)
+{
+    long on = __atomic_load_n(&reclaim_tid, __ATOMIC_RELAXED);
+    CHECK(on == tid(), "%s: the callback ran on thread %ld, not this one", mode, on);
+    CHECK(__atomic_load_n(&reclaim_in_alloc, __ATOMIC_RELAXED),
+          "%s: the callback ran outside uslab_cache_alloc", mode);
+    CHECK(threads() == 1, "%s: the process has %ld threads", mode, threads());
+}
+
+/* fork: the parent's purger thread watches; its child has one thread, so its own slow
+ * paths must watch (design §3: an inline pass is scheduled in the child). */
+static void fork_child(uslab_cache_t *c)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        __atomic_store_n(&reclaims, 0, __ATOMIC_RELAXED);
+        int steps, n = pressure_until_reclaim(c, ROUNDS, 1, &steps);
+        printf("fork child: %d reclaim callback(s) after %d growth(s)\n", n, steps);
+        CHECK(n > 0, "fork child: no reclaim callback %d s after the pressure began",
+              ROUNDS * STEP_MS / 1000);
+        check_inline("fork child");
+        fflush(stdout);
+        _exit(0);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fork child failed (status %#x)", status);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "thread";
     int inline_mode = strcmp(mode, "inline") == 0;
-    CHECK(inline_mode || strcmp(mode, "thread") == 0, "mode: thread or inline");
+    int fork_mode = strcmp(mode, "fork") == 0, unshare_mode = strcmp(mode, "unshare") == 0;
+    CHECK(inline_mode || fork_mode || unshare_mode || strcmp(mode, "thread") == 0,
+          "mode: thread, inline, fork or unshare");
     source = getenv("USLAB_PRESSURE_SOURCE");
     CHECK(source && *source, "USLAB_PRESSURE_SOURCE must be set by the test");
     const char *policy = getenv("USLAB_RETURN");
     int expect = !(policy && strcmp(policy, "delay") == 0);
-    unsigned long total = 1000;
+    CHECK(expect || !(fork_mode || unshare_mode), "%s: not under USLAB_RETURN=delay", mode);
     psi(total);
 
     if (!inline_mode) {
@@ -128,33 +187,33 @@ int main(int argc, char **argv)
     alloc_more(c, KEPT);
     CHECK(__atomic_load_n(&reclaims, __ATOMIC_ACQUIRE) == 0, "reclaim callback before pressure");
 
-    int rounds = expect ? ROUNDS : 3000 / STEP_MS, round = 0;
-    for (; round < rounds && __atomic_load_n(&reclaims, __ATOMIC_ACQUIRE) == 0; round++) {
-        total += 50000; /* 50 ms more stall */
-        psi(total);
-        sleep_ms(STEP_MS);
-        if (inline_mode)
-            alloc_more(c, MORE);
+    if (fork_mode)
+        fork_child(c);
+    if (unshare_mode) {
+        sleep_ms(1000); /* the purger thread ticks by now: the unshare must pause it */
+        if (unshare(CLONE_NEWUSER) != 0) {
+            CHECK(errno != EINVAL, "unshare(CLONE_NEWUSER): EINVAL: the process has threads");
+            printf("unshare(CLONE_NEWUSER) refused here (%s): skipped\n", strerror(errno));
+            return 77;
+        }
     }
-    int n = __atomic_load_n(&reclaims, __ATOMIC_ACQUIRE);
+    int steps, n = pressure_until_reclaim(c, expect ? ROUNDS : 3000 / STEP_MS,
+                                          inline_mode || unshare_mode, &steps);
     printf("%s, USLAB_RETURN=%s: %d reclaim callback(s) after %d growth(s) of the stall "
            "time; %zu objects in use\n",
-           mode, policy ? policy : "(unset)", n, round, nobjs);
+           mode, policy ? policy : "(unset)", n, steps, nobjs);
     if (!expect) {
         CHECK(n == 0, "USLAB_RETURN=delay: the reclaim callback ran on pressure");
     } else {
         CHECK(n > 0, "%s: no reclaim callback %d s after the pressure began", mode,
               ROUNDS * STEP_MS / 1000);
-        long on = __atomic_load_n(&reclaim_tid, __ATOMIC_RELAXED);
-        if (inline_mode) {
-            CHECK(on == tid(), "inline: the callback ran on thread %ld, not this one", on);
-            CHECK(__atomic_load_n(&reclaim_in_alloc, __ATOMIC_RELAXED),
-                  "inline: the callback ran outside uslab_cache_alloc");
-        } else {
-            CHECK(on != tid(), "thread: the callback ran on this thread, not the purger");
-        }
+        if (inline_mode)
+            check_inline(mode);
+        else if (!unshare_mode) /* after a pause: the thread again, or inline */
+            CHECK(__atomic_load_n(&reclaim_tid, __ATOMIC_RELAXED) != tid(),
+                  "%s: the callback ran on this thread, not the purger", mode);
     }
-    if (inline_mode)
+    if (inline_mode && !expect)
         CHECK(threads() == 1, "inline: the process has %ld threads", threads());
 
     for (size_t i = 0; i < nobjs; i++)
