@@ -28,7 +28,10 @@
  *    uslab_cache_alloc returns NULL with errno as the constructor left it (ENOMEM if it
  *    left errno at 0), and the object goes back to its slab without its destructor.
  *  - The reclaim callback runs when the cache needs a new slab and cannot get one: free
- *    objects you can spare (to any cache) and uslab tries once more.
+ *    objects you can spare (to any cache) and uslab tries once more. Under
+ *    USLAB_RETURN=pressure or both it also runs when the kernel reports memory pressure:
+ *    on uslab's purger thread, or, in a process without it, in the cache's next
+ *    uslab_cache_alloc that misses the thread's magazines.
  *  - Constructors, destructors and reclaim callbacks run without uslab locks held; they
  *    may allocate and free (also from their own cache, for the constructor via other
  *    objects), but must not create or destroy caches.
@@ -60,7 +63,8 @@ typedef struct uslab_cache uslab_cache_t;
 typedef int (*uslab_ctor_fn)(void *obj, void *arg);
 /** Destructor: undo the constructor before the memory goes back to its slab. */
 typedef void (*uslab_dtor_fn)(void *obj, void *arg);
-/** Reclaim callback: the cache cannot grow; give back what you can. */
+/** Reclaim callback: the cache cannot grow, or the system is short of memory; give back
+ * what you can. */
 typedef void (*uslab_reclaim_fn)(void *arg);
 
 /* Flags for uslab_cache_create. */

@@ -40,6 +40,8 @@ uslab_cache_t *uslab_cache_create(const char *name, size_t size, size_t align, u
         errno = e;
         return NULL;
     }
+    if (reclaim)
+        usi_purge_watch(); /* pressure must reach it (design §3) */
     return c;
 }
 

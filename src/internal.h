@@ -185,6 +185,10 @@ struct uslab_cache {
      * sends up to this many slow paths straight to the system allocator before it tries
      * the slabs again (design §8). A hint: relaxed loads and stores, no lock. */
     uint32_t starved;
+    /* objects.c: an inline pass saw memory pressure but runs no user code; the reclaim
+     * callback runs on the cache's next allocation slow path instead (design §3). Set by a
+     * pass, taken by that slow path; relaxed, no lock. */
+    uint32_t reclaim_wanted;
 
     pthread_mutex_t lock;
     uint32_t colour_next;
@@ -493,6 +497,9 @@ void usi_registry_read_each(void (*fn)(struct uslab_cache *c, void *arg), void *
  * the lock busy. fn runs under the registry lock: no callback; the thread caches' lock and
  * the cache locks only tried. 0, or -1 (the lock was busy, nothing walked). */
 int usi_registry_try_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg, unsigned ms);
+/* How many registered caches have a reclaim callback (a relaxed read, no lock): while any
+ * does, the purger watches memory pressure under USLAB_RETURN=pressure|both (design §3). */
+unsigned usi_registry_reclaimers(void);
 /* The cache with this id, pinned, or NULL; release it with usi_registry_unpin. */
 struct uslab_cache *usi_registry_pin(unsigned id);
 void usi_registry_unpin(struct uslab_cache *c);
@@ -815,6 +822,10 @@ void usi_purge_set_pass(int (*pass)(uint64_t now_ms, uint64_t idle_ms, unsigned 
  * thread (once, where USLAB_PURGER allows it) or wakes it, or else schedules an inline
  * pass. Cheap when the thread is already awake. */
 void usi_purge_kick(void);
+/* A cache with a reclaim callback was registered: under USLAB_RETURN=pressure|both, kicks
+ * the purger, which from then on runs passes (and reads the pressure) every tick while such
+ * a cache exists, pending or not (design §3). Nothing under `delay`. */
+void usi_purge_watch(void);
 /* Stops and joins the purger thread, if it runs, before a call the kernel refuses to a
  * process with threads (unshare or setns of a user namespace, hooks.c); passes run inline
  * until usi_purge_resume lets a later kick start a thread again. Returns whether it was
@@ -885,6 +896,17 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
 void *usi_objects_alloc(struct uslab_cache *c);
 /* Calls c's reclaim callback (non-NULL; checked like every callback); no lock held. */
 void usi_objects_call_reclaim(struct uslab_cache *c);
+/* Under pressure, from a pass that may not run user code (inline): asks for c's reclaim
+ * callback on its next allocation slow path (usi_objects_reclaim_wanted). */
+void usi_objects_reclaim_later(struct uslab_cache *c);
+void usi_objects_reclaim_now(struct uslab_cache *c);
+/* Called by the allocation slow path, its pair whole and no lock held (where the reclaim
+ * callback may run anyway, design §5): runs it once if a pass asked for it. One load. */
+static inline void usi_objects_reclaim_wanted(struct uslab_cache *c)
+{
+    if (USI_UNLIKELY(__atomic_load_n(&c->reclaim_wanted, __ATOMIC_RELAXED)))
+        usi_objects_reclaim_now(c);
+}
 /* n objects, constructed; all or nothing; returns n or 0 (errno set). `reclaim`: whether
  * the reclaim callback may run when slabs run out. Runs the constructor (if any). */
 size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim);

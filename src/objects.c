@@ -6,10 +6,11 @@
  * the user and the magazines any number of times.
  *
  * This layer takes the cache lock around the slab layer, retries once after the reclaim
- * callback when the slabs cannot grow, hands emptied slabs back to the pages layer and
- * wakes the purger. Every user callback (constructor, destructor, reclaim) is called from
- * here, with no uslab lock held (asserted in builds with assertions): the callers above
- * call in only once their own state is consistent.
+ * callback when the slabs cannot grow, runs that callback too when an inline pass saw
+ * memory pressure (on the cache's next allocation slow path: design §3), hands emptied
+ * slabs back to the pages layer and wakes the purger. Every user callback (constructor,
+ * destructor, reclaim) is called from here, with no uslab lock held (asserted in builds
+ * with assertions): the callers above call in only once their own state is consistent.
  */
 #include "internal.h"
 
@@ -110,6 +111,21 @@ void usi_objects_call_reclaim(struct uslab_cache *c)
     USI_ASSERT_NO_LOCK();
     check_callbacks(c);
     c->reclaim(c->arg);
+}
+
+void usi_objects_reclaim_later(struct uslab_cache *c)
+{
+    if (c->reclaim)
+        __atomic_store_n(&c->reclaim_wanted, 1, __ATOMIC_RELAXED);
+}
+
+void usi_objects_reclaim_now(struct uslab_cache *c)
+{
+    if (!__atomic_exchange_n(&c->reclaim_wanted, 0, __ATOMIC_RELAXED) || !c->reclaim)
+        return;
+    int e = errno; /* the allocation's errno, if it failed, is the caller's */
+    usi_objects_call_reclaim(c);
+    errno = e;
 }
 
 /* ---- raw objects to and from the slabs ----------------------------------------------- */

@@ -12,13 +12,19 @@
  * Passes run in one of two places (USLAB_PURGER, design §3):
  *  - a background thread, which sleeps on a condition variable while nothing is pending
  *    and runs a pass every half delay otherwise, so memory returns without any further
- *    activity. It is started on first need, and only where a thread can live: by default
- *    (`auto`) in a process that already has threads (glibc's __libc_single_threaded; in a
- *    fork child, a second thread that called into uslab) and no seccomp filter, since a
- *    guest's thread breaks unshare(CLONE_NEWUSER) and sandboxes that allow no clone;
+ *    activity. Under USLAB_RETURN=pressure|both, while some cache has a reclaim callback
+ *    (the registry counts them), it ticks even with nothing pending: each pass reads the
+ *    pressure, which is how such a callback hears of it when nothing else is idle. It
+ *    is started on first need, and only where a thread can live: by default (`auto`) in
+ *    a process that already has threads (glibc's __libc_single_threaded; in a fork
+ *    child, a second thread that called into uslab) and no seccomp filter, since a guest's
+ *    thread breaks unshare(CLONE_NEWUSER) and sandboxes that allow no clone;
  *  - otherwise the slow paths of the thread caches (usi_purge_poll): once a pass is due,
  *    the next slow path runs it. Such an inline pass calls no user code (it does not reap
- *    the depots of caches with a destructor), since the caller may hold its own locks.
+ *    the depots of caches with a destructor; under pressure it leaves the reclaim
+ *    callbacks to their caches' next allocation slow path, objects.c), since the caller
+ *    may hold its own locks. While the thread would tick with nothing pending (above), a
+ *    pass is due again each tick.
  * USLAB_PURGE_DELAY=0 purges at once and needs neither.
  *
  * The same two places run the live statistics page's update (live.c, design §10.1), at
@@ -106,14 +112,23 @@ void usi_purge_set_pass(int (*pass)(uint64_t now_ms, uint64_t idle_ms, unsigned 
     purge_pass = pass;
 }
 
-/* Time between passes while something is pending: half the delay; at most 250 ms where
- * the policy watches memory pressure, so that pressure is seen within a quarter second. */
+/* Time between passes while something is pending (or, under pressure|both, while a cache
+ * has a reclaim callback: watching below): half the delay; at most 250 ms where the policy
+ * watches memory pressure, so that pressure is seen within a quarter second. */
 static uint64_t tick_ms(void)
 {
     uint64_t tick = usi_options.purge_delay_ms / 2 ? usi_options.purge_delay_ms / 2 : 1;
     if (usi_options.return_policy != USI_RETURN_DELAY && tick > 250)
         tick = 250;
     return tick;
+}
+
+/* Whether passes must run with nothing pending: the policy reads memory pressure and some
+ * cache has a reclaim callback that only a pass can call on pressure (design §3). Under
+ * `delay`, never: no registry read, nothing changes. */
+static int watching(void)
+{
+    return usi_options.return_policy != USI_RETURN_DELAY && usi_registry_reclaimers() != 0;
 }
 
 void usi_purge_track_large(int tuned)
@@ -174,7 +189,7 @@ static void *purger_main(void *arg)
     uint64_t tick = tick_ms();
     for (;;) {
         usi_lock(&purger.lock);
-        while (!purger.pending && !purger.stop)
+        while (!purger.pending && !purger.stop && !watching())
             pthread_cond_wait(&purger.wake, &purger.lock);
         purger.pending = 0;
         /* The tick's sleep, cut short only by a stop (usi_purge_pause). */
@@ -314,8 +329,16 @@ void usi_purge_poll_due(void)
     int e = errno;
     if (run_pass(now, 0))
         schedule_inline();
+    else if (watching())
+        usi_purge_kick(); /* due again; or the thread, if the process has one by now */
     errno = e;
     __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);
+}
+
+void usi_purge_watch(void)
+{
+    if (usi_options.return_policy != USI_RETURN_DELAY)
+        usi_purge_kick();
 }
 
 void usi_purge_thread_started(void)
@@ -376,4 +399,6 @@ void usi_purge_postfork_child(void)
     purger.creating = 0;
     purger.fork_tid = usi_os_single_threaded() ? 0 : usi_os_gettid();
     purger.running = 0; /* a pass on another thread of the parent is not ours to finish */
+    if (watching())
+        schedule_inline(); /* the parent's thread watched; the child's next slow paths do */
 }

@@ -51,11 +51,14 @@ static void pass_one(struct uslab_cache *c, void *arg)
     int user = (p->how & USI_PASS_USER) || !c->dtor;
     if (p->how & USI_PASS_URGENT) {
         /* Pressure: the depot's magazines, the cache's own reclaim callback, every empty
-         * slab (the reserve too). Threads' own magazines stay theirs. */
+         * slab (the reserve too). Threads' own magazines stay theirs. An inline pass runs
+         * no user code: the callback runs on the cache's next allocation slow path. */
         if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && user)
             usi_depot_drain(c, 0);
         if (c->reclaim && (p->how & USI_PASS_USER))
             usi_objects_call_reclaim(c);
+        else if (c->reclaim)
+            usi_objects_reclaim_later(c);
         release_empty(c, 1, 0, 0, NULL);
         return;
     }

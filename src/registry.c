@@ -13,7 +13,8 @@
  * the walk and pins nothing.
  *
  * Invariants (under registry_lock): usi_caches[id] is NULL or a descriptor whose id is id;
- * a descriptor's pins counts the walks between usi_registry_pin and usi_registry_unpin.
+ * a descriptor's pins counts the walks between usi_registry_pin and usi_registry_unpin;
+ * reclaimers counts the published caches that have a reclaim callback.
  */
 #include "internal.h"
 
@@ -24,6 +25,13 @@ struct uslab_cache *usi_caches[USI_MAX_IDS];
 /* Taken before any other uslab lock (design §6), never held across a callback. */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t unpinned = PTHREAD_COND_INITIALIZER;
+/* Written under registry_lock, read without it (relaxed) by the purger (design §3). */
+static unsigned reclaimers;
+
+unsigned usi_registry_reclaimers(void)
+{
+    return __atomic_load_n(&reclaimers, __ATOMIC_RELAXED);
+}
 
 int usi_registry_add(struct uslab_cache *c, unsigned lo, unsigned hi)
 {
@@ -40,6 +48,8 @@ int usi_registry_add(struct uslab_cache *c, unsigned lo, unsigned hi)
     c->id = id;
     c->pins = 0;
     __atomic_store_n(&usi_caches[id], c, __ATOMIC_RELEASE);
+    if (c->reclaim)
+        __atomic_store_n(&reclaimers, reclaimers + 1, __ATOMIC_RELAXED);
     usi_unlock(&registry_lock);
     return 0;
 }
@@ -49,6 +59,8 @@ void usi_registry_remove(struct uslab_cache *c)
     usi_lock(&registry_lock);
     USI_ASSERT(usi_caches[c->id] == c);
     __atomic_store_n(&usi_caches[c->id], NULL, __ATOMIC_RELEASE);
+    if (c->reclaim)
+        __atomic_store_n(&reclaimers, reclaimers - 1, __ATOMIC_RELAXED);
     /* pthread_cond_wait is a cancellation point: a pending cancel must not take the caller
      * out of uslab_cache_destroy with the registry lock held. */
     int cancel;

@@ -347,20 +347,24 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
 
 void *usi_tcache_alloc_slow(struct uslab_cache *c)
 {
-    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) == 0)
-        return usi_objects_alloc(c);
-    struct usi_tcache *tc = tcache_get(c->id);
-    if (!tc)
-        return usi_objects_alloc(c);
-    struct usi_magpair *mp = &tc->pairs[c->id];
-    exchange_begin(tc, c->id);
-    pair_open(tc, c, mp);
-    int ok = alloc_exchange(c, mp);
-    void *p = ok ? usi_pair_pop(mp) : NULL;
-    exchange_end(tc);
-    if (!ok)
-        p = usi_objects_alloc(c); /* last: may run the constructor and reclaim */
-    usi_purge_poll();
+    void *p;
+    struct usi_tcache *tc =
+        __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) ? tcache_get(c->id) : NULL;
+    if (!tc) {
+        p = usi_objects_alloc(c);
+    } else {
+        struct usi_magpair *mp = &tc->pairs[c->id];
+        exchange_begin(tc, c->id);
+        pair_open(tc, c, mp);
+        int ok = alloc_exchange(c, mp);
+        p = ok ? usi_pair_pop(mp) : NULL;
+        exchange_end(tc);
+        if (!ok)
+            p = usi_objects_alloc(c); /* last: may run the constructor and reclaim */
+        usi_purge_poll();
+    }
+    /* The pair is whole: the reclaim callback an inline pass asked for under pressure. */
+    usi_objects_reclaim_wanted(c);
     return p;
 }
 
