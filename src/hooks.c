@@ -93,10 +93,11 @@ static enum sandbox setns_kind(unsigned long nstype)
 /* Before a call that sandboxes, moves or ends the process: the live page goes while it
  * still can (made again after a change of user), and a seccomp filter is known to the os
  * layer. Before an exit or an exec, which run no destructor of this program, its request
- * counts are written (USLAB_PROFILE). */
+ * counts are written (USLAB_PROFILE); so they are before a filter, under which a later
+ * write could be killed (and before a change of user, below). */
 static void before_sandbox(enum sandbox kind)
 {
-    if (kind == EXIT || kind == EXEC)
+    if (kind == EXIT || kind == EXEC || kind == SECCOMP)
         usi_profile_write();
     if (kind == EXIT) {
         usi_live_quick_exit();
@@ -243,8 +244,10 @@ static void *next_fn(int i)
 
 static void before_euid(uid_t euid)
 {
-    if (euid != (uid_t)-1 && euid != geteuid())
+    if (euid != (uid_t)-1 && euid != geteuid()) {
+        usi_profile_write(); /* the new user may not write where the old one could */
         before_sandbox(USER);
+    }
 }
 
 EXPORT int setuid(uid_t uid)

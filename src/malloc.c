@@ -231,6 +231,10 @@ void usi_profile_write(void)
     const char *path = usi_os_getenv(usi_settings_table[USI_SETTING_PROFILE].name);
     if (!path || !*path)
         return;
+    /* Under a seccomp filter the openat and rename below may kill the process: the counts
+     * stay as written when the filter came (hooks.c), or unwritten if it was inherited. */
+    if (usi_os_seccomp_mode() > 0)
+        return;
     int saved = errno;
     size_t plen = strlen(path);
     size_t textcap = (size_t)PROFILE_BUCKETS * PROFILE_LINE_MAX + 64;
