@@ -109,17 +109,23 @@ static size_t round_up(size_t x, size_t a)
 
 void usi_debug_read_options(void)
 {
-    const char *v = usi_os_getenv(usi_settings_table[USI_SETTING_DEBUG].name);
-    const char *cont = usi_os_getenv(usi_settings_table[USI_SETTING_DEBUG_CONTINUE].name);
-    const char *leaks = usi_os_getenv(usi_settings_table[USI_SETTING_LEAKS].name);
+    const struct usi_setting *set = &usi_settings_table[USI_SETTING_DEBUG];
+    const char *v = usi_os_getenv(set->name);
     const char *globs;
     char bad = 0;
-    dbg.continue_after_report = cont && cont[0] == '1';
-    dbg.leaks_json = leaks && strcmp(leaks, "json") == 0;
-    dbg.leaks = (leaks && strcmp(leaks, "1") == 0) || dbg.leaks_json;
-    /* Letters in either case, '-' ignored, none meaning FZPU; an unknown letter is skipped. */
-    if (usi_settings_parse_debug(v, &dbg.letters, &globs, &bad) != 0)
-        usi_report_warn("USLAB_DEBUG: unknown letter '%c' ignored", bad);
+    /* USLAB_DEBUG_CONTINUE and USLAB_LEAKS were read (and checked) by options.c. */
+    dbg.continue_after_report = usi_options.debug_continue != 0;
+    dbg.leaks_json = usi_options.leaks == USI_STATS_JSON;
+    dbg.leaks = usi_options.leaks != USI_STATS_OFF;
+    /* Letters in either case, '-' ignored, none meaning FZPU; an unknown letter is skipped,
+     * a glob with a bracket makes the whole value ignored. */
+    int rc = usi_settings_parse_debug(v, &dbg.letters, &globs, &bad);
+    if (rc == -1)
+        usi_report_warn("%s: unknown letter '%c' ignored", set->name, bad);
+    else if (rc == -2)
+        usi_report_warn("ignoring %s=%s (a glob has '%c': globs have only `*` and `?`); using "
+                        "the default, %s",
+                        set->name, v, bad, set->def_text);
     if (globs)
         snprintf(dbg.globs, sizeof dbg.globs, "%s", globs);
     if (dbg.leaks) /* a leak report needs the allocation stacks */

@@ -444,6 +444,9 @@ struct usi_options {
     size_t harden;         /* USLAB_HARDEN: USI_HARDEN_* bits (settings.h) */
     size_t profile;        /* USLAB_PROFILE is set: malloc records request sizes (malloc.c) */
     size_t live;           /* USLAB_LIVE: enum usi_live_mode (settings.h) */
+    size_t stats;          /* USLAB_STATS: enum usi_stats_format (settings.h; stats.c) */
+    size_t leaks;          /* USLAB_LEAKS: enum usi_stats_format (debug.c) */
+    size_t debug_continue; /* USLAB_DEBUG_CONTINUE: continue after a BUG report (debug.c) */
 };
 extern struct usi_options usi_options;
 void usi_options_read(void);

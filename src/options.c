@@ -3,11 +3,14 @@
  * options.c - the USLAB_* settings kept in struct usi_options (docs/design.md §11), read
  * once from the environment at initialisation, without allocating. Names, defaults and
  * ranges come from the table in settings.c; sizes and numbers accept a K, M or G suffix
- * (powers of 1024). USLAB_DEBUG, USLAB_DEBUG_CONTINUE and USLAB_LEAKS are read by debug.c,
- * USLAB_STATS by stats.c.
+ * (powers of 1024). USLAB_DEBUG is parsed by debug.c, the others here (USLAB_DEBUG_CONTINUE
+ * and USLAB_LEAKS are used by debug.c, USLAB_STATS by stats.c). An invalid value gets one
+ * warning, naming the setting, the value, what is accepted and the default kept.
  */
 #include "internal.h"
 #include "settings.h"
+
+#include <stdio.h>
 
 _Static_assert(USI_SETTINGS_MAX_SLAB_SIZE_MIN == USI_SMALL_MAX,
                "USLAB_MAX_SLAB_SIZE's minimum is the largest small size");
@@ -39,7 +42,22 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_HARDEN] = &usi_options.harden,
     [USI_SETTING_PROFILE] = &usi_options.profile,
     [USI_SETTING_LIVE] = &usi_options.live,
+    [USI_SETTING_STATS] = &usi_options.stats,
+    [USI_SETTING_LEAKS] = &usi_options.leaks,
+    [USI_SETTING_DEBUG_CONTINUE] = &usi_options.debug_continue,
 };
+
+/* The one warning for an invalid value: the default is kept. */
+static void invalid(const struct usi_setting *set, const char *value)
+{
+    char values[160];
+    if (set->kind == USI_SETTING_KIND_SIZE || set->kind == USI_SETTING_KIND_NUMBER)
+        snprintf(values, sizeof values, "a size from %zu to %zu", set->min, set->max);
+    else
+        usi_settings_values(set, values, sizeof values);
+    usi_report_warn("ignoring %s=%s (expected %s); using the default, %s", set->name, value, values,
+                    set->def_text);
+}
 
 void usi_options_read(void)
 {
@@ -56,20 +74,22 @@ void usi_options_read(void)
             continue;
         }
         if (set->kind == USI_SETTING_KIND_WORDS || set->kind == USI_SETTING_KIND_CHOICE) {
-            if ((set->kind == USI_SETTING_KIND_WORDS
-                     ? usi_settings_parse_words(set, s, &v)
-                     : usi_settings_parse_choice(set, s, &v)) == 0) {
+            if ((set->kind == USI_SETTING_KIND_WORDS ? usi_settings_parse_words(set, s, &v)
+                                                     : usi_settings_parse_choice(set, s, &v)) == 0)
                 *option_field[i] = v;
-            } else {
-                char values[128];
-                usi_settings_values(set, values, sizeof values);
-                usi_report_warn("ignoring %s=%s (expected %s)", set->name, s, values);
-            }
+            else
+                invalid(set, s);
+            continue;
+        }
+        if (set->kind == USI_SETTING_KIND_STATS) {
+            if (usi_settings_parse_stats(s, &v) == 0)
+                *option_field[i] = v;
+            else
+                invalid(set, s);
             continue;
         }
         if (usi_settings_parse_size(s, &v) != 0 || v < set->min || v > set->max) {
-            usi_report_warn("ignoring %s=%s (expected a size from %zu to %zu)", set->name, s,
-                            set->min, set->max);
+            invalid(set, s);
             continue;
         }
         *option_field[i] = v;

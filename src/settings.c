@@ -130,6 +130,17 @@ int usi_settings_parse_choice(const struct usi_setting *s, const char *value, si
     return -1;
 }
 
+int usi_settings_parse_stats(const char *value, size_t *format)
+{
+    static const char *const words[] = {"0", "1", "json"}; /* enum usi_stats_format */
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strcmp(value, words[i]) == 0) {
+            *format = i;
+            return 0;
+        }
+    return -1;
+}
+
 int usi_settings_parse_words(const struct usi_setting *s, const char *value, size_t *bits)
 {
     *bits = 0;
@@ -300,8 +311,15 @@ int usi_settings_parse_debug(const char *value, unsigned *letters, const char **
         for (size_t i = 0; i < usi_settings_nletters; i++)
             if (usi_settings_letters[i].in_default)
                 *letters |= usi_settings_letters[i].bit;
-    if (*p == ',')
+    if (*p == ',') {
+        const char *bracket = strpbrk(p + 1, "[]");
+        if (bracket) { /* globs have * and ? only: the value is not what it seems */
+            *letters = 0;
+            *bad_letter = *bracket;
+            return -2;
+        }
         *globs = p + 1;
+    }
     return rc;
 }
 
@@ -386,7 +404,7 @@ size_t usi_settings_values(const struct usi_setting *s, char *buf, size_t len)
         for (size_t i = 0; i < usi_settings_nletters; i++)
             if (usi_settings_letters[i].in_default)
                 put(&o, &usi_settings_letters[i].letter, 1);
-        puts_(&o, "`; `-` is ignored), then optional `,glob`s");
+        puts_(&o, "`; `-` is ignored), then optional `,glob`s (with `*` and `?`)");
         break;
     case USI_SETTING_KIND_STATS:
         puts_(&o, "`1`, `json` or `0`");

@@ -68,6 +68,13 @@ enum usi_live_mode {
     USI_LIVE_NEVER,  /* no page */
 };
 
+/* USLAB_STATS's and USLAB_LEAKS's values (usi_settings_parse_stats). */
+enum usi_stats_format {
+    USI_STATS_OFF,  /* 0 */
+    USI_STATS_TEXT, /* 1: a table, or the leak report as text */
+    USI_STATS_JSON, /* json */
+};
+
 /* Row indices of usi_settings_table[], in table order. */
 enum usi_setting_id {
     USI_SETTING_MAX_SLAB_SIZE,
@@ -136,13 +143,20 @@ int usi_settings_parse_size(const char *s, size_t *out);
  *  - empty LETTERS ("" or ",GLOB...") mean the letters marked in_default (FZPU), as
  *    slub_debug does;
  *  - *globs is what follows the first ',' (may be empty: every cache), or NULL without a
- *    ','; globs are not checked.
+ *    ','. A glob has `*` and `?` only: a '[' or ']' in one (a bracket class, unsupported)
+ *    makes the whole value invalid.
  * Stores the letters' bits in *letters and returns 0. An unknown letter is skipped (the
- * others still count), the first one is stored in *bad_letter and the result is -1.
+ * others still count), the first one is stored in *bad_letter and the result is -1. A glob
+ * with a bracket gives -2, the bracket in *bad_letter, no letters and no globs: the value
+ * is ignored (dropping only that glob could select more caches, or all of them).
  * value NULL (unset) gives no letters and no globs.
  */
 int usi_settings_parse_debug(const char *value, unsigned *letters, const char **globs,
                              char *bad_letter);
+
+/* Parses a STATS setting's value (USLAB_STATS, USLAB_LEAKS): "0", "1" or "json", exactly.
+ * Stores an enum usi_stats_format in *format and returns 0, or returns -1. */
+int usi_settings_parse_stats(const char *value, size_t *format);
 
 /* Parses a WORDS setting's value: words of s->words separated by commas, or "0" (none).
  * Stores bit i for word i in *bits and returns 0; on an unknown or empty word returns -1

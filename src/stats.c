@@ -201,12 +201,10 @@ int uslab_stats_print(FILE *f, int format)
  * (design §10), what could not be locked is named as not scanned. */
 __attribute__((destructor)) static void stats_at_exit(void)
 {
-    if (usi_initialized == 0)
+    if (usi_initialized == 0 || usi_options.stats == USI_STATS_OFF) /* read by options.c */
         return;
-    const char *v = usi_os_getenv("USLAB_STATS");
-    if (!v || v[0] == '\0' || strcmp(v, "0") == 0)
-        return;
-    stats_print(stderr, strcmp(v, "json") == 0 ? USLAB_STATS_JSON : USLAB_STATS_TABLE, 1);
+    stats_print(stderr, usi_options.stats == USI_STATS_JSON ? USLAB_STATS_JSON : USLAB_STATS_TABLE,
+                1);
 }
 
 #ifdef USLAB_PRELOAD

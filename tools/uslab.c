@@ -747,11 +747,15 @@ static int cmd_run(int argc, char **argv)
             unsigned letters;
             const char *globs;
             char bad = 0;
-            if (usi_settings_parse_debug(v, &letters, &globs, &bad) != 0)
+            int rc = usi_settings_parse_debug(v, &letters, &globs, &bad);
+            if (rc == -1)
                 usage_error("run",
                             "--debug: unknown letter '%c' in '%s' (want letters of %s in "
                             "either case, or none, then optional ,GLOBs)",
                             bad, v, letter_list(0));
+            else if (rc != 0)
+                usage_error("run", "--debug: a glob has '%c' in '%s' (globs have only * and ?)",
+                            bad, v);
             set_env("USLAB_DEBUG", v);
         } else if (!strcmp(arg, "--stats") || !strcmp(arg, "--stats=table")) {
             set_env("USLAB_STATS", "1");

@@ -6,8 +6,13 @@
  *    USI_DEBUG_* bits, USLAB_MAX_SLAB_SIZE's minimum is USI_SMALL_MAX;
  *  - usi_settings_parse_size and usi_settings_parse_debug on the cases the library and the
  *    tool must agree on (fz, ",malloc-*", "", "-", unknown letters);
+ *  - usi_settings_parse_stats (USLAB_STATS, USLAB_LEAKS): 0, 1 and json only;
  *  - `USLAB --help` shows every letter of the table (as its "  X  help" line) and every
- *    setting with its default; `USLAB settings` every setting.
+ *    setting with its default; `USLAB settings` every setting;
+ *  - the library (PRELOAD, the preload library) gives exactly one `uslab:` warning for an
+ *    invalid value of USLAB_LEAKS, USLAB_STATS, USLAB_DEBUG_CONTINUE and USLAB_DEBUG (a glob
+ *    with a bracket), naming the setting, the value and the default it keeps, as for the
+ *    other settings; none for the documented values. `USLAB run --debug` refuses the glob.
  * Compiled with src/settings.c, as the tool is.
  */
 #include "check.h"
@@ -17,11 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
-static char *run_capture(const char *uslab, const char *args)
+/* The output of the shell command cmd; its exit status in *status. */
+static char *run_shell(const char *cmd, int *status)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' %s", uslab, args);
     FILE *p = popen(cmd, "r");
     CHECK(p, "popen %s", cmd);
     size_t cap = 1 << 16, n = 0;
@@ -36,8 +41,18 @@ static char *run_capture(const char *uslab, const char *args)
         }
     }
     buf[n] = '\0';
-    CHECK(pclose(p) == 0, "%s failed", cmd);
+    *status = pclose(p);
     return buf;
+}
+
+static char *run_capture(const char *uslab, const char *args)
+{
+    char cmd[4096];
+    int status;
+    snprintf(cmd, sizeof cmd, "'%s' %s", uslab, args);
+    char *out = run_shell(cmd, &status);
+    CHECK(status == 0, "%s failed", cmd);
+    return out;
 }
 
 static void check_tables(void)
@@ -137,6 +152,11 @@ static void check_debug_parser(void)
         {"FX", -1, USI_DEBUG_F, no_globs, 'X'},
         {"qZx,malloc-64", -1, USI_DEBUG_Z, "malloc-64", 'q'},
         {"F Z", -1, USI_DEBUG_F | USI_DEBUG_Z, no_globs, ' '},
+        {"F,[", -2, 0, no_globs, '['},
+        {"FZ,malloc-*,c[0-9]", -2, 0, no_globs, '['},
+        {",a]", -2, 0, no_globs, ']'},
+        {"X,[", -2, 0, no_globs, '['},
+        {"F,malloc-?4,*", 0, USI_DEBUG_F, "malloc-?4,*", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         unsigned letters = 12345;
@@ -159,6 +179,97 @@ static void check_debug_parser(void)
     char bad = 0;
     CHECK(usi_settings_parse_debug(NULL, &letters, &globs, &bad) == 0 && letters == 0 && !globs,
           "unset");
+}
+
+static void check_stats_parser(void)
+{
+    static const struct {
+        const char *v;
+        int rc;
+        size_t format;
+    } cases[] = {
+        {"0", 0, USI_STATS_OFF},
+        {"1", 0, USI_STATS_TEXT},
+        {"json", 0, USI_STATS_JSON},
+        {"", -1, 0},
+        {"2", -1, 0},
+        {"yes", -1, 0},
+        {"JSON", -1, 0},
+        {"1 ", -1, 0},
+        {"table", -1, 0},
+        {"01", -1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t f = 777;
+        int rc = usi_settings_parse_stats(cases[i].v, &f);
+        CHECK(rc == cases[i].rc, "parse_stats(\"%s\") = %d", cases[i].v, rc);
+        CHECK(rc ? f == 777 : f == cases[i].format, "parse_stats(\"%s\") gave %zu", cases[i].v, f);
+    }
+}
+
+/* Lines of text that start with "uslab:". */
+static int uslab_lines(const char *text)
+{
+    int n = 0;
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        n += strncmp(l, "uslab:", 6) == 0;
+    return n;
+}
+
+static void check_library_warnings(const char *uslab, const char *preload)
+{
+    static const struct {
+        const char *name, *value, *want; /* want: in the warning; NULL: no warning */
+    } cases[] = {
+        {"USLAB_LEAKS", "2", "(expected `1`, `json` or `0`); using the default, 0"},
+        {"USLAB_LEAKS", "yes", "(expected `1`, `json` or `0`); using the default, 0"},
+        {"USLAB_STATS", "yes", "(expected `1`, `json` or `0`); using the default, unset"},
+        {"USLAB_STATS", "2", "(expected `1`, `json` or `0`); using the default, unset"},
+        {"USLAB_DEBUG_CONTINUE", "yes", "(expected 0 or 1); using the default, 0"},
+        {"USLAB_DEBUG", "F,[", "(a glob has '[': globs have only `*` and `?`); using the default"},
+        {"USLAB_DEBUG", "F,malloc-[0-9]*", "(a glob has '['"},
+        {"USLAB_DEBUG", "FZ,a]", "(a glob has ']'"},
+        {"USLAB_PURGER", "sometimes", "(expected `auto`, `always` or `never`); using the default"},
+        {"USLAB_RESERVE", "1T", "(expected a size from"},
+        {"USLAB_LEAKS", "1", NULL},
+        {"USLAB_LEAKS", "json", NULL},
+        {"USLAB_LEAKS", "0", NULL},
+        {"USLAB_STATS", "1", NULL},
+        {"USLAB_STATS", "json", NULL},
+        {"USLAB_STATS", "0", NULL},
+        {"USLAB_DEBUG_CONTINUE", "1", NULL},
+        {"USLAB_DEBUG_CONTINUE", "0", NULL},
+        {"USLAB_DEBUG", "F,malloc-*,conn?", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[4096];
+        int status;
+        snprintf(cmd, sizeof cmd, "env %s='%s' LD_PRELOAD='%s' /bin/sh -c : 2>&1", cases[i].name,
+                 cases[i].value, preload);
+        char *out = run_shell(cmd, &status);
+        CHECK(status == 0, "%s: exit status %d", cmd, status);
+        char named[256];
+        snprintf(named, sizeof named, "uslab: ignoring %s=%s ", cases[i].name, cases[i].value);
+        char *at = strstr(out, named);
+        if (cases[i].want) {
+            CHECK(at && strstr(at, cases[i].want), "%s=%s: no warning \"%s...%s\" in:\n%s",
+                  cases[i].name, cases[i].value, named, cases[i].want, out);
+            CHECK(uslab_lines(out) == 1, "%s=%s: %d uslab: lines, want one:\n%s", cases[i].name,
+                  cases[i].value, uslab_lines(out), out);
+        } else {
+            CHECK(!strstr(out, "ignoring") && !strstr(out, "unknown"), "%s=%s warned:\n%s",
+                  cases[i].name, cases[i].value, out);
+        }
+        free(out);
+    }
+    /* The tool refuses what the library ignores. */
+    char cmd[4096];
+    int status;
+    snprintf(cmd, sizeof cmd, "'%s' run --debug='F,[' -- /bin/true 2>&1", uslab);
+    char *out = run_shell(cmd, &status);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2 && strstr(out, "a glob has '['"),
+          "uslab run --debug=F,[: status %d:\n%s", status, out);
+    free(out);
 }
 
 static void check_help(const char *uslab)
@@ -192,10 +303,12 @@ static void check_help(const char *uslab)
 
 int main(int argc, char **argv)
 {
-    CHECK(argc == 2, "usage: settings_check path/to/uslab");
+    CHECK(argc == 3, "usage: settings_check path/to/uslab path/to/libuslab-preload.so");
     check_tables();
     check_size_parser();
     check_debug_parser();
+    check_stats_parser();
     check_help(argv[1]);
+    check_library_warnings(argv[1], argv[2]);
     TEST_DONE();
 }
