@@ -848,8 +848,12 @@ void usi_debug_leak_report(void)
     usi_os_unmap(mem, bytes);
 }
 
+/* After every library's destructor, when possible (usi_os_after_destructors): blocks a
+ * library frees in its destructor are not leaks, whatever the order of finalisation. */
 __attribute__((destructor)) static void leak_report_at_exit(void)
 {
-    if (dbg.leaks || (dbg.letters & USI_DEBUG_U)) /* set only by initialisation */
+    if (!dbg.leaks && !(dbg.letters & USI_DEBUG_U)) /* set only by initialisation */
+        return;
+    if (usi_os_after_destructors(usi_debug_leak_report) != 0)
         usi_debug_leak_report();
 }

@@ -379,6 +379,10 @@ unsigned usi_os_geteuid(void);
 int usi_os_find_atfork(void);
 int usi_os_register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
                            void *dso);
+/* From a destructor at exit: runs fn after every destructor of every library (fns in the
+ * order given), for the exit reports (design §9). 0, or -1: not possible (this copy of uslab
+ * may be unloaded first, or exit handlers are over), and the caller runs fn itself. */
+int usi_os_after_destructors(void (*fn)(void));
 #ifdef USLAB_FAULT_INJECTION
 /* Test builds only (design §2): makes the os layer's mmap, mprotect, madvise and munmap
  * fail at random. spec: "rate[,seed[,calls]]" as USLAB_FAULTS, or NULL: no more faults.

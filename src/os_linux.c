@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -900,6 +901,73 @@ int usi_os_register_atfork(void (*prepare)(void), void (*parent)(void), void (*c
     return pthread_atfork(prepare, parent, child);
 }
 #endif
+
+/* ---- reports after every destructor ------------------------------------------------- */
+
+/*
+ * The exit reports (the leak report, USLAB_STATS) must see what every library's destructor
+ * freed. Destructors run in _dl_fini, which exit() calls as its last exit handler, and
+ * uslab's library is not finalised last: the preload library is loaded first and nothing
+ * depends on it, so it is finalised right after the program, before the program's
+ * libraries; so is libuslab.so before a library listed after it. A handler registered from
+ * a destructor (through __cxa_atexit, with no owner, as glibc lets an exit handler register
+ * more) runs after _dl_fini returns: after every destructor, before stdio is flushed and the
+ * process ends. It must still be mapped then: true of the shared libraries (both linked
+ * -z nodelete: dlclose never unloads them, their destructors run at exit only) and of the
+ * static archive linked into the program; not of the archive inside a library that may be
+ * dlclosed, whose reports run at once, as before.
+ */
+extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+
+#define LAST_MAX 4u
+static void (*last_fns[LAST_MAX])(void);
+static unsigned last_n; /* destructors run in the one thread that exits: no race */
+static int last_registered;
+
+static void run_last(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < last_n; i++)
+        last_fns[i]();
+}
+
+#if !USI_HOOKS
+/* Whether addr is in the program's own file (its PT_LOAD segments, from the auxiliary
+ * vector: no lock, no allocation); 0 when that cannot be told (no PT_PHDR). */
+static int in_program(const void *addr)
+{
+    const ElfW(Phdr) *ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+    size_t n = getauxval(AT_PHNUM);
+    uintptr_t bias = 0, a = (uintptr_t)addr;
+    int found = 0;
+    for (size_t i = 0; ph && i < n; i++)
+        if (ph[i].p_type == PT_PHDR) {
+            bias = (uintptr_t)ph - ph[i].p_vaddr;
+            found = 1;
+        }
+    for (size_t i = 0; found && i < n; i++)
+        if (ph[i].p_type == PT_LOAD && a - (bias + ph[i].p_vaddr) < ph[i].p_memsz)
+            return 1;
+    return 0;
+}
+#endif
+
+int usi_os_after_destructors(void (*fn)(void))
+{
+#if !USI_HOOKS
+    if (!in_program((const void *)run_last))
+        return -1;
+#endif
+    if (last_n == LAST_MAX)
+        return -1;
+    if (!last_registered) {
+        if (__cxa_atexit(run_last, NULL, NULL) != 0) /* exit handlers done: too late */
+            return -1;
+        last_registered = 1;
+    }
+    last_fns[last_n++] = fn;
+    return 0;
+}
 
 /* ---- the system allocator ------------------------------------------------------------ */
 

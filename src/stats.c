@@ -199,12 +199,19 @@ int uslab_stats_print(FILE *f, int format)
 /* USLAB_STATS=1|json. exit() may run in a signal handler that interrupted this thread in
  * malloc or free, holding a cache lock or the registry's: nothing here waits for a lock
  * (design §10), what could not be locked is named as not scanned. */
+static void stats_report(void)
+{
+    stats_print(stderr, usi_options.stats == USI_STATS_JSON ? USLAB_STATS_JSON : USLAB_STATS_TABLE,
+                1);
+}
+
+/* After every library's destructor when possible, as the leak report (design §9). */
 __attribute__((destructor)) static void stats_at_exit(void)
 {
     if (usi_initialized == 0 || usi_options.stats == USI_STATS_OFF) /* read by options.c */
         return;
-    stats_print(stderr, usi_options.stats == USI_STATS_JSON ? USLAB_STATS_JSON : USLAB_STATS_TABLE,
-                1);
+    if (usi_os_after_destructors(stats_report) != 0)
+        stats_report();
 }
 
 #ifdef USLAB_PRELOAD
