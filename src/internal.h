@@ -829,7 +829,9 @@ void usi_purge_watch(void);
 /* Stops and joins the purger thread, if it runs, before a call the kernel refuses to a
  * process with threads (unshare or setns of a user namespace, hooks.c); passes run inline
  * until usi_purge_resume lets a later kick start a thread again. Returns whether it was
- * paused. Not from a signal handler. */
+ * paused. In another process than the thread's (a child of clone without the fork
+ * handlers, or of vfork) the thread is gone: nothing to stop, 0. Not from a signal
+ * handler. */
 int usi_purge_pause(void);
 void usi_purge_resume(void);
 void usi_purge_postfork_child(void);

@@ -15,6 +15,13 @@
  *  - `unshare-joined`: a program starts a thread; both allocate and free past the purge
  *    delay (the purger thread starts); the program joins its thread and calls
  *    unshare(CLONE_NEWUSER), which glibc's process (one thread) gets: so must uslab's.
+ *  - `clone-userns`: as `unshare-joined` up to the join and the frees after it (the purger
+ *    thread runs), then children that ran no fork handler, one made by glibc's clone() and
+ *    one by syscall(SYS_clone), allocate and free (kicks) and call unshare(CLONE_NEWUSER),
+ *    which their one thread gets: the parent's purger thread is not theirs to stop (the
+ *    pause joined it for ever before); then a vfork child does the same without
+ *    allocating, and the parent itself after it (its state untouched by the vfork child).
+ *    Each child must exit 0 within 10 s.
  *  - `late-prctl`, `late-syscall`: a child allocates for over a second (under uslab its live
  *    statistics page is then made, docs/design.md §10.1: checked), then installs a filter
  *    that allows only memory calls, write and exit (no prctl, no unlink, no getpid), by
@@ -335,6 +342,92 @@ static int thread_count(void)
     return n;
 }
 
+/* Waits up to 10 s for child pid: its exit status, or -1 (killed) when it hung or died. */
+static int wait_child(pid_t pid, const char *what)
+{
+    int st;
+    for (int ms = 0; ms < 10000; ms++) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (WIFEXITED(st))
+                return WEXITSTATUS(st);
+            fprintf(stderr, "the %s child was killed by signal %d\n", what, WTERMSIG(st));
+            return -1;
+        }
+        if (r != 0)
+            die("waitpid failed\n");
+        sleep_ms(1);
+    }
+    fprintf(stderr, "the %s child hung\n", what);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* A child that ran no fork handler: slow paths (kicks of the purger, whose thread stayed
+ * in the parent), then a new user namespace. 0, 1 (EINVAL) or 77 (refused here). */
+static int clone_child(void *arg)
+{
+    (void)arg;
+    if (workload(7))
+        return 1;
+    return try_unshare();
+}
+
+/* Starts a worker that allocates, frees past the purge delay, joins it and frees again:
+ * the purger thread runs (under uslab) and the process has one thread of its own. */
+static void joined_and_purging(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, allocating_worker, NULL) != 0)
+        die("pthread_create failed\n");
+    if (work_and_idle())
+        die("wrong contents\n");
+    worker_stop = 1;
+    pthread_join(t, NULL);
+    if (work_and_idle()) /* frees after the join: kicks for the purger */
+        die("wrong contents\n");
+}
+
+static int clone_userns(void)
+{
+    joined_and_purging();
+    enum { STACK = 1 << 20 };
+    char *stack = malloc(STACK);
+    if (!stack)
+        die("malloc failed\n");
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = clone(clone_child, stack + STACK, SIGCHLD, NULL);
+    if (pid < 0)
+        die("clone failed\n");
+    int r = wait_child(pid, "clone()");
+    if (r == 0) {
+        pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+        if (pid < 0)
+            die("syscall(SYS_clone) failed\n");
+        if (pid == 0)
+            _exit(clone_child(NULL));
+        r = wait_child(pid, "syscall(SYS_clone)");
+    }
+    if (r == 0) {
+        pid = vfork();
+        if (pid < 0)
+            die("vfork failed\n");
+        if (pid == 0) /* no allocation, no stdio: the parent's memory */
+            _exit(unshare(CLONE_NEWUSER) == 0 ? 0 : errno == EINVAL ? 1 : 77);
+        r = wait_child(pid, "vfork");
+    }
+    free(stack);
+    if (r == 0)
+        r = try_unshare(); /* and the parent's own, after the vfork child */
+    if (r < 0)
+        return 1;
+    if (r == 0)
+        printf("sandbox ok\n");
+    return r;
+}
+
 static int nproc_limit(void)
 {
     struct rlimit rl = {1000, 1000};
@@ -549,15 +642,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(mode, "unshare-joined") == 0) {
-        pthread_t t;
-        if (pthread_create(&t, NULL, allocating_worker, NULL) != 0)
-            die("pthread_create failed\n");
-        if (work_and_idle())
-            die("wrong contents\n");
-        worker_stop = 1;
-        pthread_join(t, NULL);
-        if (work_and_idle()) /* frees after the join: kicks for the purger */
-            die("wrong contents\n");
+        joined_and_purging();
         int r = try_unshare();
         if (r)
             return r;
@@ -568,6 +653,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "nproc") == 0)
         return nproc_limit();
+    if (strcmp(mode, "clone-userns") == 0)
+        return clone_userns();
     if (strcmp(mode, "inherited-child") == 0) {
         one_thread();
         allocate_for_a_second();
@@ -580,9 +667,11 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof child_modes / sizeof child_modes[0]; i++)
         if (strcmp(mode, child_modes[i]) == 0)
             return in_child(mode, argv[0]);
-    fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
-                    "unshare-joined|nproc|late-prctl|late-syscall|late-vfork|inherited|landlock|"
-                    "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
-                    "exit-group|quick-exit-c\n");
+    fprintf(
+        stderr,
+        "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
+        "unshare-joined|clone-userns|nproc|late-prctl|late-syscall|late-vfork|inherited|landlock|"
+        "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
+        "exit-group|quick-exit-c\n");
     return 2;
 }
