@@ -11,9 +11,10 @@
  * syscall(SYS_prctl, PR_SET_SECCOMP, ...)) or restricts the process with Landlock
  * (syscall(SYS_landlock_restrict_self, ...)) removes the page and turns the page off for
  * the process before it goes on; a seccomp filter is also made known to the os layer (no
- * purger thread from then on, no prctl asked). Every other call goes straight on, as
- * libc's would: the system call itself, made by the instruction, with -1 and errno on
- * failure.
+ * prctl asked from then on), and the purger thread is stopped and joined first, never to
+ * start again (the filter may apply to every thread, TSYNC, and refuse its futex). Every other call
+ * goes straight on, as libc's would: the system call itself, made by the instruction, with -1 and
+ * errno on failure.
  *
  * A new effective user id (setuid, seteuid, setreuid, setresuid) would make the sticky
  * /dev/shm refuse the exit's unlink: the page goes first and is made again as the new user.
@@ -103,8 +104,10 @@ static void before_sandbox(enum sandbox kind)
         usi_live_quick_exit();
         return;
     }
-    if (kind == SECCOMP)
-        usi_os_note_filter();
+    if (kind == SECCOMP) {
+        usi_os_note_filter(); /* no thread is started from here on */
+        usi_purge_never();    /* nor does one run under it */
+    }
     usi_live_before_sandbox(kind == USER || kind == EXEC);
 }
 

@@ -834,6 +834,11 @@ void usi_purge_watch(void);
  * handler. */
 int usi_purge_pause(void);
 void usi_purge_resume(void);
+/* A seccomp filter is about to be installed (hooks.c): it may apply to every thread
+ * (SECCOMP_FILTER_FLAG_TSYNC) and refuse the thread's futex. The thread is stopped and
+ * joined as by usi_purge_pause and never started again in this process (not even under
+ * USLAB_PURGER=always); passes run inline. Not from a signal handler. */
+void usi_purge_never(void);
 void usi_purge_postfork_child(void);
 /* A thread's first call that sets up its thread cache (tcache.c): in a fork child, the
  * process has threads again once it is not the forking one. */

@@ -400,6 +400,19 @@ int usi_purge_pause(void)
     return 1;
 }
 
+void usi_purge_never(void)
+{
+    usi_purge_pause();
+    /* Not started yet, or paused (by this call or another thread's): never again here. A
+     * running thread of another process stays its own (state 1). */
+    int state = 0;
+    if (!__atomic_compare_exchange_n(&purger.thread, &state, -1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED) &&
+        state == 2)
+        __atomic_compare_exchange_n(&purger.thread, &state, -1, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED);
+}
+
 void usi_purge_resume(void)
 {
     int state = 2;

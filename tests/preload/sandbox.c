@@ -22,6 +22,11 @@
  *    pause joined it for ever before); then a vfork child does the same without
  *    allocating, and the parent itself after it (its state untouched by the vfork child).
  *    Each child must exit 0 within 10 s.
+ *  - `seccomp-tsync`: as `unshare-joined` up to the join and the frees after it (the purger
+ *    thread runs), then a memory-only filter (no futex, no prctl) for every thread
+ *    (SECCOMP_FILTER_FLAG_TSYNC, through syscall(SYS_seccomp)); then it frees and idles
+ *    past the purge delay: the purger thread must be gone before the filter (it was
+ *    killed by SIGSYS at its next futex).
  *  - `late-prctl`, `late-syscall`: a child allocates for over a second (under uslab its live
  *    statistics page is then made, docs/design.md §10.1: checked), then installs a filter
  *    that allows only memory calls, write and exit (no prctl, no unlink, no getpid), by
@@ -102,7 +107,9 @@ static void die(const char *what)
     _exit(1);
 }
 
-enum install { BY_PRCTL, BY_SYSCALL };
+/* BY_TSYNC: syscall(SYS_seccomp) with SECCOMP_FILTER_FLAG_TSYNC (every thread), and no
+ * futex allowed: a program that joined its threads needs none. */
+enum install { BY_PRCTL, BY_SYSCALL, BY_TSYNC };
 
 static void install_filter_by(int allow_prctl, enum install how)
 {
@@ -119,7 +126,7 @@ static void install_filter_by(int allow_prctl, enum install how)
         ALLOW(__NR_madvise),
         ALLOW(__NR_munmap),
         ALLOW(__NR_mremap),
-        ALLOW(__NR_futex),
+        ALLOW(how == BY_TSYNC ? __NR_mremap : __NR_futex),
 #ifdef __NR_nanosleep
         ALLOW(__NR_nanosleep),
 #endif
@@ -134,8 +141,9 @@ static void install_filter_by(int allow_prctl, enum install how)
     struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         die("PR_SET_NO_NEW_PRIVS failed\n");
-    if (how == BY_SYSCALL ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0
-                          : prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    unsigned flags = how == BY_TSYNC ? SECCOMP_FILTER_FLAG_TSYNC : 0;
+    if (how != BY_PRCTL ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog) != 0
+                        : prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
         die("installing the filter failed\n");
 }
 
@@ -655,6 +663,16 @@ int main(int argc, char **argv)
         return nproc_limit();
     if (strcmp(mode, "clone-userns") == 0)
         return clone_userns();
+    if (strcmp(mode, "seccomp-tsync") == 0) {
+        joined_and_purging();
+        install_filter_by(0, BY_TSYNC);
+        if (work_and_idle())
+            die("wrong contents\n");
+        static const char ok[] = "sandbox ok\n";
+        if (write(1, ok, sizeof ok - 1) < 0)
+            die("write failed\n");
+        return 0;
+    }
     if (strcmp(mode, "inherited-child") == 0) {
         one_thread();
         allocate_for_a_second();
@@ -667,11 +685,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof child_modes / sizeof child_modes[0]; i++)
         if (strcmp(mode, child_modes[i]) == 0)
             return in_child(mode, argv[0]);
-    fprintf(
-        stderr,
-        "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
-        "unshare-joined|clone-userns|nproc|late-prctl|late-syscall|late-vfork|inherited|landlock|"
-        "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
-        "exit-group|quick-exit-c\n");
+    fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
+                    "unshare-joined|clone-userns|seccomp-tsync|nproc|late-prctl|late-syscall|late-"
+                    "vfork|inherited|landlock|"
+                    "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
+                    "exit-group|quick-exit-c\n");
     return 2;
 }
