@@ -111,16 +111,23 @@ static void before_sandbox(enum sandbox kind)
     usi_live_before_sandbox(kind == USER || kind == EXEC);
 }
 
-/* A new user namespace (unshare(CLONE_NEWUSER), setns into a user namespace or an unnamed
- * one): the kernel refuses it (EINVAL) to a process with threads, and one that has joined
- * its own would still have the purger. That is stopped and joined first, and may start
- * again after the call. */
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x80
+#endif
+
+/* Calls the kernel refuses to a process with threads: unshare(CLONE_NEWUSER) (EINVAL), and
+ * setns into a user namespace (EINVAL), a mount namespace (EINVAL: the fs is shared with
+ * the other threads) or a time namespace (EUSERS), or into an unnamed one (nstype 0: the
+ * fd may be any of these). A program that has joined its own threads would still have the
+ * purger: that is stopped and joined first, and may start again after the call.
+ * unshare(CLONE_NEWNS) and unshare(CLONE_NEWTIME) work with threads (the first gives the
+ * caller its own fs, the second is for children only). */
 static int pauses_purger(long n, unsigned long a, unsigned long b)
 {
     if (n == SYS_unshare)
         return (a & CLONE_NEWUSER) != 0;
     if (n == SYS_setns)
-        return b == 0 || (b & CLONE_NEWUSER);
+        return b == 0 || (b & (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWTIME));
     return 0;
 }
 

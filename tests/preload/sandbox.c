@@ -27,6 +27,11 @@
  *    (SECCOMP_FILTER_FLAG_TSYNC, through syscall(SYS_seccomp)); then it frees and idles
  *    past the purge delay: the purger thread must be gone before the filter (it was
  *    killed by SIGSYS at its next futex).
+ *  - `setns-joined`: as `unshare-joined` up to the join and the frees after it (the purger
+ *    thread runs), then setns into its own mount namespace and its own time namespace,
+ *    each named (CLONE_NEWNS, CLONE_NEWTIME) and unnamed (0), with frees between them
+ *    (the purger may start again): the kernel refuses them to a process with threads
+ *    (EINVAL, EUSERS), and glibc's process has one. 77 where setns is not allowed.
  *  - `late-prctl`, `late-syscall`: a child allocates for over a second (under uslab its live
  *    statistics page is then made, docs/design.md §10.1: checked), then installs a filter
  *    that allows only memory calls, write and exit (no prctl, no unlink, no getpid), by
@@ -70,6 +75,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/landlock.h>
@@ -436,6 +442,45 @@ static int clone_userns(void)
     return r;
 }
 
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x80
+#endif
+
+static int setns_joined(void)
+{
+    static const struct {
+        const char *path;
+        int nstype;
+    } steps[] = {{"/proc/self/ns/mnt", CLONE_NEWNS},
+                 {"/proc/self/ns/mnt", 0},
+                 {"/proc/self/ns/time", CLONE_NEWTIME},
+                 {"/proc/self/ns/time", 0}};
+    joined_and_purging();
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        int fd = open(steps[i].path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) /* no time namespaces in this kernel */
+            continue;
+        if (fd < 0)
+            die("cannot open a namespace\n");
+        int r = setns(fd, steps[i].nstype);
+        int e = errno;
+        close(fd);
+        if (r != 0 && e == EPERM) {
+            printf("setns refused here: skipped\n");
+            return 77;
+        }
+        if (r != 0) {
+            fprintf(stderr, "setns(%s, %#x): %s\n", steps[i].path, (unsigned)steps[i].nstype,
+                    strerror(e));
+            return 1;
+        }
+        if (work_and_idle()) /* kicks: the purger may start again */
+            die("wrong contents\n");
+    }
+    printf("sandbox ok\n");
+    return 0;
+}
+
 static int nproc_limit(void)
 {
     struct rlimit rl = {1000, 1000};
@@ -663,6 +708,8 @@ int main(int argc, char **argv)
         return nproc_limit();
     if (strcmp(mode, "clone-userns") == 0)
         return clone_userns();
+    if (strcmp(mode, "setns-joined") == 0)
+        return setns_joined();
     if (strcmp(mode, "seccomp-tsync") == 0) {
         joined_and_purging();
         install_filter_by(0, BY_TSYNC);
@@ -685,10 +732,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof child_modes / sizeof child_modes[0]; i++)
         if (strcmp(mode, child_modes[i]) == 0)
             return in_child(mode, argv[0]);
-    fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
-                    "unshare-joined|clone-userns|seccomp-tsync|nproc|late-prctl|late-syscall|late-"
-                    "vfork|inherited|landlock|"
-                    "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
-                    "exit-group|quick-exit-c\n");
+    fprintf(
+        stderr,
+        "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
+        "unshare-joined|clone-userns|seccomp-tsync|setns-joined|nproc|late-prctl|late-syscall|late-"
+        "vfork|inherited|landlock|"
+        "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
+        "exit-group|quick-exit-c\n");
     return 2;
 }
