@@ -340,6 +340,18 @@ long long usi_os_nproc_limit(void);
 /* From now on usi_os_seccomp_mode answers 2 without asking: a filter is being installed
  * (the hooks of design §10.1 saw the call go by). */
 void usi_os_note_filter(void);
+/* Strict seccomp mode (read, write, exit and sigreturn only; the kernel kills for anything
+ * else) is being entered (the hooks saw the call), or usi_os_seccomp_mode found it: from
+ * then on uslab makes no optional system call (design §12): no unit-tag table, no purge,
+ * no file, no trim; the functions below that make them fail or do nothing, and their
+ * callers check it first where failing would try another call. Never read on a fast path.
+ * usi_os_note_strict(0): the call failed (a filter is still taken to be in force). */
+extern int usi_os_strict;
+static inline int usi_os_quiet(void)
+{
+    return __atomic_load_n(&usi_os_strict, __ATOMIC_RELAXED) != 0;
+}
+void usi_os_note_strict(int on);
 /* System call n with up to six arguments, as libc's syscall() answers (-1 and errno on
  * failure), but made by the instruction itself where USI_HAVE_RAW_SYSCALL: it never meets a
  * syscall() put in front of libc's, such as the shared libraries' own (hooks.c). */

@@ -303,7 +303,8 @@ static int thread_here(void)
 
 void usi_purge_kick(void)
 {
-    if (usi_options.purge_delay_ms == 0)
+    /* Under strict seccomp mode a pass's madvise would kill: idle memory stays. */
+    if (usi_options.purge_delay_ms == 0 || usi_os_quiet())
         return;
     int state = __atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE);
     if (state == 0) {
@@ -335,6 +336,10 @@ void usi_purge_kick(void)
 
 void usi_purge_poll_due(void)
 {
+    if (usi_os_quiet()) {
+        __atomic_store_n(&usi_purge_due_ms, 0, __ATOMIC_RELAXED);
+        return;
+    }
     uint64_t now = usi_os_now_ms();
     uint64_t due = __atomic_load_n(&usi_purge_due_ms, __ATOMIC_RELAXED);
     if (!due || now < due || __atomic_exchange_n(&purger.running, 1, __ATOMIC_ACQUIRE))

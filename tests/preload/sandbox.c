@@ -32,6 +32,13 @@
  *    each named (CLONE_NEWNS, CLONE_NEWTIME) and unnamed (0), with frees between them
  *    (the purger may start again): the kernel refuses them to a process with threads
  *    (EINVAL, EUSERS), and glibc's process has one. 77 where setns is not allowed.
+ *  - `strict-prctl`, `strict-syscall`: a program holds 6000 small blocks, warms a pool of
+ *    200, enters SECCOMP_MODE_STRICT (read, write, exit and sigreturn only; the kernel
+ *    kills for anything else) by prctl or by syscall(SYS_seccomp), frees the held blocks
+ *    (slabs empty: a purge would madvise) and for 300 ms past the purge delay reuses its
+ *    pool, then writes and leaves by the exit system call. glibc reuses its free chunks;
+ *    uslab must make no call either (its unit-tag table's probe mmap after 1024 frees
+ *    killed it before).
  *  - `late-prctl`, `late-syscall`: a child allocates for over a second (under uslab its live
  *    statistics page is then made, docs/design.md §10.1: checked), then installs a filter
  *    that allows only memory calls, write and exit (no prctl, no unlink, no getpid), by
@@ -442,6 +449,52 @@ static int clone_userns(void)
     return r;
 }
 
+/* Strict mode: no stdio, no sleep, no exit_group from here on. */
+static int strict_mode(int by_syscall)
+{
+    enum { HELD = 6000, POOL = 200 };
+    static unsigned char *held[HELD];
+    unsigned char *pool[POOL];
+    for (int i = 0; i < HELD; i++)
+        if (!(held[i] = malloc(48 + (size_t)(i % 3) * 16)))
+            die("malloc failed\n");
+    void *volatile sentinel = malloc(64); /* glibc: the freed blocks do not reach the top */
+    for (int i = 0; i < POOL; i++)
+        if (!(pool[i] = malloc(64)))
+            die("malloc failed\n");
+    for (int i = 0; i < POOL; i++)
+        free(pool[i]);
+    if (by_syscall ? syscall(SYS_seccomp, SECCOMP_SET_MODE_STRICT, 0, NULL) != 0
+                   : prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT) != 0)
+        die("cannot enter strict mode\n");
+    for (int i = 0; i < HELD; i++)
+        free(held[i]);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t0); /* the vDSO: no system call */
+    unsigned round = 0;
+    do {
+        for (int i = 0; i < POOL; i++) {
+            if (!(pool[i] = malloc(64)))
+                die("malloc failed\n");
+            memset(pool[i], (int)(round + (unsigned)i) & 0xff, 64);
+        }
+        for (int i = 0; i < POOL; i++) {
+            if (pool[i][0] != ((round + (unsigned)i) & 0xff) || pool[i][63] != pool[i][0])
+                die("wrong contents\n");
+            free(pool[i]);
+        }
+        round++;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 300 ||
+             round < 3000);
+    (void)sentinel;
+    static const char ok[] = "sandbox ok\n";
+    if (write(1, ok, sizeof ok - 1) < 0)
+        die("write failed\n");
+    syscall(SYS_exit, 0); /* exit_group is not allowed */
+    return 1;
+}
+
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x80
 #endif
@@ -710,6 +763,8 @@ int main(int argc, char **argv)
         return clone_userns();
     if (strcmp(mode, "setns-joined") == 0)
         return setns_joined();
+    if (strcmp(mode, "strict-prctl") == 0 || strcmp(mode, "strict-syscall") == 0)
+        return strict_mode(strcmp(mode, "strict-syscall") == 0);
     if (strcmp(mode, "seccomp-tsync") == 0) {
         joined_and_purging();
         install_filter_by(0, BY_TSYNC);
@@ -732,12 +787,11 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof child_modes / sizeof child_modes[0]; i++)
         if (strcmp(mode, child_modes[i]) == 0)
             return in_child(mode, argv[0]);
-    fprintf(
-        stderr,
-        "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
-        "unshare-joined|clone-userns|seccomp-tsync|setns-joined|nproc|late-prctl|late-syscall|late-"
-        "vfork|inherited|landlock|"
-        "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
-        "exit-group|quick-exit-c\n");
+    fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
+                    "unshare-joined|clone-userns|seccomp-tsync|setns-joined|strict-prctl|strict-"
+                    "syscall|nproc|late-prctl|late-syscall|late-"
+                    "vfork|inherited|landlock|"
+                    "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
+                    "exit-group|quick-exit-c\n");
     return 2;
 }
