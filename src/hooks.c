@@ -11,9 +11,10 @@
  * syscall(SYS_prctl, PR_SET_SECCOMP, ...)) or restricts the process with Landlock
  * (syscall(SYS_landlock_restrict_self, ...)) removes the page and turns the page off for
  * the process before it goes on; a seccomp filter is also made known to the os layer (no
- * purger thread from then on, no prctl asked). Every other call goes straight on, as
- * libc's would: the system call itself, made by the instruction, with -1 and errno on
- * failure.
+ * prctl asked from then on), and the purger thread is stopped and joined first, never to
+ * start again (the filter may apply to every thread, TSYNC, and refuse its futex). Every other call
+ * goes straight on, as libc's would: the system call itself, made by the instruction, with -1 and
+ * errno on failure.
  *
  * A new effective user id (setuid, seteuid, setreuid, setresuid) would make the sticky
  * /dev/shm refuse the exit's unlink: the page goes first and is made again as the new user.
@@ -49,22 +50,31 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* What system call n with first argument a is about to do: SECCOMP, install a seccomp
- * filter (or strict mode, which refuses even more); LANDLOCK, restrict the process's file
+/* What system call n with arguments a, b is about to do: SECCOMP, install a seccomp filter;
+ * STRICT, enter strict mode (read, write, exit and sigreturn only: as SECCOMP, and uslab
+ * makes no optional system call from then on, usi_os_quiet); LANDLOCK, restrict the process's file
  * access (an unlink at exit may be refused); MOVE, change the process's root or mount
  * namespace (the page's path may name another file afterwards, or a new /dev/shm be
  * mounted later: no page from then on); USER, change the effective user id (the page is
  * made again as the new user); EXEC, replace the program (a new user, maybe: as USER, and
  * the profile is written first); EXIT, leave the process (exit_group); else NONE. */
-enum sandbox { NONE, SECCOMP, LANDLOCK, MOVE, USER, EXEC, EXIT };
+enum sandbox { NONE, SECCOMP, STRICT, LANDLOCK, MOVE, USER, EXEC, EXIT };
 
-static enum sandbox sandboxing(long n, unsigned long a)
+/* prctl(PR_SET_SECCOMP, mode, ...). */
+static enum sandbox seccomp_kind(unsigned long mode)
+{
+    return mode == SECCOMP_MODE_STRICT ? STRICT : SECCOMP;
+}
+
+static enum sandbox sandboxing(long n, unsigned long a, unsigned long b)
 {
     switch (n) {
     case SYS_prctl:
-        return a == PR_SET_SECCOMP ? SECCOMP : NONE;
-    case SYS_seccomp:
-        return a == SECCOMP_SET_MODE_STRICT || a == SECCOMP_SET_MODE_FILTER ? SECCOMP : NONE;
+        return a == PR_SET_SECCOMP ? seccomp_kind(b) : NONE;
+    case SYS_seccomp: /* the flags (b) change nothing here: TSYNC or not, the thread goes */
+        return a == SECCOMP_SET_MODE_STRICT   ? STRICT
+               : a == SECCOMP_SET_MODE_FILTER ? SECCOMP
+                                              : NONE;
 #ifdef SYS_landlock_restrict_self
     case SYS_landlock_restrict_self:
         return LANDLOCK;
@@ -97,27 +107,51 @@ static enum sandbox setns_kind(unsigned long nstype)
  * write could be killed (and before a change of user, below). */
 static void before_sandbox(enum sandbox kind)
 {
-    if (kind == EXIT || kind == EXEC || kind == SECCOMP)
+    int seccomp = kind == SECCOMP || kind == STRICT;
+    if (kind == EXIT || kind == EXEC || seccomp)
         usi_profile_write();
     if (kind == EXIT) {
         usi_live_quick_exit();
         return;
     }
-    if (kind == SECCOMP)
-        usi_os_note_filter();
+    if (seccomp) {
+        usi_os_note_filter(); /* no thread is started from here on */
+        usi_purge_never();    /* nor does one run under it */
+    }
     usi_live_before_sandbox(kind == USER || kind == EXEC);
+    if (kind == STRICT)
+        usi_os_note_strict(1); /* last: the calls above are made by now */
 }
 
-/* A new user namespace (unshare(CLONE_NEWUSER), setns into a user namespace or an unnamed
- * one): the kernel refuses it (EINVAL) to a process with threads, and one that has joined
- * its own would still have the purger. That is stopped and joined first, and may start
- * again after the call. */
+/* After the call: strict mode refused (already under a filter, no seccomp in the kernel)
+ * leaves the process free to make its calls again. */
+static long after_sandbox(enum sandbox kind, long r)
+{
+    if (kind == STRICT && r == -1) {
+        int e = errno;
+        usi_os_note_strict(0);
+        errno = e;
+    }
+    return r;
+}
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x80
+#endif
+
+/* Calls the kernel refuses to a process with threads: unshare(CLONE_NEWUSER) (EINVAL), and
+ * setns into a user namespace (EINVAL), a mount namespace (EINVAL: the fs is shared with
+ * the other threads) or a time namespace (EUSERS), or into an unnamed one (nstype 0: the
+ * fd may be any of these). A program that has joined its own threads would still have the
+ * purger: that is stopped and joined first, and may start again after the call.
+ * unshare(CLONE_NEWNS) and unshare(CLONE_NEWTIME) work with threads (the first gives the
+ * caller its own fs, the second is for children only). */
 static int pauses_purger(long n, unsigned long a, unsigned long b)
 {
     if (n == SYS_unshare)
         return (a & CLONE_NEWUSER) != 0;
     if (n == SYS_setns)
-        return b == 0 || (b & CLONE_NEWUSER);
+        return b == 0 || (b & (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWTIME));
     return 0;
 }
 
@@ -141,12 +175,14 @@ EXPORT long syscall(long n, ...)
     long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
     long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
     va_end(ap);
-    enum sandbox kind =
-        n == SYS_setns ? setns_kind((unsigned long)b) : sandboxing(n, (unsigned long)a);
+    enum sandbox kind = n == SYS_setns ? setns_kind((unsigned long)b)
+                                       : sandboxing(n, (unsigned long)a, (unsigned long)b);
     if (USI_UNLIKELY(kind != NONE))
         before_sandbox(kind);
     if (USI_UNLIKELY(pauses_purger(n, (unsigned long)a, (unsigned long)b)))
         return user_ns_call(n, a, b);
+    if (USI_UNLIKELY(kind == STRICT))
+        return after_sandbox(kind, usi_os_syscall(n, a, b, c, d, e, f));
     return usi_os_syscall(n, a, b, c, d, e, f);
 }
 
@@ -157,8 +193,12 @@ EXPORT int prctl(int option, ...)
     unsigned long b = va_arg(ap, unsigned long), c = va_arg(ap, unsigned long);
     unsigned long d = va_arg(ap, unsigned long), e = va_arg(ap, unsigned long);
     va_end(ap);
-    if (USI_UNLIKELY(option == PR_SET_SECCOMP))
-        before_sandbox(SECCOMP);
+    if (USI_UNLIKELY(option == PR_SET_SECCOMP)) {
+        enum sandbox kind = seccomp_kind(b);
+        before_sandbox(kind);
+        return (int)after_sandbox(
+            kind, usi_os_syscall(SYS_prctl, option, (long)b, (long)c, (long)d, (long)e, 0));
+    }
     return (int)usi_os_syscall(SYS_prctl, option, (long)b, (long)c, (long)d, (long)e, 0);
 }
 

@@ -340,6 +340,18 @@ long long usi_os_nproc_limit(void);
 /* From now on usi_os_seccomp_mode answers 2 without asking: a filter is being installed
  * (the hooks of design §10.1 saw the call go by). */
 void usi_os_note_filter(void);
+/* Strict seccomp mode (read, write, exit and sigreturn only; the kernel kills for anything
+ * else) is being entered (the hooks saw the call), or usi_os_seccomp_mode found it: from
+ * then on uslab makes no optional system call (design §12): no unit-tag table, no purge,
+ * no file, no trim; the functions below that make them fail or do nothing, and their
+ * callers check it first where failing would try another call. Never read on a fast path.
+ * usi_os_note_strict(0): the call failed (a filter is still taken to be in force). */
+extern int usi_os_strict;
+static inline int usi_os_quiet(void)
+{
+    return __atomic_load_n(&usi_os_strict, __ATOMIC_RELAXED) != 0;
+}
+void usi_os_note_strict(int on);
 /* System call n with up to six arguments, as libc's syscall() answers (-1 and errno on
  * failure), but made by the instruction itself where USI_HAVE_RAW_SYSCALL: it never meets a
  * syscall() put in front of libc's, such as the shared libraries' own (hooks.c). */
@@ -836,9 +848,16 @@ void usi_purge_watch(void);
 /* Stops and joins the purger thread, if it runs, before a call the kernel refuses to a
  * process with threads (unshare or setns of a user namespace, hooks.c); passes run inline
  * until usi_purge_resume lets a later kick start a thread again. Returns whether it was
- * paused. Not from a signal handler. */
+ * paused. In another process than the thread's (a child of clone without the fork
+ * handlers, or of vfork) the thread is gone: nothing to stop, 0. Not from a signal
+ * handler. */
 int usi_purge_pause(void);
 void usi_purge_resume(void);
+/* A seccomp filter is about to be installed (hooks.c): it may apply to every thread
+ * (SECCOMP_FILTER_FLAG_TSYNC) and refuse the thread's futex. The thread is stopped and
+ * joined as by usi_purge_pause and never started again in this process (not even under
+ * USLAB_PURGER=always); passes run inline. Not from a signal handler. */
+void usi_purge_never(void);
 void usi_purge_postfork_child(void);
 /* A thread's first call that sets up its thread cache (tcache.c): in a fork child, the
  * process has threads again once it is not the forking one. */

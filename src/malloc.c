@@ -226,8 +226,9 @@ static char *put_name(char *p, const char *path, const char *sep, uint64_t pid, 
 void usi_profile_write(void)
 {
     struct usi_profile *pr = __atomic_load_n(&profile, __ATOMIC_ACQUIRE);
-    if (!pr || __atomic_load_n(&pr->owner, __ATOMIC_RELAXED) != usi_os_getpid())
-        return; /* none, or a fork child's: its owner writes them */
+    if (!pr || usi_os_quiet() || __atomic_load_n(&pr->owner, __ATOMIC_RELAXED) != usi_os_getpid())
+        return; /* none, strict seccomp mode (getpid kills), or a fork child's: its owner
+                 * writes them */
     const char *path = usi_os_getenv(usi_settings_table[USI_SETTING_PROFILE].name);
     if (!path || !*path)
         return;

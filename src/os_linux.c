@@ -309,11 +309,19 @@ int usi_os_purge(void *addr, size_t size)
 {
     /* MADV_DONTNEED, not MADV_FREE: resident memory drops at once, as users measure it. It
      * fails (EINVAL) on pages locked by mlock or mlockall, which keep their contents. */
+    if (usi_os_quiet()) {
+        errno = EPERM;
+        return -1;
+    }
     return madvise(addr, size, MADV_DONTNEED);
 }
 
 int usi_os_replace(void *addr, size_t size)
 {
+    if (usi_os_quiet()) {
+        errno = EPERM;
+        return -1;
+    }
     void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     return p == addr ? 0 : -1;
@@ -351,7 +359,10 @@ int usi_os_locks_future(void)
 {
     /* Under mlockall(MCL_FUTURE) (with or without MCL_ONFAULT) a new mapping is locked, and
      * MADV_DONTNEED fails on locked pages (EINVAL). Only memory system calls, as sandboxes
-     * allow. A failed probe says yes: the caller tries again later. */
+     * allow. A failed probe says yes: the caller tries again later. Under strict mode, no
+     * probe: yes. */
+    if (usi_os_quiet())
+        return 1;
     void *p = mmap(NULL, USI_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return 1;
@@ -465,6 +476,10 @@ void usi_os_write_err(const char *buf, size_t len)
 
 long usi_os_read_file(const char *path, char *buf, size_t len)
 {
+    if (usi_os_quiet()) {
+        errno = EPERM;
+        return -1;
+    }
     long fd;
     /* O_NONBLOCK: opening a FIFO for reading waits for a writer, and USLAB_CLASSES or
      * USLAB_PRESSURE_SOURCE may name one (start-up hung for good). It changes nothing for
@@ -504,6 +519,10 @@ static rlim_t soft_limit(int resource);
 
 int usi_os_write_file(const char *path, const char *tmp, const char *buf, size_t len)
 {
+    if (usi_os_quiet()) {
+        errno = EPERM;
+        return -1;
+    }
     /* Beyond RLIMIT_FSIZE the kernel sends SIGXFSZ, which kills the process: no file. */
     rlim_t fsize = soft_limit(RLIMIT_FSIZE);
     if (fsize != RLIM_INFINITY && fsize < len) {
@@ -548,6 +567,10 @@ int usi_os_write_file(const char *path, const char *tmp, const char *buf, size_t
  * (usi_os_map_file then refuses it); the /proc files pressure.c reads ignore the flag. */
 int usi_os_open_ro(const char *path)
 {
+    if (usi_os_quiet()) {
+        errno = EPERM;
+        return -1;
+    }
     long fd;
     do
         fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -676,6 +699,14 @@ void usi_os_note_filter(void)
     __atomic_store_n(&seccomp_filtered, 2, __ATOMIC_RELAXED);
 }
 
+int usi_os_strict;
+
+void usi_os_note_strict(int on)
+{
+    __atomic_store_n(&seccomp_filtered, on ? 1 : 2, __ATOMIC_RELAXED);
+    __atomic_store_n(&usi_os_strict, on, __ATOMIC_RELAXED);
+}
+
 /* The calling thread's "Seccomp:" field of /proc/thread-self/status (0 none, 1 strict, 2
  * filter), or -1 when it cannot be read. Read in small chunks, by a state machine that
  * matches "\nSeccomp:" across them: no large buffer on a slow path's stack. */
@@ -747,6 +778,8 @@ int usi_os_seccomp_mode(void)
     errno = e;
     if (mode != 0)
         __atomic_store_n(&seccomp_filtered, mode, __ATOMIC_RELAXED);
+    if (mode == 1)
+        __atomic_store_n(&usi_os_strict, 1, __ATOMIC_RELAXED);
     return mode;
 }
 
@@ -756,6 +789,10 @@ int usi_os_seccomp_mode(void)
  * preloaded wrapper of open or unlink (fakeroot, tracers) might allocate. */
 void *usi_os_create_shared_file(const char *path, size_t size)
 {
+    if (usi_os_quiet()) {
+        errno = EPERM;
+        return NULL;
+    }
     int saved = errno;
     /* A file may not grow beyond RLIMIT_FSIZE, and the kernel answers the fallocate that
      * tries with SIGXFSZ, which kills the process (`ulimit -f`): no file then. */
@@ -1071,7 +1108,8 @@ int usi_sys_trim_pad(size_t pad)
 
 void usi_sys_trim(void)
 {
-    (void)usi_sys_trim_pad(0);
+    if (!usi_os_quiet()) /* glibc's trim madvises and may move the break */
+        (void)usi_sys_trim_pad(0);
 }
 
 int usi_sys_mallinfo2(struct mallinfo2 *out)

@@ -284,7 +284,9 @@ int usi_pages_have_tags(void)
 
 void usi_pages_try_tags(void)
 {
-    if (usi_pages_have_tags() || !__atomic_load_n(&usi_pagemap.nunits, __ATOMIC_RELAXED))
+    /* Under strict seccomp mode the probe and the mapping would kill the process. */
+    if (usi_pages_have_tags() || !__atomic_load_n(&usi_pagemap.nunits, __ATOMIC_RELAXED) ||
+        usi_os_quiet())
         return;
     int saved_errno = errno; /* called from free, which leaves errno alone */
     usi_lock(&pages.lock);
@@ -445,6 +447,14 @@ enum { PURGED, REPLACED, ZEROED, ABANDONED };
  */
 static int span_discard(void *span, size_t size, int guarded)
 {
+    /* Under strict seccomp mode every call would kill the process: zeroed by hand. */
+    if (usi_os_quiet()) {
+        if (guarded)
+            return ABANDONED;
+        USI_VG_UNDEFINED(span, size);
+        memset(span, 0, size);
+        return ZEROED;
+    }
     /* A span whose guard pages are still PROT_NONE needs a fresh mapping, and can be
      * neither purged nor zeroed by hand. */
     if (!guarded && usi_os_purge(span, size) == 0)
@@ -467,6 +477,8 @@ static void purge_one_resident(void)
 {
     uintptr_t s = 0;
     unsigned o;
+    if (usi_os_quiet())
+        return;
     usi_lock(&pages.lock);
     for (o = 0; o < USI_SPAN_ORDERS; o++)
         if ((s = span_pop(pages.resident_head, o)) != 0)
@@ -483,7 +495,7 @@ static void purge_one_resident(void)
 void usi_pages_free_span(void *span, unsigned order, size_t guard)
 {
     /* Guard pages back to read/write; where that fails, the whole span is replaced. */
-    int guarded = guard && (usi_os_commit(span, guard) != 0 ||
+    int guarded = guard && (usi_os_quiet() || usi_os_commit(span, guard) != 0 ||
                             usi_os_commit((char *)span + span_bytes(order) - guard, guard) != 0);
     /* Outside the lock: madvise can be slow, the fallbacks more so. */
     int how = span_discard(span, span_bytes(order), guarded);

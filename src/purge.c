@@ -55,6 +55,9 @@ static struct {
     int running;       /* inline: a pass runs on some thread (atomic) */
     uint32_t fork_tid; /* in a fork child: its one thread, until another calls into uslab
                         * (glibc's __libc_single_threaded stays false there); else 0 */
+    int pid;           /* the process whose thread it is (atomic; written before the thread
+                        * is asked for): a child made by clone without the fork handlers, or
+                        * by vfork, has a copy of this state, or shares it, but not the thread */
 } purger = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 uint64_t usi_purge_due_ms;
@@ -287,9 +290,21 @@ static void schedule_inline(void)
                                 __ATOMIC_RELAXED);
 }
 
+/* Whether the thread asked for (state 1) is this process's. A child made by glibc's clone()
+ * or syscall(SYS_clone) runs no fork handler: it has a copy of the state, with the thread
+ * (and maybe its lock, held at the clone) left in the parent; a vfork child shares the
+ * state itself with its parent, whose thread runs on. Either way the child neither waits
+ * for, signals nor touches the thread, nor writes the state (the parent's, in a vfork
+ * child): to it the thread is gone, and its passes run inline. */
+static int thread_here(void)
+{
+    return __atomic_load_n(&purger.pid, __ATOMIC_ACQUIRE) == usi_os_getpid();
+}
+
 void usi_purge_kick(void)
 {
-    if (usi_options.purge_delay_ms == 0)
+    /* Under strict seccomp mode a pass's madvise would kill: idle memory stays. */
+    if (usi_options.purge_delay_ms == 0 || usi_os_quiet())
         return;
     int state = __atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE);
     if (state == 0) {
@@ -301,13 +316,15 @@ void usi_purge_kick(void)
             return;
         }
         /* Started with no lock held: pthread_create may allocate and free (through uslab),
-         * which may kick again; that kick finds the state set. */
+         * which may kick again; that kick finds the state set. The process's id first, so
+         * that whoever sees the state set sees whose thread it is. */
+        __atomic_store_n(&purger.pid, usi_os_getpid(), __ATOMIC_RELEASE);
         if (!__atomic_exchange_n(&purger.thread, 1, __ATOMIC_ACQ_REL) && !purger_start()) {
             __atomic_store_n(&purger.thread, -1, __ATOMIC_RELEASE);
             schedule_inline();
             return;
         }
-    } else if (state < 0 || state == 2) {
+    } else if (state < 0 || state == 2 || !thread_here()) {
         schedule_inline();
         return;
     }
@@ -319,6 +336,10 @@ void usi_purge_kick(void)
 
 void usi_purge_poll_due(void)
 {
+    if (usi_os_quiet()) {
+        __atomic_store_n(&usi_purge_due_ms, 0, __ATOMIC_RELAXED);
+        return;
+    }
     uint64_t now = usi_os_now_ms();
     uint64_t due = __atomic_load_n(&usi_purge_due_ms, __ATOMIC_RELAXED);
     if (!due || now < due || __atomic_exchange_n(&purger.running, 1, __ATOMIC_ACQUIRE))
@@ -351,6 +372,10 @@ void usi_purge_thread_started(void)
 int usi_purge_pause(void)
 {
     int state = 1;
+    /* Another process's thread (a clone or vfork child): not this one's to stop, nor in
+     * its thread group (the kernel's checks see none). */
+    if (__atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE) != 1 || !thread_here())
+        return 0;
     if (!__atomic_compare_exchange_n(&purger.thread, &state, 2, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return 0;
@@ -378,6 +403,19 @@ int usi_purge_pause(void)
     usi_unlock(&purger.lock);
     schedule_inline(); /* what it had still to give back */
     return 1;
+}
+
+void usi_purge_never(void)
+{
+    usi_purge_pause();
+    /* Not started yet, or paused (by this call or another thread's): never again here. A
+     * running thread of another process stays its own (state 1). */
+    int state = 0;
+    if (!__atomic_compare_exchange_n(&purger.thread, &state, -1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED) &&
+        state == 2)
+        __atomic_compare_exchange_n(&purger.thread, &state, -1, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED);
 }
 
 void usi_purge_resume(void)

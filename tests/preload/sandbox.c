@@ -15,6 +15,30 @@
  *  - `unshare-joined`: a program starts a thread; both allocate and free past the purge
  *    delay (the purger thread starts); the program joins its thread and calls
  *    unshare(CLONE_NEWUSER), which glibc's process (one thread) gets: so must uslab's.
+ *  - `clone-userns`: as `unshare-joined` up to the join and the frees after it (the purger
+ *    thread runs), then children that ran no fork handler, one made by glibc's clone() and
+ *    one by syscall(SYS_clone), allocate and free (kicks) and call unshare(CLONE_NEWUSER),
+ *    which their one thread gets: the parent's purger thread is not theirs to stop (the
+ *    pause joined it for ever before); then a vfork child does the same without
+ *    allocating, and the parent itself after it (its state untouched by the vfork child).
+ *    Each child must exit 0 within 10 s.
+ *  - `seccomp-tsync`: as `unshare-joined` up to the join and the frees after it (the purger
+ *    thread runs), then a memory-only filter (no futex, no prctl) for every thread
+ *    (SECCOMP_FILTER_FLAG_TSYNC, through syscall(SYS_seccomp)); then it frees and idles
+ *    past the purge delay: the purger thread must be gone before the filter (it was
+ *    killed by SIGSYS at its next futex).
+ *  - `setns-joined`: as `unshare-joined` up to the join and the frees after it (the purger
+ *    thread runs), then setns into its own mount namespace and its own time namespace,
+ *    each named (CLONE_NEWNS, CLONE_NEWTIME) and unnamed (0), with frees between them
+ *    (the purger may start again): the kernel refuses them to a process with threads
+ *    (EINVAL, EUSERS), and glibc's process has one. 77 where setns is not allowed.
+ *  - `strict-prctl`, `strict-syscall`: a program holds 6000 small blocks, warms a pool of
+ *    200, enters SECCOMP_MODE_STRICT (read, write, exit and sigreturn only; the kernel
+ *    kills for anything else) by prctl or by syscall(SYS_seccomp), frees the held blocks
+ *    (slabs empty: a purge would madvise) and for 300 ms past the purge delay reuses its
+ *    pool, then writes and leaves by the exit system call. glibc reuses its free chunks;
+ *    uslab must make no call either (its unit-tag table's probe mmap after 1024 frees
+ *    killed it before).
  *  - `late-prctl`, `late-syscall`: a child allocates for over a second (under uslab its live
  *    statistics page is then made, docs/design.md §10.1: checked), then installs a filter
  *    that allows only memory calls, write and exit (no prctl, no unlink, no getpid), by
@@ -58,6 +82,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/landlock.h>
@@ -95,7 +120,9 @@ static void die(const char *what)
     _exit(1);
 }
 
-enum install { BY_PRCTL, BY_SYSCALL };
+/* BY_TSYNC: syscall(SYS_seccomp) with SECCOMP_FILTER_FLAG_TSYNC (every thread), and no
+ * futex allowed: a program that joined its threads needs none. */
+enum install { BY_PRCTL, BY_SYSCALL, BY_TSYNC };
 
 static void install_filter_by(int allow_prctl, enum install how)
 {
@@ -112,7 +139,7 @@ static void install_filter_by(int allow_prctl, enum install how)
         ALLOW(__NR_madvise),
         ALLOW(__NR_munmap),
         ALLOW(__NR_mremap),
-        ALLOW(__NR_futex),
+        ALLOW(how == BY_TSYNC ? __NR_mremap : __NR_futex),
 #ifdef __NR_nanosleep
         ALLOW(__NR_nanosleep),
 #endif
@@ -127,8 +154,9 @@ static void install_filter_by(int allow_prctl, enum install how)
     struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         die("PR_SET_NO_NEW_PRIVS failed\n");
-    if (how == BY_SYSCALL ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0
-                          : prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    unsigned flags = how == BY_TSYNC ? SECCOMP_FILTER_FLAG_TSYNC : 0;
+    if (how != BY_PRCTL ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog) != 0
+                        : prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
         die("installing the filter failed\n");
 }
 
@@ -333,6 +361,177 @@ static int thread_count(void)
     if (f)
         fclose(f);
     return n;
+}
+
+/* Waits up to 10 s for child pid: its exit status, or -1 (killed) when it hung or died. */
+static int wait_child(pid_t pid, const char *what)
+{
+    int st;
+    for (int ms = 0; ms < 10000; ms++) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (WIFEXITED(st))
+                return WEXITSTATUS(st);
+            fprintf(stderr, "the %s child was killed by signal %d\n", what, WTERMSIG(st));
+            return -1;
+        }
+        if (r != 0)
+            die("waitpid failed\n");
+        sleep_ms(1);
+    }
+    fprintf(stderr, "the %s child hung\n", what);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* A child that ran no fork handler: slow paths (kicks of the purger, whose thread stayed
+ * in the parent), then a new user namespace. 0, 1 (EINVAL) or 77 (refused here). */
+static int clone_child(void *arg)
+{
+    (void)arg;
+    if (workload(7))
+        return 1;
+    return try_unshare();
+}
+
+/* Starts a worker that allocates, frees past the purge delay, joins it and frees again:
+ * the purger thread runs (under uslab) and the process has one thread of its own. */
+static void joined_and_purging(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, allocating_worker, NULL) != 0)
+        die("pthread_create failed\n");
+    if (work_and_idle())
+        die("wrong contents\n");
+    worker_stop = 1;
+    pthread_join(t, NULL);
+    if (work_and_idle()) /* frees after the join: kicks for the purger */
+        die("wrong contents\n");
+}
+
+static int clone_userns(void)
+{
+    joined_and_purging();
+    enum { STACK = 1 << 20 };
+    char *stack = malloc(STACK);
+    if (!stack)
+        die("malloc failed\n");
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = clone(clone_child, stack + STACK, SIGCHLD, NULL);
+    if (pid < 0)
+        die("clone failed\n");
+    int r = wait_child(pid, "clone()");
+    if (r == 0) {
+        pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+        if (pid < 0)
+            die("syscall(SYS_clone) failed\n");
+        if (pid == 0)
+            _exit(clone_child(NULL));
+        r = wait_child(pid, "syscall(SYS_clone)");
+    }
+    if (r == 0) {
+        pid = vfork();
+        if (pid < 0)
+            die("vfork failed\n");
+        if (pid == 0) /* no allocation, no stdio: the parent's memory */
+            _exit(unshare(CLONE_NEWUSER) == 0 ? 0 : errno == EINVAL ? 1 : 77);
+        r = wait_child(pid, "vfork");
+    }
+    free(stack);
+    if (r == 0)
+        r = try_unshare(); /* and the parent's own, after the vfork child */
+    if (r < 0)
+        return 1;
+    if (r == 0)
+        printf("sandbox ok\n");
+    return r;
+}
+
+/* Strict mode: no stdio, no sleep, no exit_group from here on. */
+static int strict_mode(int by_syscall)
+{
+    enum { HELD = 6000, POOL = 200 };
+    static unsigned char *held[HELD];
+    unsigned char *pool[POOL];
+    for (int i = 0; i < HELD; i++)
+        if (!(held[i] = malloc(48 + (size_t)(i % 3) * 16)))
+            die("malloc failed\n");
+    void *volatile sentinel = malloc(64); /* glibc: the freed blocks do not reach the top */
+    for (int i = 0; i < POOL; i++)
+        if (!(pool[i] = malloc(64)))
+            die("malloc failed\n");
+    for (int i = 0; i < POOL; i++)
+        free(pool[i]);
+    if (by_syscall ? syscall(SYS_seccomp, SECCOMP_SET_MODE_STRICT, 0, NULL) != 0
+                   : prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT) != 0)
+        die("cannot enter strict mode\n");
+    for (int i = 0; i < HELD; i++)
+        free(held[i]);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t0); /* the vDSO: no system call */
+    unsigned round = 0;
+    do {
+        for (int i = 0; i < POOL; i++) {
+            if (!(pool[i] = malloc(64)))
+                die("malloc failed\n");
+            memset(pool[i], (int)(round + (unsigned)i) & 0xff, 64);
+        }
+        for (int i = 0; i < POOL; i++) {
+            if (pool[i][0] != ((round + (unsigned)i) & 0xff) || pool[i][63] != pool[i][0])
+                die("wrong contents\n");
+            free(pool[i]);
+        }
+        round++;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 300 ||
+             round < 3000);
+    (void)sentinel;
+    static const char ok[] = "sandbox ok\n";
+    if (write(1, ok, sizeof ok - 1) < 0)
+        die("write failed\n");
+    syscall(SYS_exit, 0); /* exit_group is not allowed */
+    return 1;
+}
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x80
+#endif
+
+static int setns_joined(void)
+{
+    static const struct {
+        const char *path;
+        int nstype;
+    } steps[] = {{"/proc/self/ns/mnt", CLONE_NEWNS},
+                 {"/proc/self/ns/mnt", 0},
+                 {"/proc/self/ns/time", CLONE_NEWTIME},
+                 {"/proc/self/ns/time", 0}};
+    joined_and_purging();
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        int fd = open(steps[i].path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) /* no time namespaces in this kernel */
+            continue;
+        if (fd < 0)
+            die("cannot open a namespace\n");
+        int r = setns(fd, steps[i].nstype);
+        int e = errno;
+        close(fd);
+        if (r != 0 && e == EPERM) {
+            printf("setns refused here: skipped\n");
+            return 77;
+        }
+        if (r != 0) {
+            fprintf(stderr, "setns(%s, %#x): %s\n", steps[i].path, (unsigned)steps[i].nstype,
+                    strerror(e));
+            return 1;
+        }
+        if (work_and_idle()) /* kicks: the purger may start again */
+            die("wrong contents\n");
+    }
+    printf("sandbox ok\n");
+    return 0;
 }
 
 static int nproc_limit(void)
@@ -549,15 +748,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(mode, "unshare-joined") == 0) {
-        pthread_t t;
-        if (pthread_create(&t, NULL, allocating_worker, NULL) != 0)
-            die("pthread_create failed\n");
-        if (work_and_idle())
-            die("wrong contents\n");
-        worker_stop = 1;
-        pthread_join(t, NULL);
-        if (work_and_idle()) /* frees after the join: kicks for the purger */
-            die("wrong contents\n");
+        joined_and_purging();
         int r = try_unshare();
         if (r)
             return r;
@@ -568,6 +759,22 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "nproc") == 0)
         return nproc_limit();
+    if (strcmp(mode, "clone-userns") == 0)
+        return clone_userns();
+    if (strcmp(mode, "setns-joined") == 0)
+        return setns_joined();
+    if (strcmp(mode, "strict-prctl") == 0 || strcmp(mode, "strict-syscall") == 0)
+        return strict_mode(strcmp(mode, "strict-syscall") == 0);
+    if (strcmp(mode, "seccomp-tsync") == 0) {
+        joined_and_purging();
+        install_filter_by(0, BY_TSYNC);
+        if (work_and_idle())
+            die("wrong contents\n");
+        static const char ok[] = "sandbox ok\n";
+        if (write(1, ok, sizeof ok - 1) < 0)
+            die("write failed\n");
+        return 0;
+    }
     if (strcmp(mode, "inherited-child") == 0) {
         one_thread();
         allocate_for_a_second();
@@ -581,7 +788,9 @@ int main(int argc, char **argv)
         if (strcmp(mode, child_modes[i]) == 0)
             return in_child(mode, argv[0]);
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
-                    "unshare-joined|nproc|late-prctl|late-syscall|late-vfork|inherited|landlock|"
+                    "unshare-joined|clone-userns|seccomp-tsync|setns-joined|strict-prctl|strict-"
+                    "syscall|nproc|late-prctl|late-syscall|late-"
+                    "vfork|inherited|landlock|"
                     "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
                     "exit-group|quick-exit-c\n");
     return 2;
