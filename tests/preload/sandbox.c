@@ -53,10 +53,19 @@
  *    second and exits; its live statistics page (104 KiB) must not be made, since growing
  *    a file beyond the limit raises SIGXFSZ, which kills. The parent checks that the child
  *    exited 0 and left no page.
+ *  - `vfork-exit`: as late-*, but a vfork child of the child fails to exec and leaves with
+ *    exit() instead of _exit() (a common bug: the destructors run in the parent's memory);
+ *    the page is the parent's, which must keep it and remove it at its exit.
+ *  - `clone-exec`: threads allocate and two more call uslab_reap in a loop (found with
+ *    dlsym; it rewrites the page under its lock at once), while the main thread starts 300
+ *    raw clones (syscall(SYS_clone): no fork handlers run) that call execl at once; a
+ *    child that has not ended within 2 s hangs (it waited for a lock a thread of its
+ *    parent held at the clone).
  * Prints "sandbox ok" and exits 0. 77 (skipped): this machine refuses user namespaces.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -66,6 +75,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,6 +392,20 @@ static void child_step(const char *mode, const char *dir)
             die("the vfork child failed\n");
         if (under_uslab() && access(path, F_OK) != 0)
             die("the vfork child's filter took its parent's page\n");
+    } else if (strcmp(mode, "vfork-exit") == 0) {
+        fflush(stdout);
+        pid_t c = vfork();
+        if (c < 0)
+            die("vfork failed\n");
+        if (c == 0) {
+            execl("/nonexistent/uslab-test", "uslab-test", (char *)NULL);
+            exit(127); /* the bug: exit, not _exit, in a vfork child */
+        }
+        int st;
+        if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 127)
+            die("the vfork child did not exit 127\n");
+        if (under_uslab() && access(path, F_OK) != 0)
+            die("the vfork child's exit took its parent's page\n");
     } else if (strcmp(mode, "landlock") == 0) {
         /* Removing a file is handled and allowed nowhere. */
         struct landlock_ruleset_attr attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_REMOVE_FILE};
@@ -495,6 +519,83 @@ static int in_child(const char *mode, const char *self)
     return r;
 }
 
+static volatile int clone_stop;
+
+/* uslab_reap over and over: under uslab it rewrites the live page with its lock held. */
+static void *reaper(void *arg)
+{
+    size_t (*reap)(void) = (size_t(*)(void))(uintptr_t)arg;
+    while (!clone_stop)
+        reap();
+    return NULL;
+}
+
+static void *churner(void *arg)
+{
+    static __thread void *slot[256];
+    unsigned x = (unsigned)(uintptr_t)arg;
+    while (!clone_stop) {
+        x = x * 1103515245u + 12345u;
+        unsigned k = (x >> 8) & 255;
+        if (slot[k]) {
+            free(slot[k]);
+            slot[k] = NULL;
+        } else {
+            slot[k] = malloc(((x >> 20) & 4095) + 1);
+        }
+    }
+    for (int k = 0; k < 256; k++)
+        free(slot[k]);
+    return NULL;
+}
+
+static int clone_exec(void)
+{
+    void *reap = dlsym(RTLD_DEFAULT, "uslab_reap");
+    pthread_t t[4];
+    int n = 0;
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&t[n++], NULL, churner, (void *)(uintptr_t)(i + 1)) != 0)
+            die("pthread_create failed\n");
+    for (int i = 0; reap && i < 2; i++)
+        if (pthread_create(&t[n++], NULL, reaper, reap) != 0)
+            die("pthread_create failed\n");
+    allocate_for_a_second(); /* the page is made (at once by the reapers) */
+    int hung = 0, rounds = 300;
+    for (int r = 0; r < rounds && !hung; r++) {
+        long pid = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+        if (pid < 0)
+            die("clone failed\n");
+        if (pid == 0) {
+            execl("/bin/true", "true", (char *)NULL);
+            _exit(127);
+        }
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int st;
+        while (waitpid((pid_t)pid, &st, WNOHANG) != pid) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec - t0.tv_sec >= 2) {
+                fprintf(stderr, "round %d: the clone child hangs before its exec\n", r);
+                hung = 1;
+                kill((pid_t)pid, SIGKILL);
+                waitpid((pid_t)pid, &st, 0);
+                break;
+            }
+            sleep_ms(1);
+        }
+        if (!hung && (!WIFEXITED(st) || WEXITSTATUS(st) != 0))
+            die("the clone child failed\n");
+    }
+    clone_stop = 1;
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    if (hung)
+        return 1;
+    printf("sandbox ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -568,21 +669,23 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "nproc") == 0)
         return nproc_limit();
+    if (strcmp(mode, "clone-exec") == 0)
+        return clone_exec();
     if (strcmp(mode, "inherited-child") == 0) {
         one_thread();
         allocate_for_a_second();
         return 0;
     }
     static const char *const child_modes[] = {
-        "late-prctl", "late-syscall", "late-vfork", "inherited",  "landlock",
-        "fsize",      "chroot",       "mount-ns",   "setuid",     "signal-setuid",
-        "exec",       "daemon",       "quick-exit", "exit-group", "quick-exit-c"};
+        "late-prctl", "late-syscall", "late-vfork",   "inherited",     "landlock", "fsize",
+        "chroot",     "mount-ns",     "setuid",       "signal-setuid", "exec",     "daemon",
+        "quick-exit", "exit-group",   "quick-exit-c", "vfork-exit"};
     for (size_t i = 0; i < sizeof child_modes / sizeof child_modes[0]; i++)
         if (strcmp(mode, child_modes[i]) == 0)
             return in_child(mode, argv[0]);
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
                     "unshare-joined|nproc|late-prctl|late-syscall|late-vfork|inherited|landlock|"
                     "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
-                    "exit-group|quick-exit-c\n");
+                    "exit-group|quick-exit-c|vfork-exit|clone-exec\n");
     return 2;
 }
