@@ -298,6 +298,9 @@ void usi_os_unmap_file(const void *addr, size_t size);
 /* Shared anonymous memory (fork children write into the same pages), zeroed; NULL. */
 void *usi_os_map_shared(size_t size);
 int usi_os_getpid(void);
+/* Whether this process shares its memory with process pid (a vfork child with its parent;
+ * kcmp KCMP_VM): 1, or 0 when it does not or that cannot be told (no kcmp, refused). */
+int usi_os_shares_memory_with(int pid);
 uint64_t usi_os_now_ms(void); /* monotonic, coarse; may be small on a freshly booted machine */
 void usi_os_sleep_ms(size_t ms);
 /* usi_trylock, tried again every millisecond for up to `ms` of them: 0 (taken) or -1 (still

@@ -499,14 +499,42 @@ void usi_live_quick_exit(void)
  * hooks (a static archive, under `always`), not under a seccomp filter that arrived
  * after the page was made, which might kill the process for the unlink: that page is
  * left to the sweepers. No lock: a thread still writing into the mapping harms nothing,
- * and one making the page sees LIVE_OFF and removes it itself. */
+ * and one making the page sees LIVE_OFF and removes it itself.
+ *
+ * The state of another process (claimed by it, live_ours) is left alone: a clone with a
+ * copy of its parent's memory changes nothing of the parent's. A vfork child that calls
+ * exit (after a failed exec, a common bug) is the exception: it runs the destructors in
+ * its parent's memory, where the dynamic linker marks them done, so the parent's own exit
+ * runs none of them and would leave the page. Its last chance to go is here: the child
+ * removes it and turns the state off for good (the parent makes no page it could not
+ * remove; its mapping stays, unwritten). */
 __attribute__((destructor)) static void live_at_exit(void)
 {
-    __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
-    if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) != LIVE_ON)
-        return;
+    if (__atomic_load_n(&live.state, __ATOMIC_ACQUIRE) == LIVE_OFF)
+        return; /* final, and nothing is due */
     int saved = errno;
-    if ((USI_HOOKS || usi_os_seccomp_mode() == 0) && live.pid == usi_os_getpid())
+    int self = 0;
+    /* No thread claimed the state (none took the lock): there is no page, and no pid is
+     * asked. Under a filter that libc's hooks did not see, none either. */
+    int owner = __atomic_load_n(&live.owner, __ATOMIC_ACQUIRE);
+    if (owner != 0 && (USI_HOOKS || usi_os_seccomp_mode() == 0)) {
+        self = usi_os_getpid();
+        if (!live_ours(self)) {
+            int on = LIVE_ON;
+            if (usi_os_shares_memory_with(owner) &&
+                __atomic_compare_exchange_n(&live.state, &on, LIVE_OFF, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED)) {
+                __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
+                usi_os_unlink(live.path);
+            }
+            errno = saved;
+            return;
+        }
+    }
+    __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
+    if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) == LIVE_ON &&
+        (self || USI_HOOKS || usi_os_seccomp_mode() == 0) &&
+        live.pid == (self ? self : usi_os_getpid()))
         usi_os_unlink(live.path);
     errno = saved;
 }

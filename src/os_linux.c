@@ -602,6 +602,19 @@ int usi_os_getpid(void)
     return (int)getpid();
 }
 
+int usi_os_shares_memory_with(int pid)
+{
+#ifdef SYS_kcmp
+    int e = errno;
+    long r = OS_SYSCALL(SYS_kcmp, usi_os_getpid(), pid, 1 /* KCMP_VM */, 0L, 0L);
+    errno = e;
+    return r == 0;
+#else
+    (void)pid;
+    return 0;
+#endif
+}
+
 uint64_t usi_os_now_ms(void)
 {
     struct timespec ts;

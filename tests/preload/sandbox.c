@@ -53,9 +53,11 @@
  *    second and exits; its live statistics page (104 KiB) must not be made, since growing
  *    a file beyond the limit raises SIGXFSZ, which kills. The parent checks that the child
  *    exited 0 and left no page.
- *  - `vfork-exit`: as late-*, but a vfork child of the child fails to exec and leaves with
- *    exit() instead of _exit() (a common bug: the destructors run in the parent's memory);
- *    the page is the parent's, which must keep it and remove it at its exit.
+ *  - `vfork-exit`: as late-*, but a raw clone child of the child (syscall(SYS_clone), a copy
+ *    of its memory, no fork handlers) leaves with exit(), which must leave its parent's page
+ *    alone; then a vfork child fails to exec and leaves with exit() instead of _exit() (a
+ *    common bug: it runs the destructors in its parent's memory, where they are marked done,
+ *    so the parent's own exit runs none of them). No page may be left after the child ends.
  *  - `clone-exec`: threads allocate and two more call uslab_reap in a loop (found with
  *    dlsym; it rewrites the page under its lock at once), while the main thread starts 300
  *    raw clones (syscall(SYS_clone): no fork handlers run) that call execl at once; a
@@ -394,6 +396,16 @@ static void child_step(const char *mode, const char *dir)
             die("the vfork child's filter took its parent's page\n");
     } else if (strcmp(mode, "vfork-exit") == 0) {
         fflush(stdout);
+        long k = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+        if (k < 0)
+            die("clone failed\n");
+        if (k == 0)
+            exit(0);
+        int st;
+        if (waitpid((pid_t)k, &st, 0) != k || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            die("the clone child failed\n");
+        if (under_uslab() && access(path, F_OK) != 0)
+            die("the clone child's exit took its parent's page\n");
         pid_t c = vfork();
         if (c < 0)
             die("vfork failed\n");
@@ -401,11 +413,8 @@ static void child_step(const char *mode, const char *dir)
             execl("/nonexistent/uslab-test", "uslab-test", (char *)NULL);
             exit(127); /* the bug: exit, not _exit, in a vfork child */
         }
-        int st;
         if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 127)
             die("the vfork child did not exit 127\n");
-        if (under_uslab() && access(path, F_OK) != 0)
-            die("the vfork child's exit took its parent's page\n");
     } else if (strcmp(mode, "landlock") == 0) {
         /* Removing a file is handled and allowed nowhere. */
         struct landlock_ruleset_attr attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_REMOVE_FILE};
