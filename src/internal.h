@@ -370,6 +370,9 @@ long usi_os_syscall(long n, long a, long b, long c, long d, long e, long f);
 void *usi_os_create_shared_file(const char *path, size_t size);
 void usi_os_unmap_shared_file(void *addr, size_t size);
 int usi_os_unlink(const char *path);
+/* The size and free bytes (for an unprivileged user) of the filesystem of path (statfs):
+ * 0, or -1 with errno. */
+int usi_os_fs_space(const char *path, uint64_t *size, uint64_t *avail);
 long usi_os_read_own_file(const char *path, void *buf, size_t len);
 int usi_os_list_dir(const char *path, void (*fn)(const char *name, void *arg), void *arg);
 unsigned usi_os_geteuid(void);

@@ -262,7 +262,12 @@ static int page_create(void)
          * pid, or by this one before it called exec (which runs no destructor). It goes
          * also when ours cannot be made. */
         usi_os_unlink(live.path);
-        h = usi_os_create_shared_file(live.path, USI_LIVE_FILE_BYTES);
+        /* Only where it leaves the program its room (usi_live_room): never ENOSPC for its
+         * own shm_open or posix_fallocate because of the page. */
+        uint64_t size, avail;
+        if (usi_os_fs_space(USI_LIVE_DIR, &size, &avail) == 0 &&
+            usi_live_room(size, avail, USI_LIVE_FILE_BYTES))
+            h = usi_os_create_shared_file(live.path, USI_LIVE_FILE_BYTES);
     }
     errno = saved;
     if (!h) {

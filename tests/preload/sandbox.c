@@ -63,12 +63,19 @@
  *    raw clones (syscall(SYS_clone): no fork handlers run) that call execl at once; a
  *    child that has not ended within 2 s hangs (it waited for a lock a thread of its
  *    parent held at the clone).
+ *  - `shm-space`: in a private mount namespace with a 2 MiB tmpfs on /dev/shm (a container's
+ *    small /dev/shm), a program (this one, executed as `shm-space-child`) with a thread
+ *    allocates for over a second and then takes all but 64 KiB of the room /dev/shm had
+ *    at its start (posix_fallocate): no page may have been made and the fallocate must
+ *    succeed, as under glibc. Then with a 64 MiB tmpfs, where a page must be made (under
+ *    uslab). 77 where the mount namespace or the mount is refused.
  * Prints "sandbox ok" and exits 0. 77 (skipped): this machine refuses user namespaces.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/landlock.h>
@@ -84,6 +91,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -605,6 +613,68 @@ static int clone_exec(void)
     return 0;
 }
 
+/* In a new /dev/shm (the caller's mount namespace): a thread, a second of allocation, then
+ * the page must be there (page) or not, and, without one, all but 64 KiB of the room
+ * /dev/shm had at the start must be the program's. */
+static int shm_space_child(int page)
+{
+    struct statvfs v;
+    if (statvfs("/dev/shm", &v) != 0)
+        die("statvfs failed\n");
+    off_t want = (off_t)(v.f_bavail * v.f_frsize) - (64 << 10);
+    one_thread();
+    allocate_for_a_second();
+    char path[64];
+    live_page_path(path, sizeof path, getpid());
+    int made = access(path, F_OK) == 0;
+    if (made != (page && under_uslab())) {
+        fprintf(stderr, "%s page in a /dev/shm of %llu KiB\n", made ? "a" : "no",
+                (unsigned long long)(v.f_blocks * v.f_frsize >> 10));
+        return 1;
+    }
+    if (!page) {
+        int fd = open("/dev/shm/uslab-test-segment", O_RDWR | O_CREAT | O_EXCL, 0600);
+        int r = fd < 0 ? errno : posix_fallocate(fd, 0, want);
+        unlink("/dev/shm/uslab-test-segment");
+        if (r != 0) {
+            fprintf(stderr, "posix_fallocate of %lld KiB: %s\n", (long long)want >> 10,
+                    strerror(r));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int shm_space(const char *self)
+{
+    static const char *const sizes[] = {"size=2m", "size=64m"};
+    for (int i = 0; i < 2; i++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork failed\n");
+        if (pid == 0) {
+            if (unshare(CLONE_NEWNS) != 0 ||
+                mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+                mount("tmpfs", "/dev/shm", "tmpfs", 0, sizes[i]) != 0)
+                _exit(77);
+            execl(self, self, "shm-space-child", i ? "1" : "0", (char *)NULL);
+            die("exec failed\n");
+        }
+        int st;
+        if (waitpid(pid, &st, 0) != pid)
+            die("waitpid failed\n");
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+            printf("a private mount of /dev/shm refused here: skipped\n");
+            return 77;
+        }
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            return 1;
+    }
+    printf("sandbox ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -680,6 +750,10 @@ int main(int argc, char **argv)
         return nproc_limit();
     if (strcmp(mode, "clone-exec") == 0)
         return clone_exec();
+    if (strcmp(mode, "shm-space") == 0)
+        return shm_space(argv[0]);
+    if (strcmp(mode, "shm-space-child") == 0)
+        return shm_space_child(argc > 2 && strcmp(argv[2], "1") == 0);
     if (strcmp(mode, "inherited-child") == 0) {
         one_thread();
         allocate_for_a_second();
@@ -695,6 +769,6 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
                     "unshare-joined|nproc|late-prctl|late-syscall|late-vfork|inherited|landlock|"
                     "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
-                    "exit-group|quick-exit-c|vfork-exit|clone-exec\n");
+                    "exit-group|quick-exit-c|vfork-exit|clone-exec|shm-space\n");
     return 2;
 }
