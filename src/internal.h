@@ -298,6 +298,9 @@ void usi_os_unmap_file(const void *addr, size_t size);
 /* Shared anonymous memory (fork children write into the same pages), zeroed; NULL. */
 void *usi_os_map_shared(size_t size);
 int usi_os_getpid(void);
+/* Whether this process shares its memory with process pid (a vfork child with its parent;
+ * kcmp KCMP_VM): 1, or 0 when it does not or that cannot be told (no kcmp, refused). */
+int usi_os_shares_memory_with(int pid);
 uint64_t usi_os_now_ms(void); /* monotonic, coarse; may be small on a freshly booted machine */
 void usi_os_sleep_ms(size_t ms);
 /* usi_trylock, tried again every millisecond for up to `ms` of them: 0 (taken) or -1 (still
@@ -379,6 +382,9 @@ long usi_os_syscall(long n, long a, long b, long c, long d, long e, long f);
 void *usi_os_create_shared_file(const char *path, size_t size);
 void usi_os_unmap_shared_file(void *addr, size_t size);
 int usi_os_unlink(const char *path);
+/* The size and free bytes (for an unprivileged user) of the filesystem of path (statfs):
+ * 0, or -1 with errno. */
+int usi_os_fs_space(const char *path, uint64_t *size, uint64_t *avail);
 long usi_os_read_own_file(const char *path, void *buf, size_t len);
 int usi_os_list_dir(const char *path, void (*fn)(const char *name, void *arg), void *arg);
 unsigned usi_os_geteuid(void);

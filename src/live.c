@@ -51,6 +51,9 @@ static struct {
     struct usi_live_header *page;
     int pid;           /* the process that made the page: a clone that skipped the fork handlers
                         * never unlinks its parent's */
+    int owner;         /* the process this state and lock are of (0: not known yet), stored
+                        * before the lock is first taken: a child that shares or copied
+                        * them (vfork, a raw clone) sees another pid and keeps out */
     uint64_t first_ms; /* `auto`: no page before this time (0: not yet set) */
     char path[USI_LIVE_PATH_MAX];
 } live = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -59,14 +62,35 @@ static struct {
  * interrupted the thread there must not wait for it (usi_live_before_sandbox). */
 static __thread int live_lock_held;
 
+/* Before the lock is taken: the process the state is of, stored while it is still 0 (once
+ * per process, a fork child again), so that a thread that holds the lock has always stored
+ * it first. A child cloned meanwhile then sees its parent's pid (live_ours). */
+static void live_claim(void)
+{
+    if (!__atomic_load_n(&live.owner, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&live.owner, usi_os_getpid(), __ATOMIC_SEQ_CST);
+}
+
+/* Whether the state may be of process `self`: not when another process claimed it, which
+ * makes this a vfork child (sharing its parent's memory) or a clone that skipped the fork
+ * handlers (a copy, whose lock another thread of the parent may have held at the clone:
+ * never to be taken here). */
+static int live_ours(int self)
+{
+    int owner = __atomic_load_n(&live.owner, __ATOMIC_ACQUIRE);
+    return owner == 0 || owner == self;
+}
+
 static void live_lock(void)
 {
+    live_claim();
     usi_lock(&live.lock);
     live_lock_held = 1;
 }
 
 static int live_trylock(void)
 {
+    live_claim();
     if (usi_trylock(&live.lock) != 0)
         return -1;
     live_lock_held = 1;
@@ -238,7 +262,12 @@ static int page_create(void)
          * pid, or by this one before it called exec (which runs no destructor). It goes
          * also when ours cannot be made. */
         usi_os_unlink(live.path);
-        h = usi_os_create_shared_file(live.path, USI_LIVE_FILE_BYTES);
+        /* Only where it leaves the program its room (usi_live_room): never ENOSPC for its
+         * own shm_open or posix_fallocate because of the page. */
+        uint64_t size, avail;
+        if (usi_os_fs_space(USI_LIVE_DIR, &size, &avail) == 0 &&
+            usi_live_room(size, avail, USI_LIVE_FILE_BYTES))
+            h = usi_os_create_shared_file(live.path, USI_LIVE_FILE_BYTES);
     }
     errno = saved;
     if (!h) {
@@ -373,6 +402,7 @@ void usi_live_postfork_child(void)
         usi_os_unmap_shared_file(live.page, USI_LIVE_FILE_BYTES);
     live.page = NULL;
     live.first_ms = 0;
+    live.owner = 0; /* the child's, claimed when it first takes the lock */
     int state = __atomic_load_n(&live.state, __ATOMIC_RELAXED);
     if (state == LIVE_ON || state == LIVE_CREATING) {
         __atomic_store_n(&live.state, LIVE_NONE, __ATOMIC_RELAXED);
@@ -380,10 +410,42 @@ void usi_live_postfork_child(void)
     }
 }
 
+/* usi_live_before_sandbox where no thread has claimed the state yet (so none has taken the
+ * lock, and there is no page): a filter or a move turns it off for good, without the lock;
+ * a new user or an exec has nothing to remove. 1 done; 0 when a thread of this process
+ * claimed it meanwhile (a page is being made): the caller takes the lock. */
+static int before_sandbox_unclaimed(int again)
+{
+    for (;;) {
+        int state = __atomic_load_n(&live.state, __ATOMIC_ACQUIRE);
+        if (state == LIVE_OFF)
+            return 1;
+        if (state != LIVE_NONE)
+            return 0;
+        if (again)
+            return __atomic_load_n(&live.owner, __ATOMIC_SEQ_CST) == 0;
+        if (__atomic_compare_exchange_n(&live.state, &state, LIVE_OFF, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
+            return 1;
+        }
+    }
+}
+
 void usi_live_before_sandbox(int again)
 {
     int saved = errno;
     int self = usi_os_getpid();
+    /* Another process's state (a vfork child, a raw clone): nothing here is this one's, and
+     * the lock may be a copy that a thread of the parent held at the clone. Lock-free. */
+    if (!live_ours(self)) {
+        errno = saved;
+        return;
+    }
+    if (__atomic_load_n(&live.owner, __ATOMIC_ACQUIRE) == 0 && before_sandbox_unclaimed(again)) {
+        errno = saved;
+        return;
+    }
     if (live_lock_held) {
         /* A signal handler that interrupted this thread inside the page's code: no wait,
          * no unmap (the interrupted code may be writing the page). The page is turned off
@@ -422,10 +484,14 @@ void usi_live_before_sandbox(int again)
 
 void usi_live_quick_exit(void)
 {
-    /* Maybe in a signal handler, or with another thread at the page: never wait. */
-    if (live_lock_held || live_trylock() != 0)
+    /* Maybe in a signal handler, or with another thread at the page: never wait. No page
+     * on, no system call; the lock of another process (a raw clone's copy) is not tried. */
+    if (live_lock_held || __atomic_load_n(&live.state, __ATOMIC_ACQUIRE) != LIVE_ON)
         return;
-    if (__atomic_load_n(&live.state, __ATOMIC_ACQUIRE) == LIVE_ON && live.pid == usi_os_getpid()) {
+    int self = usi_os_getpid();
+    if (__atomic_load_n(&live.owner, __ATOMIC_ACQUIRE) != self || live_trylock() != 0)
+        return;
+    if (__atomic_load_n(&live.state, __ATOMIC_ACQUIRE) == LIVE_ON && live.pid == self) {
         __atomic_store_n(&live.state, LIVE_OFF, __ATOMIC_RELEASE);
         usi_os_unlink(live.path);
     }
@@ -438,14 +504,42 @@ void usi_live_quick_exit(void)
  * hooks (a static archive, under `always`), not under a seccomp filter that arrived
  * after the page was made, which might kill the process for the unlink: that page is
  * left to the sweepers. No lock: a thread still writing into the mapping harms nothing,
- * and one making the page sees LIVE_OFF and removes it itself. */
+ * and one making the page sees LIVE_OFF and removes it itself.
+ *
+ * The state of another process (claimed by it, live_ours) is left alone: a clone with a
+ * copy of its parent's memory changes nothing of the parent's. A vfork child that calls
+ * exit (after a failed exec, a common bug) is the exception: it runs the destructors in
+ * its parent's memory, where the dynamic linker marks them done, so the parent's own exit
+ * runs none of them and would leave the page. Its last chance to go is here: the child
+ * removes it and turns the state off for good (the parent makes no page it could not
+ * remove; its mapping stays, unwritten). */
 __attribute__((destructor)) static void live_at_exit(void)
 {
-    __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
-    if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) != LIVE_ON)
-        return;
+    if (__atomic_load_n(&live.state, __ATOMIC_ACQUIRE) == LIVE_OFF)
+        return; /* final, and nothing is due */
     int saved = errno;
-    if ((USI_HOOKS || usi_os_seccomp_mode() == 0) && live.pid == usi_os_getpid())
+    int self = 0;
+    /* No thread claimed the state (none took the lock): there is no page, and no pid is
+     * asked. Under a filter that libc's hooks did not see, none either. */
+    int owner = __atomic_load_n(&live.owner, __ATOMIC_ACQUIRE);
+    if (owner != 0 && (USI_HOOKS || usi_os_seccomp_mode() == 0)) {
+        self = usi_os_getpid();
+        if (!live_ours(self)) {
+            int on = LIVE_ON;
+            if (usi_os_shares_memory_with(owner) &&
+                __atomic_compare_exchange_n(&live.state, &on, LIVE_OFF, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED)) {
+                __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
+                usi_os_unlink(live.path);
+            }
+            errno = saved;
+            return;
+        }
+    }
+    __atomic_store_n(&usi_purge_live_due_ms, 0, __ATOMIC_RELAXED);
+    if (__atomic_exchange_n(&live.state, LIVE_OFF, __ATOMIC_ACQ_REL) == LIVE_ON &&
+        (self || USI_HOOKS || usi_os_seccomp_mode() == 0) &&
+        live.pid == (self ? self : usi_os_getpid()))
         usi_os_unlink(live.path);
     errno = saved;
 }

@@ -105,6 +105,24 @@ _Static_assert(sizeof(struct usi_live_cache) == 200, "a record has no padding");
     ((sizeof(struct usi_live_header) + USI_LIVE_CAPACITY * sizeof(struct usi_live_cache) + 4095) & \
      ~(size_t)4095)
 
+/* Whether a page may be made in a filesystem of size_bytes with free_bytes free (statfs of
+ * USI_LIVE_DIR; size 0: no size given, as a tmpfs of size=0). The pages are a convenience
+ * and must not take the room a program counts on (a container's small /dev/shm, where
+ * posix_fallocate or shm_open would then fail with ENOSPC): after the page, at least
+ * USI_LIVE_MIN_FREE bytes and half of the filesystem must stay free. So a /dev/shm below
+ * 16 MiB gets no page at all, and the pages of all processes together never take the
+ * upper half of any /dev/shm, nor anything of one the program already half fills. */
+#define USI_LIVE_MIN_FREE ((uint64_t)16 << 20)
+static inline int usi_live_room(uint64_t size_bytes, uint64_t free_bytes, uint64_t page_bytes)
+{
+    if (size_bytes == 0)
+        return 1;
+    if (free_bytes < page_bytes)
+        return 0;
+    uint64_t after = free_bytes - page_bytes;
+    return after >= USI_LIVE_MIN_FREE && after >= size_bytes / 2;
+}
+
 /* The objects a cache churned between two readings: those that went through its depot or
  * its slab layer (the fast paths count nothing, so magazine hits are not in it). */
 static inline uint64_t usi_live_churn(const struct usi_live_cache *now,

@@ -23,6 +23,7 @@
 #include <sys/resource.h>
 #include <sys/single_threaded.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -626,6 +627,19 @@ int usi_os_getpid(void)
     return (int)getpid();
 }
 
+int usi_os_shares_memory_with(int pid)
+{
+#ifdef SYS_kcmp
+    int e = errno;
+    long r = OS_SYSCALL(SYS_kcmp, usi_os_getpid(), pid, 1 /* KCMP_VM */, 0L, 0L);
+    errno = e;
+    return r == 0;
+#else
+    (void)pid;
+    return 0;
+#endif
+}
+
 uint64_t usi_os_now_ms(void)
 {
     struct timespec ts;
@@ -833,6 +847,16 @@ void usi_os_unmap_shared_file(void *addr, size_t size)
 int usi_os_unlink(const char *path)
 {
     return (int)OS_SYSCALL(SYS_unlink, path);
+}
+
+int usi_os_fs_space(const char *path, uint64_t *size, uint64_t *avail)
+{
+    struct statfs f;
+    if (OS_SYSCALL(SYS_statfs, path, &f) != 0)
+        return -1;
+    *size = (uint64_t)f.f_blocks * (uint64_t)f.f_bsize;
+    *avail = (uint64_t)f.f_bavail * (uint64_t)f.f_bsize;
+    return 0;
 }
 
 long usi_os_read_own_file(const char *path, void *buf, size_t len)

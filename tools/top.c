@@ -27,6 +27,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -281,6 +282,18 @@ static long long proc_fsize_limit(int pid)
     return end == line + strlen("Max file size") ? -1 : v;
 }
 
+/* The size and free bytes of USI_LIVE_DIR, as the library reads them (usi_live_room): 0, or
+ * -1. The process's /dev/shm is taken to be the caller's. */
+static int shm_space(uint64_t *size, uint64_t *avail)
+{
+    struct statvfs v;
+    if (statvfs(USI_LIVE_DIR, &v) != 0)
+        return -1;
+    *size = (uint64_t)v.f_blocks * v.f_frsize;
+    *avail = (uint64_t)v.f_bavail * v.f_frsize;
+    return 0;
+}
+
 /* Says on stderr why process p has no page we can read. */
 static void explain_no_page(const struct proc_info *p)
 {
@@ -296,6 +309,7 @@ static void explain_no_page(const struct proc_info *p)
     char live[64];
     const char *setting = proc_getenv(p->pid, "USLAB_LIVE", live, sizeof live);
     proc_status(p->pid, "Seccomp", &seccomp, 1);
+    uint64_t shm_size = 0, shm_free = 0;
     fprintf(stderr, "uslab: process %d (%s) uses uslab but has no live statistics page: ", p->pid,
             p->comm);
     if (setting && !strcmp(setting, "never"))
@@ -307,6 +321,14 @@ static void explain_no_page(const struct proc_info *p)
         fprintf(stderr,
                 "its file size limit (ulimit -f, %lld bytes) is below the page's %u bytes\n",
                 proc_fsize_limit(p->pid), (unsigned)USI_LIVE_FILE_BYTES);
+    else if (shm_space(&shm_size, &shm_free) == 0 &&
+             !usi_live_room(shm_size, shm_free, USI_LIVE_FILE_BYTES))
+        fprintf(stderr,
+                "%s has %llu KiB free of %llu KiB: uslab makes a page (%u KiB) only while at "
+                "least half of it and %llu MiB stay free after it\n",
+                USI_LIVE_DIR, (unsigned long long)(shm_free >> 10),
+                (unsigned long long)(shm_size >> 10), (unsigned)(USI_LIVE_FILE_BYTES >> 10),
+                (unsigned long long)(USI_LIVE_MIN_FREE >> 20));
     else if (!(setting && !strcmp(setting, "always")))
         fputs("USLAB_LIVE=auto (the default) makes one once the process has allocated for a "
               "second, on a slow path (an allocation that refills a magazine); try again, or "

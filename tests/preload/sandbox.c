@@ -77,10 +77,27 @@
  *    second and exits; its live statistics page (104 KiB) must not be made, since growing
  *    a file beyond the limit raises SIGXFSZ, which kills. The parent checks that the child
  *    exited 0 and left no page.
+ *  - `vfork-exit`: as late-*, but a raw clone child of the child (syscall(SYS_clone), a copy
+ *    of its memory, no fork handlers) leaves with exit(), which must leave its parent's page
+ *    alone; then a vfork child fails to exec and leaves with exit() instead of _exit() (a
+ *    common bug: it runs the destructors in its parent's memory, where they are marked done,
+ *    so the parent's own exit runs none of them). No page may be left after the child ends.
+ *  - `clone-exec`: threads allocate and two more call uslab_reap in a loop (found with
+ *    dlsym; it rewrites the page under its lock at once), while the main thread starts 300
+ *    raw clones (syscall(SYS_clone): no fork handlers run) that call execl at once; a
+ *    child that has not ended within 2 s hangs (it waited for a lock a thread of its
+ *    parent held at the clone).
+ *  - `shm-space`: in a private mount namespace with a 2 MiB tmpfs on /dev/shm (a container's
+ *    small /dev/shm), a program (this one, executed as `shm-space-child`) with a thread
+ *    allocates for over a second and then takes all but 64 KiB of the room /dev/shm had
+ *    at its start (posix_fallocate): no page may have been made and the fallocate must
+ *    succeed, as under glibc. Then with a 64 MiB tmpfs, where a page must be made (under
+ *    uslab). 77 where the mount namespace or the mount is refused.
  * Prints "sandbox ok" and exits 0. 77 (skipped): this machine refuses user namespaces.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
@@ -91,12 +108,14 @@
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -581,6 +600,27 @@ static void child_step(const char *mode, const char *dir)
             die("the vfork child failed\n");
         if (under_uslab() && access(path, F_OK) != 0)
             die("the vfork child's filter took its parent's page\n");
+    } else if (strcmp(mode, "vfork-exit") == 0) {
+        fflush(stdout);
+        long k = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+        if (k < 0)
+            die("clone failed\n");
+        if (k == 0)
+            exit(0);
+        int st;
+        if (waitpid((pid_t)k, &st, 0) != k || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            die("the clone child failed\n");
+        if (under_uslab() && access(path, F_OK) != 0)
+            die("the clone child's exit took its parent's page\n");
+        pid_t c = vfork();
+        if (c < 0)
+            die("vfork failed\n");
+        if (c == 0) {
+            execl("/nonexistent/uslab-test", "uslab-test", (char *)NULL);
+            exit(127); /* the bug: exit, not _exit, in a vfork child */
+        }
+        if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 127)
+            die("the vfork child did not exit 127\n");
     } else if (strcmp(mode, "landlock") == 0) {
         /* Removing a file is handled and allowed nowhere. */
         struct landlock_ruleset_attr attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_REMOVE_FILE};
@@ -694,6 +734,145 @@ static int in_child(const char *mode, const char *self)
     return r;
 }
 
+static volatile int clone_stop;
+
+/* uslab_reap over and over: under uslab it rewrites the live page with its lock held. */
+static void *reaper(void *arg)
+{
+    size_t (*reap)(void) = (size_t(*)(void))(uintptr_t)arg;
+    while (!clone_stop)
+        reap();
+    return NULL;
+}
+
+static void *churner(void *arg)
+{
+    static __thread void *slot[256];
+    unsigned x = (unsigned)(uintptr_t)arg;
+    while (!clone_stop) {
+        x = x * 1103515245u + 12345u;
+        unsigned k = (x >> 8) & 255;
+        if (slot[k]) {
+            free(slot[k]);
+            slot[k] = NULL;
+        } else {
+            slot[k] = malloc(((x >> 20) & 4095) + 1);
+        }
+    }
+    for (int k = 0; k < 256; k++)
+        free(slot[k]);
+    return NULL;
+}
+
+static int clone_exec(void)
+{
+    void *reap = dlsym(RTLD_DEFAULT, "uslab_reap");
+    pthread_t t[4];
+    int n = 0;
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&t[n++], NULL, churner, (void *)(uintptr_t)(i + 1)) != 0)
+            die("pthread_create failed\n");
+    for (int i = 0; reap && i < 2; i++)
+        if (pthread_create(&t[n++], NULL, reaper, reap) != 0)
+            die("pthread_create failed\n");
+    allocate_for_a_second(); /* the page is made (at once by the reapers) */
+    int hung = 0, rounds = 300;
+    for (int r = 0; r < rounds && !hung; r++) {
+        long pid = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+        if (pid < 0)
+            die("clone failed\n");
+        if (pid == 0) {
+            execl("/bin/true", "true", (char *)NULL);
+            _exit(127);
+        }
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int st;
+        while (waitpid((pid_t)pid, &st, WNOHANG) != pid) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec - t0.tv_sec >= 2) {
+                fprintf(stderr, "round %d: the clone child hangs before its exec\n", r);
+                hung = 1;
+                kill((pid_t)pid, SIGKILL);
+                waitpid((pid_t)pid, &st, 0);
+                break;
+            }
+            sleep_ms(1);
+        }
+        if (!hung && (!WIFEXITED(st) || WEXITSTATUS(st) != 0))
+            die("the clone child failed\n");
+    }
+    clone_stop = 1;
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    if (hung)
+        return 1;
+    printf("sandbox ok\n");
+    return 0;
+}
+
+/* In a new /dev/shm (the caller's mount namespace): a thread, a second of allocation, then
+ * the page must be there (page) or not, and, without one, all but 64 KiB of the room
+ * /dev/shm had at the start must be the program's. */
+static int shm_space_child(int page)
+{
+    struct statvfs v;
+    if (statvfs("/dev/shm", &v) != 0)
+        die("statvfs failed\n");
+    off_t want = (off_t)(v.f_bavail * v.f_frsize) - (64 << 10);
+    one_thread();
+    allocate_for_a_second();
+    char path[64];
+    live_page_path(path, sizeof path, getpid());
+    int made = access(path, F_OK) == 0;
+    if (made != (page && under_uslab())) {
+        fprintf(stderr, "%s page in a /dev/shm of %llu KiB\n", made ? "a" : "no",
+                (unsigned long long)(v.f_blocks * v.f_frsize >> 10));
+        return 1;
+    }
+    if (!page) {
+        int fd = open("/dev/shm/uslab-test-segment", O_RDWR | O_CREAT | O_EXCL, 0600);
+        int r = fd < 0 ? errno : posix_fallocate(fd, 0, want);
+        unlink("/dev/shm/uslab-test-segment");
+        if (r != 0) {
+            fprintf(stderr, "posix_fallocate of %lld KiB: %s\n", (long long)want >> 10,
+                    strerror(r));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int shm_space(const char *self)
+{
+    static const char *const sizes[] = {"size=2m", "size=64m"};
+    for (int i = 0; i < 2; i++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork failed\n");
+        if (pid == 0) {
+            if (unshare(CLONE_NEWNS) != 0 ||
+                mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+                mount("tmpfs", "/dev/shm", "tmpfs", 0, sizes[i]) != 0)
+                _exit(77);
+            execl(self, self, "shm-space-child", i ? "1" : "0", (char *)NULL);
+            die("exec failed\n");
+        }
+        int st;
+        if (waitpid(pid, &st, 0) != pid)
+            die("waitpid failed\n");
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+            printf("a private mount of /dev/shm refused here: skipped\n");
+            return 77;
+        }
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            return 1;
+    }
+    printf("sandbox ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -775,15 +954,21 @@ int main(int argc, char **argv)
             die("write failed\n");
         return 0;
     }
+    if (strcmp(mode, "clone-exec") == 0)
+        return clone_exec();
+    if (strcmp(mode, "shm-space") == 0)
+        return shm_space(argv[0]);
+    if (strcmp(mode, "shm-space-child") == 0)
+        return shm_space_child(argc > 2 && strcmp(argv[2], "1") == 0);
     if (strcmp(mode, "inherited-child") == 0) {
         one_thread();
         allocate_for_a_second();
         return 0;
     }
     static const char *const child_modes[] = {
-        "late-prctl", "late-syscall", "late-vfork", "inherited",  "landlock",
-        "fsize",      "chroot",       "mount-ns",   "setuid",     "signal-setuid",
-        "exec",       "daemon",       "quick-exit", "exit-group", "quick-exit-c"};
+        "late-prctl", "late-syscall", "late-vfork",   "inherited",     "landlock", "fsize",
+        "chroot",     "mount-ns",     "setuid",       "signal-setuid", "exec",     "daemon",
+        "quick-exit", "exit-group",   "quick-exit-c", "vfork-exit"};
     for (size_t i = 0; i < sizeof child_modes / sizeof child_modes[0]; i++)
         if (strcmp(mode, child_modes[i]) == 0)
             return in_child(mode, argv[0]);
@@ -792,6 +977,6 @@ int main(int argc, char **argv)
                     "syscall|nproc|late-prctl|late-syscall|late-"
                     "vfork|inherited|landlock|"
                     "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
-                    "exit-group|quick-exit-c\n");
+                    "exit-group|quick-exit-c|vfork-exit|clone-exec|shm-space\n");
     return 2;
 }
