@@ -833,9 +833,12 @@ void usi_purge_watch(void);
 int usi_purge_pause(void);
 void usi_purge_resume(void);
 void usi_purge_postfork_child(void);
-/* A thread's first call that sets up its thread cache (tcache.c): in a fork child, the
- * process has threads again once it is not the forking one. */
+/* A thread's first call that sets up its thread cache, and its exit (tcache.c): the purger
+ * counts the threads that use uslab now; under USLAB_PURGER=auto its thread runs only while
+ * there are two or more (design §3). Also, in a fork child, the process has threads again
+ * once another than the forking one starts. */
 void usi_purge_thread_started(void);
+void usi_purge_thread_exited(void);
 /* Large blocks (design §8): init.c says whether glibc was tuned to keep their memory
  * (usi_sys_tune_for_large); then each free of one restarts an idle clock, and a pass
  * trims glibc once they have been idle for the purge delay. */
