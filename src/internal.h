@@ -881,6 +881,11 @@ int usi_pressure_source(const char **path);
  * directories it names (or /sys/fs/cgroup/...) and /proc/pressure/memory under root (NULL
  * or "": under "/"). */
 void usi_pressure_reset(const char *root);
+/* The lowest pids.max of the process's cgroup v2 group and its ancestors up to its mount
+ * (found as the pressure source's group is, under the same root), -1 when none limits it
+ * or nothing can be read. Opens, reads and closes files; not twice at a time (purge.c
+ * reads it once, where a purger thread would start). */
+long long usi_pressure_pids_max(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* objects.c (rank 12): objects between the slabs and the magazines: locking, the       */

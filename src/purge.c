@@ -294,6 +294,27 @@ int usi_purge_process_threaded(void)
     return !usi_os_single_threaded() && !__atomic_load_n(&purger.fork_tid, __ATOMIC_RELAXED);
 }
 
+/* The cgroup v2 pids limit (usi_pressure_pids_max), read once in the process, by the
+ * first thread that asks; -2 while it is being read. */
+static struct {
+    int state; /* 0 unread, 1 being read, 2 read (atomic; a fork child reads it again if
+                * another thread was reading it) */
+    long long value;
+} pids;
+
+static long long pids_limit(void)
+{
+    int st = __atomic_load_n(&pids.state, __ATOMIC_ACQUIRE);
+    if (st == 2)
+        return pids.value;
+    st = 0;
+    if (!__atomic_compare_exchange_n(&pids.state, &st, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return -2;
+    pids.value = usi_pressure_pids_max();
+    __atomic_store_n(&pids.state, 2, __ATOMIC_RELEASE);
+    return pids.value;
+}
+
 /* Whether this process gets the thread now (USLAB_PURGER). `auto` asks again at each kick
  * until the process has threads; then, once, whether a seccomp filter is in force: a
  * program that filters system calls may well refuse clone (the check itself is prctl,
@@ -319,6 +340,17 @@ static int thread_wanted(void)
             usi_report_note("RLIMIT_NPROC is %lld: no purger thread; memory goes back on "
                             "slow paths",
                             nproc);
+            return -1;
+        }
+        /* The same for a cgroup's pids controller (read once; -2: another thread reads it
+         * now, ask again at the next kick). */
+        long long pmax = pids_limit();
+        if (pmax == -2)
+            return 0;
+        if (pmax >= 0 && pmax < USI_PURGER_MIN_NPROC) {
+            usi_report_note("the cgroup's pids.max is %lld: no purger thread; memory goes "
+                            "back on slow paths",
+                            pmax);
             return -1;
         }
         return 1;
@@ -487,6 +519,8 @@ void usi_purge_postfork_child(void)
     purger.stop = 0;
     purger.creating = 0;
     purger.users = tls_role == 1; /* the forking thread: the child's only one */
+    if (pids.state == 1)
+        pids.state = 0;
     purger.fork_tid = usi_os_single_threaded() ? 0 : usi_os_gettid();
     purger.running = 0; /* a pass on another thread of the parent is not ours to finish */
     if (watching())
