@@ -15,10 +15,11 @@
  *    activity. Under USLAB_RETURN=pressure|both, while some cache has a reclaim callback
  *    (the registry counts them), it ticks even with nothing pending: each pass reads the
  *    pressure, which is how such a callback hears of it when nothing else is idle. It
- *    is started on first need, and only where a thread can live: by default (`auto`) in
- *    a process that already has threads (glibc's __libc_single_threaded; in a fork
- *    child, a second thread that called into uslab) and no seccomp filter, since a guest's
- *    thread breaks unshare(CLONE_NEWUSER) and sandboxes that allow no clone;
+ *    is started on need, and only where a thread can live: by default (`auto`) while at
+ *    least two threads use uslab (the live thread caches, counted here as tcache.c reports
+ *    their start and exit; it leaves by itself when they are down to one) and there is no
+ *    seccomp filter, no low RLIMIT_NPROC or cgroup pids.max, since a guest's thread
+ *    breaks unshare(CLONE_NEWUSER) and sandboxes that allow no clone;
  *  - otherwise the slow paths of the thread caches (usi_purge_poll): once a pass is due,
  *    the next slow path runs it. Such an inline pass calls no user code (it does not reap
  *    the depots of caches with a destructor; under pressure it leaves the reclaim

@@ -70,10 +70,15 @@ static void psi(unsigned long some_total)
                      "some avg10=0.00 avg60=0.00 avg300=0.00 total=%lu\n"
                      "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
                      some_total);
-    int fd = open(source, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    CHECK(fd >= 0, "cannot write %s: %s", source, strerror(errno));
-    CHECK(write(fd, text, (size_t)n) == n, "write %s", source);
+    /* Written aside and renamed: a reading between a truncation and the write would find
+     * no PSI file and drop the source for good. */
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.new", source);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(fd >= 0, "cannot write %s: %s", tmp, strerror(errno));
+    CHECK(write(fd, text, (size_t)n) == n, "write %s", tmp);
     close(fd);
+    CHECK(rename(tmp, source) == 0, "rename %s: %s", tmp, strerror(errno));
 }
 
 static void reclaim(void *arg)
