@@ -865,9 +865,12 @@ void usi_purge_resume(void);
  * USLAB_PURGER=always); passes run inline. Not from a signal handler. */
 void usi_purge_never(void);
 void usi_purge_postfork_child(void);
-/* A thread's first call that sets up its thread cache (tcache.c): in a fork child, the
- * process has threads again once it is not the forking one. */
+/* A thread's first call that sets up its thread cache, and its exit (tcache.c): the purger
+ * counts the threads that use uslab now; under USLAB_PURGER=auto its thread runs only while
+ * there are two or more (design §3). Also, in a fork child, the process has threads again
+ * once another than the forking one starts. */
 void usi_purge_thread_started(void);
+void usi_purge_thread_exited(void);
 /* Large blocks (design §8): init.c says whether glibc was tuned to keep their memory
  * (usi_sys_tune_for_large); then each free of one restarts an idle clock, and a pass
  * trims glibc once they have been idle for the purge delay. */
@@ -910,6 +913,11 @@ int usi_pressure_source(const char **path);
  * directories it names (or /sys/fs/cgroup/...) and /proc/pressure/memory under root (NULL
  * or "": under "/"). */
 void usi_pressure_reset(const char *root);
+/* The lowest pids.max of the process's cgroup v2 group and its ancestors up to its mount
+ * (found as the pressure source's group is, under the same root), -1 when none limits it
+ * or nothing can be read. Opens, reads and closes files; not twice at a time (purge.c
+ * reads it once, where a purger thread would start). */
+long long usi_pressure_pids_max(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* objects.c (rank 12): objects between the slabs and the magazines: locking, the       */

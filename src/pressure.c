@@ -31,6 +31,9 @@
  * The first reading only takes the counters' levels. Files that cannot be read count as
  * no pressure; a source that cannot be read at all is dropped for good (one note).
  *
+ * The same walk to the group's directory gives the purger's thread rule its cgroup v2
+ * pids limit (usi_pressure_pids_max: the lowest pids.max up to the mount; design §3).
+ *
  * Only the purger's passes call this (a lock of their own is not needed: the purger thread
  * and inline passes never run two at a time, purge.c's `running` and its single thread),
  * with no uslab lock held; no allocation: fixed buffers.
@@ -121,18 +124,18 @@ static int under_root(char *out, size_t len, const char *path)
 /* Calls fn on each line of the file at path (without its newline, NUL-terminated, in a
  * buffer fn may modify) until fn returns nonzero. A line longer than the buffer is skipped
  * whole. Returns fn's nonzero result, 0 at the end, or -1 when the file cannot be opened
- * or read. Open, read and close only; one buffer, static: choose_source is its only
- * caller and never runs twice at a time (see the top). */
-static int each_line(const char *path, int (*fn)(char *line, void *arg), void *arg)
+ * or read. Open, read and close only; the buffer (LINE_BUF bytes, static) is the caller's:
+ * choose_source never runs twice at a time (see the top), nor usi_pressure_pids_max. */
+#define LINE_BUF 4096
+static int each_line(const char *path, int (*fn)(char *line, void *arg), void *arg, char *buf)
 {
-    static char buf[4096];
     int fd = usi_os_open_ro(path);
     if (fd < 0)
         return -1;
     size_t fill = 0;
     int result = 0, dropping = 0; /* dropping: the rest of a line too long for buf */
     for (;;) {
-        long got = usi_os_read(fd, buf + fill, sizeof buf - 1 - fill);
+        long got = usi_os_read(fd, buf + fill, LINE_BUF - 1 - fill);
         if (got < 0) {
             result = -1;
             break;
@@ -157,7 +160,7 @@ static int each_line(const char *path, int (*fn)(char *line, void *arg), void *a
             break;
         memmove(buf, buf + line, fill - line);
         fill -= line;
-        if (fill == sizeof buf - 1) {
+        if (fill == LINE_BUF - 1) {
             fill = 0;
             dropping = 1;
         }
@@ -192,22 +195,32 @@ static int find_group(char *line, void *arg)
     return 1;
 }
 
-/* Takes mount/rest (rest: the group's path below the mount's root, "" or "/...") as the
- * source when it has a memory.pressure in PSI format: 1, else 0. */
-static int try_group_dir(const char *mount, const char *rest)
+/* file = the root, mount and rest (rest: the group's path below the mount's root, "" or
+ * "/..."); returns the length of the root and mount part, or -1 when it does not fit. */
+static long group_dir(char *file, size_t len, const char *mount, const char *rest)
 {
-    char dir[sizeof src.path], file[sizeof src.path];
+    char dir[sizeof src.path];
     size_t m = strlen(mount), r = strcmp(rest, "/") == 0 ? 0 : strlen(rest);
     while (m > 0 && mount[m - 1] == '/')
         m--;
     if (m + r + 1 >= sizeof dir)
-        return 0;
+        return -1;
     memcpy(dir, mount, m);
     memcpy(dir + m, rest, r);
     dir[m + r] = '\0';
     if (m + r == 0)
         memcpy(dir, "/", 2);
-    if (under_root(file, sizeof file, dir) < 0 || psi_some_total(file, "memory.pressure") < 0)
+    if (under_root(file, len, dir) < 0)
+        return -1;
+    return (long)(strlen(src.root) + m);
+}
+
+/* Takes mount/rest as the source when it has a memory.pressure in PSI format: 1, else 0. */
+static int try_group_dir(const char *mount, const char *rest)
+{
+    char file[sizeof src.path];
+    if (group_dir(file, sizeof file, mount, rest) < 0 ||
+        psi_some_total(file, "memory.pressure") < 0)
         return 0;
     set_path(file, strlen(file));
     src.state = 1;
@@ -255,9 +268,15 @@ static int unescape(char *s)
  * A cgroup2 mount whose ROOT (the part of the hierarchy visible at MOUNT-POINT) holds the
  * group gives MOUNT-POINT + the group's path below ROOT; 1 when that is taken. Lines with
  * fields missing, another file system, or paths that are not absolute are passed over. */
+struct mount_walk {
+    const char *group;
+    int (*take)(const char *mount, const char *rest); /* 1: taken, the walk ends */
+};
+
 static int try_mount(char *line, void *arg)
 {
-    const char *group = arg;
+    const struct mount_walk *walk = arg;
+    const char *group = walk->group;
     char *cursor = line, *field[6], *fstype = NULL;
     for (size_t i = 0; i < 6; i++)
         if ((field[i] = next_field(&cursor)) == NULL)
@@ -276,11 +295,31 @@ static int try_mount(char *line, void *arg)
     while (r > 1 && root[r - 1] == '/')
         r--;
     if (r == 1)
-        return try_group_dir(mount, group);
+        return walk->take(mount, group);
     if (strncmp(group, root, r) != 0 || (group[r] != '\0' && group[r] != '/'))
         return 0; /* the group is not visible under this mount */
-    return try_group_dir(mount, group + r);
+    return walk->take(mount, group + r);
 }
+
+/* Calls take on the process's cgroup v2 group under each cgroup2 mount that shows it (or
+ * /sys/fs/cgroup when mountinfo cannot be read) until it returns 1; returns that, else 0. */
+static int each_group_mount(int (*take)(const char *mount, const char *rest), char *buf)
+{
+    char file[sizeof src.path];
+    struct group group = {.found = 0};
+    if (under_root(file, sizeof file, "/proc/self/cgroup") < 0 ||
+        each_line(file, find_group, &group, buf) < 0 || !group.found)
+        return 0;
+    struct mount_walk walk = {group.path, take};
+    int found = under_root(file, sizeof file, "/proc/self/mountinfo") == 0
+                    ? each_line(file, try_mount, &walk, buf)
+                    : -1;
+    if (found < 0)
+        found = take("/sys/fs/cgroup", group.path);
+    return found > 0;
+}
+
+static char line_buf[LINE_BUF]; /* choose_source's lines */
 
 static void choose_source(void)
 {
@@ -302,17 +341,8 @@ static void choose_source(void)
     }
     /* The process's own cgroup v2 directory: under each cgroup2 mount of mountinfo that
      * shows it, or under /sys/fs/cgroup when mountinfo cannot be read. */
-    struct group group = {.found = 0};
-    if (under_root(file, sizeof file, "/proc/self/cgroup") == 0 &&
-        each_line(file, find_group, &group) >= 0 && group.found) {
-        int found = under_root(file, sizeof file, "/proc/self/mountinfo") == 0
-                        ? each_line(file, try_mount, group.path)
-                        : -1;
-        if (found < 0)
-            found = try_group_dir("/sys/fs/cgroup", group.path);
-        if (found > 0)
-            return;
-    }
+    if (each_group_mount(try_group_dir, line_buf) > 0)
+        return;
     if (under_root(file, sizeof file, "/proc/pressure/memory") == 0 &&
         psi_some_total(file, NULL) >= 0) {
         set_path(file, strlen(file));
@@ -320,6 +350,45 @@ static void choose_source(void)
         return;
     }
     usi_report_note("no memory-pressure signal (no PSI, no cgroup v2 memory.pressure)");
+}
+
+/* ---- the pids controller (purge.c's thread rule, design §3) ---- */
+
+static long long pids_min; /* the lowest pids.max seen, -1 none (usi_pressure_pids_max) */
+
+/* take for the pids walk: a group directory (it has cgroup.controllers) gives the lowest
+ * pids.max of it and its ancestors up to the mount; "max" or an unreadable file is none. */
+static int take_pids(const char *mount, const char *rest)
+{
+    char file[sizeof src.path], buf[64];
+    long stop = group_dir(file, sizeof file, mount, rest);
+    if (stop < 0 || read_text(file, "cgroup.controllers", buf, sizeof buf) < 0)
+        return 0;
+    for (size_t n = strlen(file);;) {
+        if (read_text(file, "pids.max", buf, sizeof buf) >= 0 && buf[0] >= '0' && buf[0] <= '9') {
+            long long v = number_after(buf, "");
+            if (v >= 0 && (pids_min < 0 || v < pids_min))
+                pids_min = v;
+        }
+        if (n <= (size_t)stop)
+            break;
+        while (n > (size_t)stop && file[n - 1] != '/')
+            n--; /* the parent */
+        if (n > (size_t)stop)
+            n--;
+        file[n] = '\0';
+        if (n == 0)
+            break;
+    }
+    return 1;
+}
+
+long long usi_pressure_pids_max(void)
+{
+    static char buf[LINE_BUF];
+    pids_min = -1;
+    each_group_mount(take_pids, buf);
+    return pids_min;
 }
 
 void usi_pressure_reset(const char *root)

@@ -15,10 +15,11 @@
  *    activity. Under USLAB_RETURN=pressure|both, while some cache has a reclaim callback
  *    (the registry counts them), it ticks even with nothing pending: each pass reads the
  *    pressure, which is how such a callback hears of it when nothing else is idle. It
- *    is started on first need, and only where a thread can live: by default (`auto`) in
- *    a process that already has threads (glibc's __libc_single_threaded; in a fork
- *    child, a second thread that called into uslab) and no seccomp filter, since a guest's
- *    thread breaks unshare(CLONE_NEWUSER) and sandboxes that allow no clone;
+ *    is started on need, and only where a thread can live: by default (`auto`) while at
+ *    least two threads use uslab (the live thread caches, counted here as tcache.c reports
+ *    their start and exit; it leaves by itself when they are down to one) and there is no
+ *    seccomp filter, no low RLIMIT_NPROC or cgroup pids.max, since a guest's thread
+ *    breaks unshare(CLONE_NEWUSER) and sandboxes that allow no clone;
  *  - otherwise the slow paths of the thread caches (usi_purge_poll): once a pass is due,
  *    the next slow path runs it. Such an inline pass calls no user code (it does not reap
  *    the depots of caches with a destructor; under pressure it leaves the reclaim
@@ -35,6 +36,7 @@
  * pass. The pass itself (reclaim.c, above the depot) is handed in at initialisation, so
  * this file calls nothing above it.
  */
+#define _GNU_SOURCE /* pthread_tryjoin_np */
 #include "internal.h"
 
 #include <errno.h>
@@ -49,16 +51,21 @@ static struct {
                    * passes inline) (atomic; reset in a fork child) */
     int started;  /* the thread: created and joinable as `tid` (under lock) */
     int stop;     /* the thread: leave now (under lock) */
-    int creating; /* a thread is in purger_start's pthread_create (atomic) */
+    int creating; /* threads in purger_start (atomic) */
+    int users;    /* live thread caches: threads that have used uslab and not exited, the
+                   * purger's own not counted (atomic; in a fork child, the forking one) */
     pthread_t tid;
     uint32_t ktid;     /* the thread's kernel id, set by itself (atomic) */
-    int running;       /* inline: a pass runs on some thread (atomic) */
+    int running;       /* a pass runs on some thread, inline or the purger (atomic) */
     uint32_t fork_tid; /* in a fork child: its one thread, until another calls into uslab
                         * (glibc's __libc_single_threaded stays false there); else 0 */
     int pid;           /* the process whose thread it is (atomic; written before the thread
                         * is asked for): a child made by clone without the fork handlers, or
                         * by vfork, has a copy of this state, or shares it, but not the thread */
 } purger = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+/* This thread: 1 counted in purger.users, 2 the purger thread itself, else 0. */
+static __thread int tls_role __attribute__((tls_model("initial-exec")));
 
 uint64_t usi_purge_due_ms;
 uint64_t usi_purge_live_due_ms;
@@ -182,30 +189,58 @@ static int run_pass(uint64_t now, unsigned how)
     return trim_large(now, idle) || more;
 }
 
+static void schedule_inline(void);
+
+/* Whether the purger thread leaves (under purger.lock): under `auto`, once at most one
+ * thread uses uslab (design §3), and its start has been recorded (`started`, so that the
+ * next start or a pause joins it). */
+static int leaving(void)
+{
+    return usi_options.purger == USI_PURGER_AUTO && purger.started &&
+           __atomic_load_n(&purger.users, __ATOMIC_ACQUIRE) <= 1;
+}
+
 static void *purger_main(void *arg)
 {
     (void)arg;
     /* Never cancelled in a wait (pthread_cond_wait is a cancellation point) with a lock
      * held: nobody outside uslab has its handle, but a cancel of every thread may come. */
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+    tls_role = 2;
     __atomic_store_n(&purger.ktid, usi_os_gettid(), __ATOMIC_RELEASE);
     uint64_t tick = tick_ms();
     for (;;) {
         usi_lock(&purger.lock);
-        while (!purger.pending && !purger.stop && !watching())
+        while (!purger.pending && !purger.stop && !watching() && !leaving())
             pthread_cond_wait(&purger.wake, &purger.lock);
-        purger.pending = 0;
-        /* The tick's sleep, cut short only by a stop (usi_purge_pause). */
-        struct timespec until;
-        usi_os_realtime_after(tick, &until);
-        while (!purger.stop && pthread_cond_timedwait(&purger.wake, &purger.lock, &until) == 0)
-            ;
-        int stop = purger.stop;
+        if (!leaving()) {
+            purger.pending = 0;
+            /* The tick's sleep, cut short by a stop (usi_purge_pause) or a leave. */
+            struct timespec until;
+            usi_os_realtime_after(tick, &until);
+            while (!purger.stop && !leaving() &&
+                   pthread_cond_timedwait(&purger.wake, &purger.lock, &until) == 0)
+                ;
+        }
+        int stop = purger.stop, leave = !stop && leaving();
+        if (leave) { /* joinable: the next start (or a pause) joins it; unless paused, 0 */
+            int state = 1;
+            __atomic_compare_exchange_n(&purger.thread, &state, 0, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED);
+        }
         usi_unlock(&purger.lock);
-        if (stop)
+        if (leave)
+            schedule_inline(); /* what is pending goes back on the slow paths */
+        if (stop || leave)
             return NULL;
         USI_ASSERT_NO_LOCK();
-        if (run_pass(usi_os_now_ms(), USI_PASS_USER)) {
+        /* Never two passes at a time (pressure.c relies on it): an inline pass scheduled
+         * before this thread started may still run on a slow path. */
+        while (__atomic_exchange_n(&purger.running, 1, __ATOMIC_ACQUIRE))
+            usi_os_sleep_ms(1);
+        int more = run_pass(usi_os_now_ms(), USI_PASS_USER);
+        __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);
+        if (more) {
             usi_lock(&purger.lock);
             purger.pending = 1;
             usi_unlock(&purger.lock);
@@ -215,12 +250,25 @@ static void *purger_main(void *arg)
     return NULL;
 }
 
-/* Returns 1 if the thread started. */
+/* Returns 1 if the thread started, 0 if it could not, -1 if the previous one, which left
+ * by itself, is still on its way out (not now: the caller must not wait for it). */
 static int purger_start(void)
 {
     pthread_attr_t attr;
     sigset_t all, old;
     pthread_t t;
+    __atomic_add_fetch(&purger.creating, 1, __ATOMIC_ACQ_REL);
+    usi_lock(&purger.lock);
+    int busy = purger.started && pthread_tryjoin_np(purger.tid, NULL) != 0;
+    if (!busy) {
+        purger.started = 0;
+        __atomic_store_n(&purger.ktid, 0, __ATOMIC_RELAXED);
+    }
+    usi_unlock(&purger.lock);
+    if (busy) {
+        __atomic_sub_fetch(&purger.creating, 1, __ATOMIC_ACQ_REL);
+        return -1;
+    }
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, (size_t)256 << 10);
     /* The purger must never receive the program's signals. */
@@ -229,15 +277,15 @@ static int purger_start(void)
     /* Joinable: usi_purge_pause joins it once `started` is set. No lock across
      * pthread_create, which may allocate and free through uslab and so kick (that kick
      * finds the state set and takes purger.lock); `creating` tells a pause to wait. */
-    __atomic_store_n(&purger.creating, 1, __ATOMIC_RELEASE);
     int ok = pthread_create(&t, &attr, purger_main, NULL) == 0;
     usi_lock(&purger.lock);
     if (ok) {
         purger.tid = t;
         purger.started = 1;
+        pthread_cond_broadcast(&purger.wake); /* it may leave from now on */
     }
     usi_unlock(&purger.lock);
-    __atomic_store_n(&purger.creating, 0, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&purger.creating, 1, __ATOMIC_ACQ_REL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (!ok)
@@ -250,6 +298,27 @@ int usi_purge_process_threaded(void)
     return !usi_os_single_threaded() && !__atomic_load_n(&purger.fork_tid, __ATOMIC_RELAXED);
 }
 
+/* The cgroup v2 pids limit (usi_pressure_pids_max), read once in the process, by the
+ * first thread that asks; -2 while it is being read. */
+static struct {
+    int state; /* 0 unread, 1 being read, 2 read (atomic; a fork child reads it again if
+                * another thread was reading it) */
+    long long value;
+} pids;
+
+static long long pids_limit(void)
+{
+    int st = __atomic_load_n(&pids.state, __ATOMIC_ACQUIRE);
+    if (st == 2)
+        return pids.value;
+    st = 0;
+    if (!__atomic_compare_exchange_n(&pids.state, &st, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return -2;
+    pids.value = usi_pressure_pids_max();
+    __atomic_store_n(&pids.state, 2, __ATOMIC_RELEASE);
+    return pids.value;
+}
+
 /* Whether this process gets the thread now (USLAB_PURGER). `auto` asks again at each kick
  * until the process has threads; then, once, whether a seccomp filter is in force: a
  * program that filters system calls may well refuse clone (the check itself is prctl,
@@ -260,7 +329,8 @@ static int thread_wanted(void)
     case USI_PURGER_ALWAYS:
         return 1;
     case USI_PURGER_AUTO:
-        if (!usi_purge_process_threaded())
+        /* Asked again at each kick: threads come and go (the thread leaves when alone). */
+        if (!usi_purge_process_threaded() || __atomic_load_n(&purger.users, __ATOMIC_ACQUIRE) <= 1)
             return 0;
         if (usi_os_seccomp_mode() != 0) {
             usi_report_note("a seccomp filter is in force: no purger thread; memory goes "
@@ -274,6 +344,17 @@ static int thread_wanted(void)
             usi_report_note("RLIMIT_NPROC is %lld: no purger thread; memory goes back on "
                             "slow paths",
                             nproc);
+            return -1;
+        }
+        /* The same for a cgroup's pids controller (read once; -2: another thread reads it
+         * now, ask again at the next kick). */
+        long long pmax = pids_limit();
+        if (pmax == -2)
+            return 0;
+        if (pmax >= 0 && pmax < USI_PURGER_MIN_NPROC) {
+            usi_report_note("the cgroup's pids.max is %lld: no purger thread; memory goes "
+                            "back on slow paths",
+                            pmax);
             return -1;
         }
         return 1;
@@ -311,7 +392,7 @@ void usi_purge_kick(void)
         int want = thread_wanted();
         if (want < 0)
             __atomic_store_n(&purger.thread, -1, __ATOMIC_RELEASE);
-        if (want <= 0) {
+        if (want <= 0 || tls_role == 2) { /* the purger, leaving, starts no other */
             schedule_inline();
             return;
         }
@@ -319,19 +400,30 @@ void usi_purge_kick(void)
          * which may kick again; that kick finds the state set. The process's id first, so
          * that whoever sees the state set sees whose thread it is. */
         __atomic_store_n(&purger.pid, usi_os_getpid(), __ATOMIC_RELEASE);
-        if (!__atomic_exchange_n(&purger.thread, 1, __ATOMIC_ACQ_REL) && !purger_start()) {
-            __atomic_store_n(&purger.thread, -1, __ATOMIC_RELEASE);
-            schedule_inline();
-            return;
+        state = 0;
+        if (__atomic_compare_exchange_n(&purger.thread, &state, 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            int started = purger_start();
+            if (started <= 0) {
+                __atomic_store_n(&purger.thread, started < 0 ? 0 : -1, __ATOMIC_RELEASE);
+                schedule_inline();
+                return;
+            }
         }
     } else if (state < 0 || state == 2 || !thread_here()) {
         schedule_inline();
         return;
     }
     usi_lock(&purger.lock);
-    purger.pending = 1;
-    pthread_cond_signal(&purger.wake);
+    /* The thread may have left (or been paused) since the state was read. */
+    int running = __atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE) == 1;
+    if (running) {
+        purger.pending = 1;
+        pthread_cond_signal(&purger.wake);
+    }
     usi_unlock(&purger.lock);
+    if (!running)
+        schedule_inline();
 }
 
 void usi_purge_poll_due(void)
@@ -348,10 +440,9 @@ void usi_purge_poll_due(void)
     __atomic_store_n(&usi_purge_due_ms, 0, __ATOMIC_RELAXED);
     USI_ASSERT_NO_LOCK();
     int e = errno;
-    if (run_pass(now, 0))
-        schedule_inline();
-    else if (watching())
-        usi_purge_kick(); /* due again; or the thread, if the process has one by now */
+    /* Due again; or the thread, if the process has threads by now. */
+    if (run_pass(now, 0) || watching())
+        usi_purge_kick();
     errno = e;
     __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);
 }
@@ -364,9 +455,32 @@ void usi_purge_watch(void)
 
 void usi_purge_thread_started(void)
 {
+    if (tls_role == 0) {
+        tls_role = 1;
+        /* A second thread: an inline pass is due at once, so that this thread's slow path
+         * runs it and, if anything is left or watched, its kick starts the purger thread
+         * (otherwise that would wait for slow paths that may never come). */
+        if (__atomic_add_fetch(&purger.users, 1, __ATOMIC_ACQ_REL) == 2 &&
+            usi_options.purger == USI_PURGER_AUTO && usi_options.purge_delay_ms &&
+            __atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE) == 0)
+            __atomic_store_n(&usi_purge_due_ms, 1, __ATOMIC_RELAXED);
+    }
     uint32_t tid = __atomic_load_n(&purger.fork_tid, __ATOMIC_RELAXED);
     if (tid && tid != usi_os_gettid())
         __atomic_store_n(&purger.fork_tid, 0, __ATOMIC_RELAXED);
+}
+
+void usi_purge_thread_exited(void)
+{
+    if (tls_role != 1)
+        return;
+    tls_role = 0;
+    if (__atomic_sub_fetch(&purger.users, 1, __ATOMIC_ACQ_REL) <= 1 &&
+        __atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE) == 1) {
+        usi_lock(&purger.lock); /* the thread rechecks under it: no lost wake-up */
+        pthread_cond_broadcast(&purger.wake);
+        usi_unlock(&purger.lock);
+    }
 }
 
 int usi_purge_pause(void)
@@ -374,11 +488,20 @@ int usi_purge_pause(void)
     int state = 1;
     /* Another process's thread (a clone or vfork child): not this one's to stop, nor in
      * its thread group (the kernel's checks see none). */
-    if (__atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE) != 1 || !thread_here())
-        return 0;
+    int now = __atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE);
+    if ((now != 1 && now != 0) || !thread_here())
+        return 0; /* never here, paused already, or none of this process's */
     if (!__atomic_compare_exchange_n(&purger.thread, &state, 2, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_RELAXED))
-        return 0;
+                                     __ATOMIC_RELAXED)) {
+        /* A thread that left by itself may still be on its way out of the thread group. */
+        usi_lock(&purger.lock);
+        int left = purger.started;
+        usi_unlock(&purger.lock);
+        state = 0;
+        if (!left || !__atomic_compare_exchange_n(&purger.thread, &state, 2, 0, __ATOMIC_ACQ_REL,
+                                                  __ATOMIC_RELAXED))
+            return 0;
+    }
     while (__atomic_load_n(&purger.creating, __ATOMIC_ACQUIRE))
         usi_os_sleep_ms(1); /* another thread is starting it: its tid comes next */
     usi_lock(&purger.lock);
@@ -435,6 +558,9 @@ void usi_purge_postfork_child(void)
     purger.ktid = 0;
     purger.stop = 0;
     purger.creating = 0;
+    purger.users = tls_role == 1; /* the forking thread: the child's only one */
+    if (pids.state == 1)
+        pids.state = 0;
     purger.fork_tid = usi_os_single_threaded() ? 0 : usi_os_gettid();
     purger.running = 0; /* a pass on another thread of the parent is not ours to finish */
     if (watching())

@@ -551,6 +551,7 @@ static void tcache_thread_exit(void *arg)
     usi_unlock(&registry_lock);
     if (!keep)
         usi_os_unmap_guarded(tc, tc->map_bytes);
+    usi_purge_thread_exited(); /* the purger thread may leave (design §3) */
 }
 
 void usi_tcache_init(void)

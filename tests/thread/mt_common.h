@@ -7,6 +7,7 @@
 #include "testutil.h"
 #include "uslab.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,24 @@
 #define MT_MALLOC(n) uslab_malloc(n)
 #define MT_FREE(p)   uslab_free(p)
 #endif
+
+/* Starts a thread that uses the allocator and then waits, detached, until the process
+ * exits. Under USLAB_PURGER=auto the purger thread runs only while at least two threads use
+ * uslab (design §3): a thread started and joined first is no longer enough. */
+static inline void *mt_parked_main(void *arg)
+{
+    void *volatile p = MT_MALLOC(64); /* volatile: a malloc/free pair may be elided */
+    MT_FREE(p);
+    for (;;)
+        pause();
+    return arg;
+}
+
+static inline int mt_park_thread(void)
+{
+    pthread_t t;
+    return pthread_create(&t, NULL, mt_parked_main, NULL) == 0 && pthread_detach(t) == 0;
+}
 
 /* Sanitizer runtimes add their own resident memory: memory bounds are not checked there. */
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)

@@ -101,11 +101,6 @@ static int responded(void)
            released("malloc-1024") > 0;
 }
 
-static void *nothing(void *arg)
-{
-    return arg;
-}
-
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "psi";
@@ -122,8 +117,7 @@ int main(int argc, char **argv)
     }
     psi(1000);
 
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, nothing, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
+    CHECK(mt_park_thread(), "thread"); /* the purger thread runs (design §3) */
     uslab_cache_t *c = uslab_cache_create("pressure", OBJ, 0, NULL, NULL, reclaim, NULL, 0);
     CHECK(c != NULL, "create");
     size_t base = mt_rss();

@@ -11,19 +11,19 @@
  * file's `some total` grows by 50 ms every 50 ms (so that the first reading, which only
  * takes the level, comes before a growth whenever it happens), and the test waits for the
  * callback, polling, for up to 30 s (no timing threshold):
- *  - `thread` (argv[1]): the process has had a thread, so the purger thread runs the
- *    passes; the callback must run, on that thread;
+ *  - `thread` (argv[1]): a second thread uses uslab and stays, so the purger thread runs
+ *    the passes; the callback must run, on that thread;
  *  - `inline`: the process never has a thread, passes run on slow paths; after each growth
  *    it allocates 600 more objects of the cache (more than two magazines: slow paths); the
  *    callback must run, on this thread, inside one of those allocations, and the process
  *    must still have one thread.
  *  - `fork`: as `thread`, but first a fork child (one thread, no purger) must get its
  *    callback as `inline` does, from the parent's watch carried over the fork;
- *  - `unshare`: as `thread`, but the program calls unshare(CLONE_NEWUSER) once the purger
- *    thread ticks (it must be paused, not make the call fail with EINVAL), allocating after
- *    each growth: the callback must still come (77 where user namespaces are refused).
- * Under USLAB_RETURN=delay (the test's environment says which) `thread` and `inline` run
- * for 3 s and the callback must not run.
+ *  - `unshare`: with USLAB_PURGER=always and no thread of its own (the purger is the only
+ *    other one), the program calls unshare(CLONE_NEWUSER) once the purger thread ticks (it must be
+ * paused, not make the call fail with EINVAL), allocating after each growth: the callback must
+ * still come (77 where user namespaces are refused). Under USLAB_RETURN=delay (the test's
+ * environment says which) `thread` and `inline` run for 3 s and the callback must not run.
  */
 #define _GNU_SOURCE /* unshare, CLONE_NEWUSER */
 #include "mt_common.h"
@@ -70,10 +70,15 @@ static void psi(unsigned long some_total)
                      "some avg10=0.00 avg60=0.00 avg300=0.00 total=%lu\n"
                      "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
                      some_total);
-    int fd = open(source, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    CHECK(fd >= 0, "cannot write %s: %s", source, strerror(errno));
-    CHECK(write(fd, text, (size_t)n) == n, "write %s", source);
+    /* Written aside and renamed: a reading between a truncation and the write would find
+     * no PSI file and drop the source for good. */
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.new", source);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(fd >= 0, "cannot write %s: %s", tmp, strerror(errno));
+    CHECK(write(fd, text, (size_t)n) == n, "write %s", tmp);
     close(fd);
+    CHECK(rename(tmp, source) == 0, "rename %s: %s", tmp, strerror(errno));
 }
 
 static void reclaim(void *arg)
@@ -109,11 +114,6 @@ static long threads(void)
             n = strtol(line + 8, NULL, 10);
     fclose(f);
     return n;
-}
-
-static void *nothing(void *arg)
-{
-    return arg;
 }
 
 /* Grows the stall time until the callback has run (at most `rounds` steps), allocating
@@ -178,10 +178,10 @@ int main(int argc, char **argv)
     CHECK(expect || !(fork_mode || unshare_mode), "%s: not under USLAB_RETURN=delay", mode);
     psi(total);
 
-    if (!inline_mode) {
-        pthread_t t;
-        CHECK(pthread_create(&t, NULL, nothing, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
-    }
+    /* The purger thread: a second thread that uses uslab (design §3); under unshare,
+     * where no thread may stay, USLAB_PURGER=always (the test's environment). */
+    if (!inline_mode && !unshare_mode)
+        CHECK(mt_park_thread(), "thread");
     uslab_cache_t *c = uslab_cache_create("watched", OBJ, 0, NULL, NULL, reclaim, NULL, 0);
     CHECK(c != NULL, "create");
     alloc_more(c, KEPT);

@@ -5,7 +5,12 @@
  *
  * Modes (argv[1]):
  *  - `auto`: a program that never starts a thread (USLAB_PURGER=auto) gets no purger thread;
- *  - `never`: a program that started (and joined) a thread, with USLAB_PURGER=never.
+ *  - `never`: a program that started (and joined) a thread, with USLAB_PURGER=never;
+ *  - `joined`: a program that started a thread that allocated and freed while the main
+ *    thread had used uslab too, so that the purger thread started (three threads), then
+ *    joined it: the purger thread runs only while two threads use uslab, so it leaves by
+ *    itself (before, it stayed for good: Python 3.12's os.fork() warned that the process
+ *    was multi-threaded).
  * Both fill a cache and malloc classes with 64 MiB each and free it all; the process must
  * still have one thread; idling gives nothing back (no thread does it); then a little
  * allocator activity (slow paths) gives the memory back once the delay has passed. The
@@ -48,6 +53,23 @@ static void *nothing(void *arg)
     return arg;
 }
 
+/* joined: frees a burst of malloc blocks (a kick with two threads using uslab), then waits
+ * for the purger thread to be there. */
+static void *burst(void *arg)
+{
+    enum { N = 16384 };
+    static void *p[N];
+    for (int i = 0; i < N; i++)
+        p[i] = MT_MALLOC(512);
+    for (int i = 0; i < N; i++)
+        MT_FREE(p[i]);
+    for (int waited = 0; waited < 3000 && task_count() < 3; waited += 10)
+        sleep_ms(10);
+    CHECK(MT_SANITIZED || task_count() == 3, "%d threads: the purger should have started",
+          task_count());
+    return arg;
+}
+
 static void dtor(void *obj, void *arg)
 {
     (void)obj;
@@ -70,7 +92,14 @@ int main(int argc, char **argv)
     /* USLAB_PURGE_DELAY (200 ms) and USLAB_PURGER (mode) are read when the library loads:
      * the test sets them (tests/thread/CMakeLists.txt). */
     const char *mode = argc > 1 ? argv[1] : "auto";
-    if (strcmp(mode, "never") == 0) {
+    int joined = strcmp(mode, "joined") == 0;
+    if (joined) {
+        pthread_t t;
+        void *volatile p = MT_MALLOC(64); /* this thread uses uslab too */
+        MT_FREE(p);
+        CHECK(pthread_create(&t, NULL, burst, NULL) == 0, "pthread_create");
+        CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    } else if (strcmp(mode, "never") == 0) {
         pthread_t t;
         CHECK(pthread_create(&t, NULL, nothing, NULL) == 0, "pthread_create");
         CHECK(pthread_join(t, NULL) == 0, "pthread_join");
@@ -106,7 +135,7 @@ int main(int argc, char **argv)
         uslab_cache_free(d, objs[i]);
     int destructed_before = __atomic_load_n(&destructed, __ATOMIC_RELAXED);
     size_t freed = mt_rss();
-    CHECK(MT_SANITIZED || task_count() == 1, "%d threads: no purger thread expected here",
+    CHECK(MT_SANITIZED || joined || task_count() == 1, "%d threads: no purger thread expected here",
           task_count());
     CHECK(full >= base + 60 * MIB, "only %zu KiB resident over the baseline when full",
           (full - base) >> 10);
@@ -115,6 +144,8 @@ int main(int argc, char **argv)
      * given back what the frees left; on a slow machine, slow paths during the frees may
      * already have given back part of it, which is right too). */
     sleep_ms(500);
+    CHECK(MT_SANITIZED || task_count() == 1, "%d threads after idling: no purger thread expected",
+          task_count());
     size_t idle = mt_rss();
     CHECK(idle + MIB >= freed, "%zu KiB went back without a thread or a slow path",
           (freed - idle) >> 10);
