@@ -36,7 +36,7 @@
  * pass. The pass itself (reclaim.c, above the depot) is handed in at initialisation, so
  * this file calls nothing above it.
  */
-#define _GNU_SOURCE /* pthread_tryjoin_np */
+#define _GNU_SOURCE
 #include "internal.h"
 
 #include <errno.h>
@@ -223,10 +223,15 @@ static void *purger_main(void *arg)
                 ;
         }
         int stop = purger.stop, leave = !stop && leaving();
-        if (leave) { /* joinable: the next start (or a pause) joins it; unless paused, 0 */
+        if (leave) {
+            /* Unless paused, none now (0). Detached: nobody joins a thread that left by
+             * itself (a finished thread never joined is a leak to TSan); a pause waits for
+             * its kernel id to leave the thread group instead (ktid stays set). */
             int state = 1;
             __atomic_compare_exchange_n(&purger.thread, &state, 0, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED);
+            purger.started = 0;
+            pthread_detach(pthread_self());
         }
         usi_unlock(&purger.lock);
         if (leave)
@@ -250,8 +255,8 @@ static void *purger_main(void *arg)
     return NULL;
 }
 
-/* Returns 1 if the thread started, 0 if it could not, -1 if the previous one, which left
- * by itself, is still on its way out (not now: the caller must not wait for it). */
+/* Returns 1 if the thread started, 0 if it could not, -1 if another is still recorded as
+ * running (not now: the caller must not wait for it). */
 static int purger_start(void)
 {
     pthread_attr_t attr;
@@ -259,11 +264,7 @@ static int purger_start(void)
     pthread_t t;
     __atomic_add_fetch(&purger.creating, 1, __ATOMIC_ACQ_REL);
     usi_lock(&purger.lock);
-    int busy = purger.started && pthread_tryjoin_np(purger.tid, NULL) != 0;
-    if (!busy) {
-        purger.started = 0;
-        __atomic_store_n(&purger.ktid, 0, __ATOMIC_RELAXED);
-    }
+    int busy = purger.started; /* one that left by itself has cleared it (detached) */
     usi_unlock(&purger.lock);
     if (busy) {
         __atomic_sub_fetch(&purger.creating, 1, __ATOMIC_ACQ_REL);
@@ -493,13 +494,11 @@ int usi_purge_pause(void)
         return 0; /* never here, paused already, or none of this process's */
     if (!__atomic_compare_exchange_n(&purger.thread, &state, 2, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED)) {
-        /* A thread that left by itself may still be on its way out of the thread group. */
-        usi_lock(&purger.lock);
-        int left = purger.started;
-        usi_unlock(&purger.lock);
+        /* None now: one that left by itself (detached) may still be on its way out of the
+         * thread group, which the wait below covers; paused meanwhile, none starts. */
         state = 0;
-        if (!left || !__atomic_compare_exchange_n(&purger.thread, &state, 2, 0, __ATOMIC_ACQ_REL,
-                                                  __ATOMIC_RELAXED))
+        if (!__atomic_compare_exchange_n(&purger.thread, &state, 2, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_RELAXED))
             return 0;
     }
     while (__atomic_load_n(&purger.creating, __ATOMIC_ACQUIRE))
@@ -510,15 +509,15 @@ int usi_purge_pause(void)
     purger.stop = 1;
     pthread_cond_broadcast(&purger.wake);
     usi_unlock(&purger.lock);
-    if (started) {
+    if (started)
         pthread_join(t, NULL);
-        /* pthread_join returns when the thread has released its memory, a little before the
-         * kernel takes it out of the thread group, which is what unshare(CLONE_NEWUSER)
-         * counts: wait for that too (at most a second; it takes microseconds). */
-        uint32_t k = __atomic_exchange_n(&purger.ktid, 0, __ATOMIC_ACQ_REL);
-        for (int i = 0; k && i < 1000 && usi_os_thread_exists(k); i++)
-            usi_os_sleep_ms(1);
-    }
+    /* pthread_join returns when the thread has released its memory, a little before the
+     * kernel takes it out of the thread group, which is what unshare(CLONE_NEWUSER) counts;
+     * a thread that left by itself was not joined at all: wait for the kernel (at most a
+     * second; it takes microseconds). */
+    uint32_t k = __atomic_exchange_n(&purger.ktid, 0, __ATOMIC_ACQ_REL);
+    for (int i = 0; k && i < 1000 && usi_os_thread_exists(k); i++)
+        usi_os_sleep_ms(1);
     usi_lock(&purger.lock);
     purger.stop = 0;
     purger.started = 0;
