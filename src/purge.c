@@ -59,6 +59,8 @@ static struct {
     int running;       /* a pass runs on some thread, inline or the purger (atomic) */
     uint32_t fork_tid; /* in a fork child: its one thread, until another calls into uslab
                         * (glibc's __libc_single_threaded stays false there); else 0 */
+    uint64_t alone_ms; /* when the count of threads using uslab last fell to 1 (atomic; 0
+                        * while two or more use it) */
     int pid;           /* the process whose thread it is (atomic; written before the thread
                         * is asked for): a child made by clone without the fork handlers, or
                         * by vfork, has a copy of this state, or shares it, but not the thread */
@@ -191,13 +193,23 @@ static int run_pass(uint64_t now, unsigned how)
 
 static void schedule_inline(void);
 
-/* Whether the purger thread leaves (under purger.lock): under `auto`, once at most one
- * thread uses uslab (design §3), and its start has been recorded (`started`, so that the
- * next start or a pause joins it). */
+/* When the purger thread may leave (under purger.lock), or 0 while it stays: under `auto`,
+ * once at most one thread uses uslab (design §3) and has for a purge delay (a program
+ * whose threads come and go, thread churn, would otherwise start a purger per
+ * generation), and its start has been recorded (`started`). */
+static uint64_t leave_at_ms(void)
+{
+    if (usi_options.purger != USI_PURGER_AUTO || !purger.started ||
+        __atomic_load_n(&purger.users, __ATOMIC_ACQUIRE) > 1)
+        return 0;
+    uint64_t alone = __atomic_load_n(&purger.alone_ms, __ATOMIC_ACQUIRE);
+    return alone ? alone + usi_options.purge_delay_ms : 1;
+}
+
 static int leaving(void)
 {
-    return usi_options.purger == USI_PURGER_AUTO && purger.started &&
-           __atomic_load_n(&purger.users, __ATOMIC_ACQUIRE) <= 1;
+    uint64_t at = leave_at_ms();
+    return at && usi_os_now_ms() >= at;
 }
 
 static void *purger_main(void *arg)
@@ -211,8 +223,16 @@ static void *purger_main(void *arg)
     uint64_t tick = tick_ms();
     for (;;) {
         usi_lock(&purger.lock);
-        while (!purger.pending && !purger.stop && !watching() && !leaving())
-            pthread_cond_wait(&purger.wake, &purger.lock);
+        while (!purger.pending && !purger.stop && !watching() && !leaving()) {
+            uint64_t at = leave_at_ms(), now = usi_os_now_ms();
+            if (!at) {
+                pthread_cond_wait(&purger.wake, &purger.lock);
+                continue;
+            }
+            struct timespec until; /* alone: wait until it may leave */
+            usi_os_realtime_after(at > now ? at - now : 1, &until);
+            pthread_cond_timedwait(&purger.wake, &purger.lock, &until);
+        }
         if (!leaving()) {
             purger.pending = 0;
             /* The tick's sleep, cut short by a stop (usi_purge_pause) or a leave. */
@@ -461,8 +481,10 @@ void usi_purge_thread_started(void)
         /* A second thread: an inline pass is due at once, so that this thread's slow path
          * runs it and, if anything is left or watched, its kick starts the purger thread
          * (otherwise that would wait for slow paths that may never come). */
-        if (__atomic_add_fetch(&purger.users, 1, __ATOMIC_ACQ_REL) == 2 &&
-            usi_options.purger == USI_PURGER_AUTO && usi_options.purge_delay_ms &&
+        int users = __atomic_add_fetch(&purger.users, 1, __ATOMIC_ACQ_REL);
+        if (users >= 2)
+            __atomic_store_n(&purger.alone_ms, 0, __ATOMIC_RELEASE);
+        if (users == 2 && usi_options.purger == USI_PURGER_AUTO && usi_options.purge_delay_ms &&
             __atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE) == 0)
             __atomic_store_n(&usi_purge_due_ms, 1, __ATOMIC_RELAXED);
     }
@@ -476,8 +498,11 @@ void usi_purge_thread_exited(void)
     if (tls_role != 1)
         return;
     tls_role = 0;
-    if (__atomic_sub_fetch(&purger.users, 1, __ATOMIC_ACQ_REL) <= 1 &&
-        __atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE) == 1) {
+    if (__atomic_sub_fetch(&purger.users, 1, __ATOMIC_ACQ_REL) > 1)
+        return;
+    uint64_t now = usi_os_now_ms();
+    __atomic_store_n(&purger.alone_ms, now ? now : 1, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE) == 1) {
         usi_lock(&purger.lock); /* the thread rechecks under it: no lost wake-up */
         pthread_cond_broadcast(&purger.wake);
         usi_unlock(&purger.lock);
@@ -558,6 +583,7 @@ void usi_purge_postfork_child(void)
     purger.stop = 0;
     purger.creating = 0;
     purger.users = tls_role == 1; /* the forking thread: the child's only one */
+    purger.alone_ms = 0;
     if (pids.state == 1)
         pids.state = 0;
     purger.fork_tid = usi_os_single_threaded() ? 0 : usi_os_gettid();
