@@ -477,18 +477,11 @@ void usi_os_write_err(const char *buf, size_t len)
 
 long usi_os_read_file(const char *path, char *buf, size_t len)
 {
-    if (usi_os_quiet()) {
-        errno = EPERM;
-        return -1;
-    }
-    long fd;
-    /* O_NONBLOCK: opening a FIFO for reading waits for a writer, and USLAB_CLASSES or
-     * USLAB_PRESSURE_SOURCE may name one (start-up hung for good). It changes nothing for
-     * the regular files read here; the kernel's files under /proc and cgroupfs are regular
-     * files too. */
-    do
-        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
+    /* O_NONBLOCK (usi_os_open_ro): opening a FIFO for reading waits for a writer, and
+     * USLAB_CLASSES or USLAB_PRESSURE_SOURCE may name one (start-up hung for good). It
+     * changes nothing for the regular files read here; the kernel's files under /proc and
+     * cgroupfs are regular files too. */
+    long fd = usi_os_open_ro(path);
     if (fd < 0)
         return -1;
     struct stat st;

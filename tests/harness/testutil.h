@@ -7,6 +7,7 @@
 #ifndef USLAB_TESTUTIL_H
 #define USLAB_TESTUTIL_H
 
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +186,21 @@ static inline int ptrset_contains(const struct ptrset *s, const void *ptr)
         if (s->slot[i] == p)
             return 1;
     return 0;
+}
+
+/* Threads of this process now: entries of /proc/self/task, or -1 where it cannot be read
+ * (opendir allocates: under the preload library, a call into uslab). */
+static inline int task_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
 }
 
 #endif

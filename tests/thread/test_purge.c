@@ -29,18 +29,6 @@ static void sleep_ms(long ms)
 }
 
 /* Threads of this process, from /proc/self/task. */
-static int task_count(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    int n = 0;
-    struct dirent *e;
-    CHECK(d != NULL, "opendir /proc/self/task");
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 int main(int argc, char **argv)
 {
     /* USLAB_PURGE_DELAY (200 ms here) and USLAB_PURGER are read when the library loads:

@@ -36,18 +36,6 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-static int task_count(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    int n = 0;
-    struct dirent *e;
-    CHECK(d != NULL, "opendir /proc/self/task");
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 static void *nothing(void *arg)
 {
     return arg;

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "check.h"
 #include "internal.h"
+#include "testutil.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -125,18 +126,6 @@ static void case_reader(void)
     CHECK(pids_max() == -1, "nothing: %lld", pids_max());
 }
 
-static int tasks(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    int n = 0;
-    struct dirent *e;
-    CHECK(d != NULL, "opendir /proc/self/task");
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 static void *parked(void *arg)
 {
     void *volatile p = uslab_malloc(64);
@@ -170,7 +159,7 @@ static int threads_with(const char *a_max)
             uslab_free(p[i]);
         ts.tv_nsec = 300 * 1000000L;
         nanosleep(&ts, NULL);
-        _exit(tasks());
+        _exit(task_count());
     }
     int status;
     CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
