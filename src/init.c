@@ -102,6 +102,7 @@ static void postfork_parent(void)
 static void postfork_child(void)
 {
     usi_live_postfork_child(); /* takes no lock: also where none was taken */
+    usi_purge_postfork_home(); /* nor this: the child may start a purger thread */
     if (!fork_took_locks())
         return; /* one thread: nothing held, nobody orphaned, no purger thread */
     usi_os_postfork_child();

@@ -865,6 +865,10 @@ void usi_purge_resume(void);
  * USLAB_PURGER=always); passes run inline. Not from a signal handler. */
 void usi_purge_never(void);
 void usi_purge_postfork_child(void);
+/* In every fork child, also where the fork handlers took no lock (no lock, one store): the
+ * child is a process that may start a purger thread; a child made without the handlers
+ * (clone, vfork) is not. */
+void usi_purge_postfork_home(void);
 /* A thread's first call that sets up its thread cache, and its exit (tcache.c): the purger
  * counts the threads that use uslab now; under USLAB_PURGER=auto its thread runs only while
  * there are two or more (design §3). Also, in a fork child, the process has threads again

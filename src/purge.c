@@ -64,6 +64,9 @@ static struct {
     int pid;           /* the process whose thread it is (atomic; written before the thread
                         * is asked for): a child made by clone without the fork handlers, or
                         * by vfork, has a copy of this state, or shares it, but not the thread */
+    int home;          /* the process that may start the thread: the one that initialised,
+                        * or a fork child (its handler); never a clone or vfork child (set
+                        * at initialisation, and in a fork child) */
 } purger = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 /* This thread: 1 counted in purger.users, 2 the purger thread itself, else 0. */
@@ -122,6 +125,7 @@ static int (*purge_pass)(uint64_t now_ms, uint64_t idle_ms, unsigned how);
 void usi_purge_set_pass(int (*pass)(uint64_t now_ms, uint64_t idle_ms, unsigned how))
 {
     purge_pass = pass;
+    __atomic_store_n(&purger.home, usi_os_getpid(), __ATOMIC_RELEASE);
 }
 
 /* Time between passes while something is pending (or, under pressure|both, while a cache
@@ -413,7 +417,13 @@ void usi_purge_kick(void)
         int want = thread_wanted();
         if (want < 0)
             __atomic_store_n(&purger.thread, -1, __ATOMIC_RELEASE);
-        if (want <= 0 || tls_role == 2) { /* the purger, leaving, starts no other */
+        /* The purger, leaving, starts no other. Nor does a child that ran no fork handler
+         * (glibc's clone(), syscall(SYS_clone), vfork): a thread started there would be
+         * the child's, and a child that leaves by the exit system call (the end of a
+         * clone()d function) would then live on as that thread, never reaped: its parent's
+         * waitpid hung for good. Its passes run inline. */
+        if (want <= 0 || tls_role == 2 ||
+            __atomic_load_n(&purger.home, __ATOMIC_ACQUIRE) != usi_os_getpid()) {
             schedule_inline();
             return;
         }
@@ -569,6 +579,11 @@ void usi_purge_resume(void)
 {
     int state = 2;
     __atomic_compare_exchange_n(&purger.thread, &state, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+void usi_purge_postfork_home(void)
+{
+    __atomic_store_n(&purger.home, usi_os_getpid(), __ATOMIC_RELEASE);
 }
 
 void usi_purge_postfork_child(void)

@@ -22,6 +22,14 @@
  *    pause joined it for ever before); then a vfork child does the same without
  *    allocating, and the parent itself after it (its state untouched by the vfork child).
  *    Each child must exit 0 within 10 s.
+ *  - `clone-vm`: a thread that never allocates is parked; the main thread allocates, then
+ *    a clone() child that shares the memory (CLONE_VM, no CLONE_THREAD) and runs on the
+ *    parked thread's TLS (CLONE_SETTLS: its own thread cache, a second user of uslab)
+ *    allocates and frees past the purge delay and returns (glibc's clone() then makes the
+ *    exit system call, which ends that task only): it must be reaped within 10 s, with
+ *    its memory's contents right. A purger thread started in the child (before: the
+ *    second user's kick started it there) kept the child alive for good, and the parent's
+ *    waitpid hung.
  *  - `seccomp-tsync`: as `unshare-joined` up to the join and the frees after it (the purger
  *    thread runs), then a memory-only filter (no futex, no prctl) for every thread
  *    (SECCOMP_FILTER_FLAG_TSYNC, through syscall(SYS_seccomp)); then it frees and idles
@@ -474,6 +482,61 @@ static int clone_userns(void)
     if (r == 0)
         printf("sandbox ok\n");
     return r;
+}
+
+/* clone-vm: the parked thread's thread pointer, for the child's CLONE_SETTLS. */
+static void *parked_tp;
+static pthread_mutex_t parked_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t parked_cond = PTHREAD_COND_INITIALIZER;
+
+static void *parked_no_alloc(void *arg)
+{
+    pthread_mutex_lock(&parked_lock);
+    parked_tp = __builtin_thread_pointer();
+    pthread_cond_signal(&parked_cond);
+    pthread_mutex_unlock(&parked_lock);
+    for (;;)
+        pause();
+    return arg;
+}
+
+/* The clone-vm child: its own slow paths, a second user of uslab in the shared memory. */
+static int vm_child(void *arg)
+{
+    (void)arg;
+    return work_and_idle() ? 3 : 0;
+}
+
+static int clone_vm(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, parked_no_alloc, NULL) != 0)
+        die("pthread_create failed\n");
+    pthread_mutex_lock(&parked_lock);
+    while (!parked_tp)
+        pthread_cond_wait(&parked_cond, &parked_lock);
+    pthread_mutex_unlock(&parked_lock);
+    if (workload(5)) /* the main thread: the first user */
+        die("wrong contents\n");
+    enum { STACK = 1 << 20 };
+    char *stack = malloc(STACK);
+    if (!stack)
+        die("malloc failed\n");
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid =
+        clone(vm_child, stack + STACK, CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SETTLS | SIGCHLD,
+              NULL, NULL, parked_tp, NULL);
+    if (pid < 0)
+        die("clone failed\n");
+    int r = wait_child(pid, "clone(CLONE_VM)");
+    free(stack);
+    if (r != 0)
+        return 1;
+    if (workload(6)) /* and the parent's memory still works */
+        die("wrong contents\n");
+    printf("sandbox ok\n");
+    return 0;
 }
 
 /* Strict mode: no stdio, no sleep, no exit_group from here on. */
@@ -944,6 +1007,8 @@ int main(int argc, char **argv)
         return nproc_limit();
     if (strcmp(mode, "clone-userns") == 0)
         return clone_userns();
+    if (strcmp(mode, "clone-vm") == 0)
+        return clone_vm();
     if (strcmp(mode, "setns-joined") == 0)
         return setns_joined();
     if (strcmp(mode, "strict-prctl") == 0 || strcmp(mode, "strict-syscall") == 0)
@@ -974,11 +1039,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof child_modes / sizeof child_modes[0]; i++)
         if (strcmp(mode, child_modes[i]) == 0)
             return in_child(mode, argv[0]);
-    fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
-                    "unshare-joined|clone-userns|seccomp-tsync|setns-joined|strict-prctl|strict-"
-                    "syscall|nproc|late-prctl|late-syscall|late-"
-                    "vfork|inherited|landlock|"
-                    "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
-                    "exit-group|quick-exit-c|vfork-exit|clone-exec|shm-space\n");
+    fprintf(stderr,
+            "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
+            "unshare-joined|clone-userns|clone-vm|seccomp-tsync|setns-joined|strict-prctl|strict-"
+            "syscall|nproc|late-prctl|late-syscall|late-"
+            "vfork|inherited|landlock|"
+            "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
+            "exit-group|quick-exit-c|vfork-exit|clone-exec|shm-space\n");
     return 2;
 }
