@@ -31,8 +31,9 @@
  * The first reading only takes the counters' levels. Files that cannot be read count as
  * no pressure; a source that cannot be read at all is dropped for good (one note).
  *
- * The same walk to the group's directory gives the purger's thread rule its cgroup v2
- * pids limit (usi_pressure_pids_max: the lowest pids.max up to the mount; design §3).
+ * The same walk to the group's directory gives the purger's thread rule its cgroup pids
+ * limit (usi_pressure_pids_max: the lowest pids.max up to the mount, of cgroup v2 and of a
+ * cgroup v1 pids hierarchy; design §3).
  *
  * Only the purger's passes call this (a lock of their own is not needed: the purger thread
  * and inline passes never run two at a time, purge.c's `running` and its single thread),
@@ -169,11 +170,30 @@ static int each_line(const char *path, int (*fn)(char *line, void *arg), void *a
     return result;
 }
 
-/* The process's cgroup v2 path: the "0::" line of /proc/self/cgroup. */
+/* The process's cgroup path: the "0::" line of /proc/self/cgroup (cgroup v2), or the line
+ * of a cgroup v1 hierarchy that has `controller` ("4:pids:/a/b"; "3:cpu,cpuacct:/"). */
 struct group {
     char path[sizeof src.path];
     int found;
+    const char *controller; /* NULL: cgroup v2 */
 };
+
+/* Whether the comma-separated list (up to its end or `stop`) has the item `word`. */
+static int list_has(const char *list, char stop, const char *word)
+{
+    size_t w = strlen(word);
+    for (const char *p = list; *p && *p != stop;) {
+        size_t n = 0;
+        while (p[n] && p[n] != ',' && p[n] != stop)
+            n++;
+        if (n == w && strncmp(p, word, w) == 0)
+            return 1;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
 
 /* each_line's fn for /proc/self/cgroup. The path is kept when it is absolute, fits and has
  * no ".." component (a cgroup outside the process's cgroup namespace: no directory of it
@@ -181,9 +201,17 @@ struct group {
 static int find_group(char *line, void *arg)
 {
     struct group *g = arg;
-    if (strncmp(line, "0::", 3) != 0)
-        return 0;
-    const char *path = line + 3;
+    const char *path;
+    if (!g->controller) {
+        if (strncmp(line, "0::", 3) != 0)
+            return 0;
+        path = line + 3;
+    } else {
+        const char *list = strchr(line, ':'), *end = list ? strchr(list + 1, ':') : NULL;
+        if (!end || !list_has(list + 1, ':', g->controller))
+            return 0;
+        path = end + 1;
+    }
     size_t n = strlen(path);
     if (path[0] != '/' || n >= sizeof g->path)
         return 1;
@@ -270,6 +298,7 @@ static int unescape(char *s)
  * fields missing, another file system, or paths that are not absolute are passed over. */
 struct mount_walk {
     const char *group;
+    const char *controller; /* NULL: a cgroup2 mount; else a cgroup (v1) mount with it */
     int (*take)(const char *mount, const char *rest); /* 1: taken, the walk ends */
 };
 
@@ -277,16 +306,20 @@ static int try_mount(char *line, void *arg)
 {
     const struct mount_walk *walk = arg;
     const char *group = walk->group;
-    char *cursor = line, *field[6], *fstype = NULL;
+    char *cursor = line, *field[6], *fstype = NULL, *super = NULL;
     for (size_t i = 0; i < 6; i++)
         if ((field[i] = next_field(&cursor)) == NULL)
             return 0;
     for (char *opt; (opt = next_field(&cursor)) != NULL;)
         if (strcmp(opt, "-") == 0) {
             fstype = next_field(&cursor);
+            if (next_field(&cursor)) /* the source */
+                super = next_field(&cursor);
             break;
         }
-    if (!fstype || strcmp(fstype, "cgroup2") != 0)
+    if (!walk->controller ? !fstype || strcmp(fstype, "cgroup2") != 0
+                          : !fstype || strcmp(fstype, "cgroup") != 0 || !super ||
+                                !list_has(super, '\0', walk->controller))
         return 0;
     char *root = field[3], *mount = field[4];
     if (unescape(root) < 0 || unescape(mount) < 0 || root[0] != '/' || mount[0] != '/')
@@ -302,20 +335,31 @@ static int try_mount(char *line, void *arg)
 }
 
 /* Calls take on the process's cgroup v2 group under each cgroup2 mount that shows it (or
- * /sys/fs/cgroup when mountinfo cannot be read) until it returns 1; returns that, else 0. */
-static int each_group_mount(int (*take)(const char *mount, const char *rest), char *buf)
+ * /sys/fs/cgroup when mountinfo cannot be read) until it returns 1; returns that, else 0.
+ * With a controller: its cgroup v1 group, under each cgroup mount of that controller (or
+ * /sys/fs/cgroup/<controller>). */
+static int each_group_mount(const char *controller,
+                            int (*take)(const char *mount, const char *rest), char *buf)
 {
     char file[sizeof src.path];
-    struct group group = {.found = 0};
+    struct group group = {.found = 0, .controller = controller};
     if (under_root(file, sizeof file, "/proc/self/cgroup") < 0 ||
         each_line(file, find_group, &group, buf) < 0 || !group.found)
         return 0;
-    struct mount_walk walk = {group.path, take};
+    struct mount_walk walk = {group.path, controller, take};
     int found = under_root(file, sizeof file, "/proc/self/mountinfo") == 0
                     ? each_line(file, try_mount, &walk, buf)
                     : -1;
-    if (found < 0)
+    if (found < 0 && !controller)
         found = take("/sys/fs/cgroup", group.path);
+    if (found < 0 && controller) {
+        char mount[64] = "/sys/fs/cgroup/";
+        size_t m = strlen(mount), c = strlen(controller);
+        if (m + c < sizeof mount) {
+            memcpy(mount + m, controller, c + 1);
+            found = take(mount, group.path);
+        }
+    }
     return found > 0;
 }
 
@@ -341,7 +385,7 @@ static void choose_source(void)
     }
     /* The process's own cgroup v2 directory: under each cgroup2 mount of mountinfo that
      * shows it, or under /sys/fs/cgroup when mountinfo cannot be read. */
-    if (each_group_mount(try_group_dir, line_buf) > 0)
+    if (each_group_mount(NULL, try_group_dir, line_buf) > 0)
         return;
     if (under_root(file, sizeof file, "/proc/pressure/memory") == 0 &&
         psi_some_total(file, NULL) >= 0) {
@@ -356,13 +400,16 @@ static void choose_source(void)
 
 static long long pids_min; /* the lowest pids.max seen, -1 none (usi_pressure_pids_max) */
 
-/* take for the pids walk: a group directory (it has cgroup.controllers) gives the lowest
- * pids.max of it and its ancestors up to the mount; "max" or an unreadable file is none. */
+/* take for the pids walk: a group directory (it has cgroup.controllers, or under cgroup v1
+ * cgroup.procs) gives the lowest pids.max of it and its ancestors up to the mount; "max"
+ * or an unreadable file is none. */
+static const char *pids_marker; /* the file that makes a directory a group */
+
 static int take_pids(const char *mount, const char *rest)
 {
     char file[sizeof src.path], buf[64];
     long stop = group_dir(file, sizeof file, mount, rest);
-    if (stop < 0 || read_text(file, "cgroup.controllers", buf, sizeof buf) < 0)
+    if (stop < 0 || read_text(file, pids_marker, buf, sizeof buf) < 0)
         return 0;
     for (size_t n = strlen(file);;) {
         if (read_text(file, "pids.max", buf, sizeof buf) >= 0 && buf[0] >= '0' && buf[0] <= '9') {
@@ -387,7 +434,11 @@ long long usi_pressure_pids_max(void)
 {
     static char buf[LINE_BUF];
     pids_min = -1;
-    each_group_mount(take_pids, buf);
+    pids_marker = "cgroup.controllers";
+    each_group_mount(NULL, take_pids, buf);
+    /* A cgroup v1 pids controller (a hybrid or legacy host) limits the process as well. */
+    pids_marker = "cgroup.procs";
+    each_group_mount("pids", take_pids, buf);
     return pids_min;
 }
 

@@ -323,7 +323,7 @@ int usi_purge_process_threaded(void)
     return !usi_os_single_threaded() && !__atomic_load_n(&purger.fork_tid, __ATOMIC_RELAXED);
 }
 
-/* The cgroup v2 pids limit (usi_pressure_pids_max), read once in the process, by the
+/* The cgroup pids limit (usi_pressure_pids_max: v2 and v1), read once in the process, by the
  * first thread that asks; -2 while it is being read. */
 static struct {
     int state; /* 0 unread, 1 being read, 2 read (atomic; a fork child reads it again if

@@ -46,7 +46,7 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_PURGER] = {"USLAB_PURGER", USI_SETTING_KIND_CHOICE, USI_PURGER_AUTO, "auto", 0, 0,
                             "the purger thread that returns idle memory without further "
                             "activity: `auto` runs it only while two or more threads use "
-                            "uslab, with no seccomp filter and no RLIMIT_NPROC or cgroup v2 "
+                            "uslab, with no seccomp filter and no RLIMIT_NPROC or cgroup "
                             "pids.max below 4096; "
                             "`always`; `never` (memory goes back on slow paths; "
                             "docs/design.md §3)",

@@ -9,9 +9,14 @@
  *  - usi_pressure_pids_max: the lowest pids.max of the group and its ancestors up to the
  *    mount ("max" is none); none at all, no group directory, or no cgroup line: -1; a
  *    hybrid host (cgroup2 at /sys/fs/cgroup/unified); no mountinfo (/sys/fs/cgroup);
+ *    a cgroup v1 pids hierarchy (this machine's kind: "8:pids:/a/b", a `cgroup` mount with
+ *    the `pids` option, groups with cgroup.procs), alone, joined with another controller,
+ *    without mountinfo (/sys/fs/cgroup/pids), beside a v2 limit (the lower wins), and a
+ *    v1 mount of another controller only (-1); it read no v1 limit before;
  *  - the rule, in fork children (it is read once per process): two threads use uslab and
  *    free a burst; with pids.max 20 on the group's parent no purger thread starts (the
- *    process keeps its two threads), with "max" everywhere it does (three).
+ *    process keeps its two threads), with "max" everywhere it does (three); with a v1
+ *    pids.max of 20 none starts either (it did before: three).
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -57,8 +62,11 @@ static void clear_root(void)
     CHECK(mkdir(root, 0700) == 0, "mkdir %s: %s", root, strerror(errno));
 }
 
-#define MOUNT   "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
-#define UNIFIED "31 25 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+#define MOUNT     "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+#define UNIFIED   "31 25 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+#define V1_PIDS   "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
+#define V1_JOINED "32 31 0:29 / /sys/fs/cgroup/cpu,pids rw,relatime - cgroup cgroup rw,cpu,pids\n"
+#define V1_MEMORY "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
 
 /* A group /a/b under mount dir `at` (relative), with pids.max of b and a as given (NULL: no
  * file). */
@@ -70,6 +78,26 @@ static void group(const char *at, const char *b_max, const char *a_max)
     put(rel, "cpu memory pids\n");
     snprintf(rel, sizeof rel, "%s/a/cgroup.controllers", at);
     put(rel, "cpu memory pids\n");
+    if (b_max) {
+        snprintf(rel, sizeof rel, "%s/a/b/pids.max", at);
+        put(rel, b_max);
+    }
+    if (a_max) {
+        snprintf(rel, sizeof rel, "%s/a/pids.max", at);
+        put(rel, a_max);
+    }
+}
+
+/* A cgroup v1 group /a/b of the hierarchy mounted at `at`, on the line `line` of
+ * /proc/self/cgroup, with pids.max of b and a as given (NULL: no file). */
+static void group_v1(const char *at, const char *line, const char *b_max, const char *a_max)
+{
+    char rel[256];
+    put("proc/self/cgroup", line);
+    snprintf(rel, sizeof rel, "%s/a/b/cgroup.procs", at);
+    put(rel, "1\n");
+    snprintf(rel, sizeof rel, "%s/a/cgroup.procs", at);
+    put(rel, "");
     if (b_max) {
         snprintf(rel, sizeof rel, "%s/a/b/pids.max", at);
         put(rel, b_max);
@@ -124,6 +152,32 @@ static void case_reader(void)
     CHECK(pids_max() == 33, "no mountinfo: %lld", pids_max());
     clear_root();
     CHECK(pids_max() == -1, "nothing: %lld", pids_max());
+    /* cgroup v1 */
+    clear_root();
+    put("proc/self/mountinfo", V1_MEMORY V1_PIDS);
+    group_v1("sys/fs/cgroup/pids", "9:name=systemd:/\n8:pids:/a/b\n0::/\n", "max\n", "20\n");
+    CHECK(pids_max() == 20, "v1: parent's pids.max 20: %lld", pids_max());
+    group_v1("sys/fs/cgroup/pids", "8:pids:/a/b\n", "100\n", "max\n");
+    CHECK(pids_max() == 100, "v1: own pids.max 100: %lld", pids_max());
+    clear_root();
+    put("proc/self/mountinfo", V1_JOINED);
+    group_v1("sys/fs/cgroup/cpu,pids", "3:cpu,pids:/a/b\n", "40\n", NULL);
+    CHECK(pids_max() == 40, "v1 joined with cpu: %lld", pids_max());
+    clear_root(); /* no mountinfo: /sys/fs/cgroup/pids */
+    group_v1("sys/fs/cgroup/pids", "8:pids:/a/b\n", "33\n", NULL);
+    CHECK(pids_max() == 33, "v1, no mountinfo: %lld", pids_max());
+    clear_root();
+    put("proc/self/mountinfo", V1_MEMORY);
+    group_v1("sys/fs/cgroup/memory", "4:memory:/a/b\n", "20\n", NULL);
+    CHECK(pids_max() == -1, "v1 memory only: %lld", pids_max());
+    clear_root(); /* both: the lower */
+    put("proc/self/mountinfo", MOUNT V1_PIDS);
+    group_v1("sys/fs/cgroup/pids", "8:pids:/a/b\n0::/a/b\n", "50\n", NULL);
+    put("sys/fs/cgroup/a/b/cgroup.controllers", "pids\n");
+    put("sys/fs/cgroup/a/b/pids.max", "300\n");
+    CHECK(pids_max() == 50, "v1 50 and v2 300: %lld", pids_max());
+    put("sys/fs/cgroup/a/b/pids.max", "30\n");
+    CHECK(pids_max() == 30, "v1 50 and v2 30: %lld", pids_max());
 }
 
 static void *parked(void *arg)
@@ -137,11 +191,16 @@ static void *parked(void *arg)
 
 /* In a fork child: the fake root, a second thread that uses uslab, a burst freed; returns
  * the threads the child has after a while (0 when the child failed). */
-static int threads_with(const char *a_max)
+static int threads_with(const char *a_max, int v1)
 {
     clear_root();
-    put("proc/self/mountinfo", MOUNT);
-    group("sys/fs/cgroup", "max\n", a_max);
+    if (v1) {
+        put("proc/self/mountinfo", V1_PIDS);
+        group_v1("sys/fs/cgroup/pids", "8:pids:/a/b\n0::/\n", "max\n", a_max);
+    } else {
+        put("proc/self/mountinfo", MOUNT);
+        group("sys/fs/cgroup", "max\n", a_max);
+    }
     pid_t pid = fork();
     CHECK(pid >= 0, "fork");
     if (pid == 0) {
@@ -171,10 +230,12 @@ int main(void)
 {
     CHECK(mkdtemp(root) != NULL, "mkdtemp: %s", strerror(errno));
     case_reader();
-    int limited = threads_with("20\n"), free_ = threads_with("max\n");
-    printf("threads: pids.max 20 %d, max %d\n", limited, free_);
+    int limited = threads_with("20\n", 0), free_ = threads_with("max\n", 0);
+    int limited_v1 = threads_with("20\n", 1);
+    printf("threads: pids.max 20 %d, max %d, v1 pids.max 20 %d\n", limited, free_, limited_v1);
     CHECK(limited == 2, "pids.max 20: %d threads (the purger started)", limited);
     CHECK(free_ == 3, "no pids limit: %d threads (no purger)", free_);
+    CHECK(limited_v1 == 2, "v1 pids.max 20: %d threads (the purger started)", limited_v1);
     nftw(root, remove_one, 16, FTW_DEPTH | FTW_PHYS);
     TEST_DONE();
 }
