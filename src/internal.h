@@ -337,6 +337,9 @@ int usi_os_single_threaded(void);
  * where /proc cannot tell. Once not 0, the answer is kept without asking again (a filter
  * is never removed). */
 int usi_os_seccomp_mode(void);
+/* What usi_os_seccomp_mode has learnt so far (a hook saw a filter installed, or an earlier
+ * question found one), without asking: 0 when nothing is known. */
+int usi_os_seccomp_known(void);
 /* The soft RLIMIT_NPROC (processes and threads of the real user): -1 unlimited, 0 when it
  * cannot be read. */
 long long usi_os_nproc_limit(void);

@@ -17,6 +17,13 @@
  * from the program's file table (v5: entries described by their own formats, names in
  * .debug_line_str or .debug_str or inline).
  *
+ * Under a seccomp filter the os layer knows of (installed through libc's prctl or syscall,
+ * or found in /proc earlier) no file is opened: an address is named "object+0xaddress"
+ * from the dynamic linker's list of objects (dl_iterate_phdr, memory only), without its
+ * function or line. The filter may kill
+ * for openat (a sandbox that allows only what it needs), and a report of a debug check,
+ * or the leak report at exit, then ended the process with SIGSYS instead.
+ *
  * Rules: never allocates from uslab or malloc (scratch memory is one anonymous mapping per
  * call, the file is mapped), takes no lock and uses no stdio, so it works in a signal
  * handler that interrupted malloc and while a report holds uslab's locks; only the os
@@ -742,6 +749,31 @@ static int describe_in_file(struct text *t, const void *base, size_t size, uint6
     return 1;
 }
 
+/* The loaded object that holds an address, from the dynamic linker's list (memory only:
+ * under a seccomp filter, where no file is opened). */
+struct holder {
+    uintptr_t pc;
+    uintptr_t base; /* its load address | 1, 0 when none holds pc */
+    const char *name;
+};
+
+/* dl_iterate_phdr's callback: whether the object has a PT_LOAD segment that holds pc. */
+static int object_holding(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct holder *h = arg;
+    for (size_t i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && h->pc >= start && h->pc - start < ph->p_memsz) {
+            h->base = info->dlpi_addr | 1;
+            h->name = info->dlpi_name;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void usi_symbols_describe(const void *pc, char *buf, size_t len)
 {
     if (len == 0)
@@ -750,6 +782,21 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
     struct text t = {buf, len, 0};
     struct mapping m;
     buf[0] = '\0';
+    if (usi_os_seccomp_known()) {
+        /* No file: "object+0xaddress" (its address in the object, as addr2line takes it;
+         * the program, whose dynamic-linker name is empty, as "program"), or bare. */
+        struct holder h = {(uintptr_t)pc, 0, NULL};
+        dl_iterate_phdr(object_holding, &h);
+        if (h.base) {
+            text_str(&t, h.name && h.name[0] ? base_name(h.name) : "program");
+            text_str(&t, "+");
+            text_hex(&t, (uintptr_t)pc - (h.base & ~(uintptr_t)1));
+        } else {
+            text_hex(&t, (uintptr_t)pc);
+        }
+        errno = saved_errno;
+        return;
+    }
     struct scratch *s = usi_os_map(sizeof *s);
     if (!s || !find_mapping((uintptr_t)pc, &m, s)) {
         text_hex(&t, (uintptr_t)pc);
@@ -785,6 +832,14 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
 uint64_t usi_symbols_file_id(const void *pc)
 {
     int saved_errno = errno;
+    if (usi_os_seccomp_known()) {
+        /* No file under a filter: the loaded object, found in the dynamic linker's list
+         * (memory only), tells uslab's own frames from the program's as well. */
+        struct holder h = {(uintptr_t)pc, 0, NULL};
+        dl_iterate_phdr(object_holding, &h);
+        errno = saved_errno;
+        return h.base ? usi_mix64(h.base) | 1 : 0;
+    }
     struct mapping m;
     uint64_t id = 0;
     struct scratch *s = usi_os_map(sizeof *s);
