@@ -83,8 +83,25 @@ static inline void *new_impl(size_t size, int nothrow)
     return USI_LIKELY(p != NULL) ? p : new_failed(0, size, nothrow);
 }
 
+/* An alignment that is not a power of two (0 included): libstdc++'s aligned operator new
+ * throws std::bad_alloc at once, without the new_handler (its nothrow forms return NULL);
+ * uslab used to round it up and return a block. */
+static USI_NOINLINE void *new_bad_alignment(size_t align, size_t size, int nothrow)
+{
+    if (nothrow)
+        return NULL;
+    throw_bad_alloc_fn throw_bad_alloc =
+        (throw_bad_alloc_fn)(uintptr_t)cxx_runtime_symbol("_ZSt17__throw_bad_allocv");
+    if (throw_bad_alloc)
+        throw_bad_alloc();
+    usi_report_fatal("operator new(%zu, align_val_t(%zu)): the alignment is not a power of two",
+                     size, align);
+}
+
 static inline void *new_aligned_impl(size_t size, size_t align, int nothrow)
 {
+    if (USI_UNLIKELY(align == 0 || (align & (align - 1)) != 0))
+        return new_bad_alignment(align, size, nothrow);
     void *p = usi_aligned_for_new(align, size);
     return USI_LIKELY(p != NULL) ? p : new_failed(align, size, nothrow);
 }

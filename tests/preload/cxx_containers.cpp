@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // cxx_containers.cpp - a C++ workload for the preload test: std::map, std::string,
 // std::vector, std::unordered_map, over-aligned new (alignas(64)), nothrow new, new[] /
-// delete[], sized and aligned delete. Linked normally (not against uslab); prints a
-// checksum that must be the same with and without LD_PRELOAD. Aborts on a misaligned
-// object or a lost value.
+// delete[], sized and aligned delete, aligned new with alignments that are not powers of two.
+// Linked normally (not against uslab); prints a checksum that must be the same with and without
+// LD_PRELOAD. Aborts on a misaligned object or a lost value.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -161,6 +161,24 @@ int main()
         threw = true;
     }
     require(threw, "new of 2^62 bytes did not throw std::bad_alloc");
+    // An alignment that is not a power of two (0 included): libstdc++ throws std::bad_alloc
+    // at once (the nothrow form returns NULL); uslab returned a block before.
+    static const size_t odd_aligns[] = {0, 3, 24, 48, 100};
+    for (size_t a : odd_aligns) {
+        volatile size_t al = a;
+        threw = false;
+        try {
+            void *p = ::operator new(64, std::align_val_t(al));
+            ::operator delete(p, std::align_val_t(al));
+        } catch (const std::bad_alloc &) {
+            threw = true;
+        }
+        std::printf("align_val_t(%zu): %s", a, threw ? "bad_alloc" : "a block");
+        void *p = ::operator new(64, std::align_val_t(al), std::nothrow);
+        std::printf(", nothrow: %s\n", p ? "a block" : "NULL");
+        if (p)
+            ::operator delete(p, std::align_val_t(al));
+    }
     std::printf("new %016llx\n", (unsigned long long)hn);
 
     // vectors of vectors
