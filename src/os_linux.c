@@ -450,10 +450,21 @@ void usi_os_unmap(void *addr, size_t size)
         munmap(addr, size);
 }
 
+/* Secure execution (a set-user-ID or set-group-ID program, or one with file capabilities,
+ * run by another user: AT_SECURE) reads no USLAB_* setting, as glibc's malloc reads none of
+ * its tunables there: the user who sets the environment is not the one whose rights the
+ * process has. USLAB_PROFILE made such a program write a file into any directory it could
+ * write (root's), USLAB_LEAKS and USLAB_STATS printed its addresses, USLAB_CLASSES and
+ * USLAB_PRESSURE_SOURCE opened files with its rights. */
+static int secure_execution(void)
+{
+    return getauxval(AT_SECURE) != 0;
+}
+
 const char *usi_os_getenv(const char *name)
 {
     size_t n = strlen(name);
-    if (!environ)
+    if (!environ || (strncmp(name, "USLAB_", 6) == 0 && secure_execution()))
         return NULL;
     for (char **e = environ; *e; e++)
         if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
