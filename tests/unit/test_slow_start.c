@@ -4,10 +4,10 @@
  * The first magazine a thread makes or trades for in a cache holds at most
  * USI_MAG_START_BYTES of objects; each slow path after that doubles the capacity of the
  * magazines it makes or trades for, up to the cache's. Checked on both sides: a thread that
- * only allocates (its slab fills) and a thread that only frees (its empty magazines). Then 64 threads that each allocate
- * one object and hold it: before slow start each took a full magazine (128 objects of 256
- * bytes, half a slab) from the slabs, 32 slabs for 64 objects; now 4 each, one slab.
- * Deterministic: one thread at a time, except the 64, which only allocate.
+ * only allocates (its slab fills) and a thread that only frees (its empty magazines). Then 64
+ * threads that each allocate one object and hold it: before slow start each took a full magazine
+ * (128 objects of 256 bytes, half a slab) from the slabs, 32 slabs for 64 objects; now 4 each, one
+ * slab. Deterministic: one thread at a time, except the 64, which only allocate.
  */
 #include "check.h"
 #include "internal.h"
