@@ -23,20 +23,30 @@
 
 struct usi_mag usi_mag_empty; /* rounds = capacity = 0: every fast path misses on it */
 
-/* Magazines themselves are objects of two internal caches without magazines: up to 64
- * slots (every cache starts there), and up to USI_MAG_MAX (grown magazines). Neither has
- * a callback, so making or freeing a magazine is safe in any state. */
-static struct uslab_cache mag_small, mag_large;
+/* Magazines themselves are objects of three internal caches without magazines: up to
+ * USI_MAG_TINY slots (a thread's first ones, slow start), up to USI_MAG_SMALL, and up to
+ * USI_MAG_MAX. None has a callback, so making or freeing a magazine is safe in any state. */
+static struct uslab_cache mag_tiny, mag_small, mag_large;
+
+/* The internal cache a magazine of cap slots is an object of. */
+static struct uslab_cache *mag_cache(uint32_t cap)
+{
+    return cap <= USI_MAG_TINY ? &mag_tiny : cap <= USI_MAG_SMALL ? &mag_small : &mag_large;
+}
 
 void usi_depot_init(void)
 {
+    usi_objects_init_cache(&mag_tiny, "uslab-magazine-tiny",
+                           sizeof(struct usi_mag) + USI_MAG_TINY * sizeof(void *), 64, NULL, NULL,
+                           NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
     usi_objects_init_cache(&mag_small, "uslab-magazine",
                            sizeof(struct usi_mag) + USI_MAG_SMALL * sizeof(void *), 64, NULL, NULL,
                            NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
     usi_objects_init_cache(&mag_large, "uslab-magazine-large",
                            sizeof(struct usi_mag) + USI_MAG_MAX * sizeof(void *), 64, NULL, NULL,
                            NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
-    if (usi_registry_add(&mag_small, USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0 ||
+    if (usi_registry_add(&mag_tiny, USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0 ||
+        usi_registry_add(&mag_small, USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0 ||
         usi_registry_add(&mag_large, USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0)
         usi_report_fatal("no cache id for the magazine caches");
 }
@@ -101,7 +111,7 @@ struct usi_mag *usi_mag_new(struct uslab_cache *c)
 struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap)
 {
     (void)c;
-    struct usi_mag *m = usi_objects_alloc(cap <= USI_MAG_SMALL ? &mag_small : &mag_large);
+    struct usi_mag *m = usi_objects_alloc(mag_cache(cap));
     if (!m)
         return NULL;
     m->next = NULL;
@@ -113,8 +123,7 @@ struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap)
 void usi_mag_delete(struct usi_mag *m)
 {
     if (m && m != &usi_mag_empty)
-        usi_objects_unfill(m->capacity <= USI_MAG_SMALL ? &mag_small : &mag_large, 1,
-                           (void *const *)&m);
+        usi_objects_unfill(mag_cache(m->capacity), 1, (void *const *)&m);
 }
 
 /* Destructs a magazine's objects into their slabs; no lock held. */
@@ -212,7 +221,7 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
     return m;
 }
 
-struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full,
+struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap,
                                     struct usi_mag **over)
 {
     depot_lock(c);
@@ -227,7 +236,11 @@ struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_
             c->depot_min_empty = c->depot_nempty;
     }
     unlock_and_kick(c);
-    return m ? m : usi_mag_new(c);
+    if (m && m->capacity < cap) { /* a thread's slow start left it behind (design §4) */
+        usi_mag_delete(m);
+        m = NULL;
+    }
+    return m ? m : usi_mag_new_cap(c, cap);
 }
 
 void usi_depot_put(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over)

@@ -71,6 +71,12 @@ static inline uint64_t usi_mix64(uint64_t z)
 #define USI_MAG_MAX 256
 /* Magazines up to this capacity come from the small magazine cache (design §4). */
 #define USI_MAG_SMALL 64
+/* Magazines up to this capacity come from the tiny magazine cache. */
+#define USI_MAG_TINY 16
+/* A thread's first magazine of a cache holds at most this many bytes of objects (and 2 to
+ * USI_MAG_TINY objects); each magazine it makes or trades for after that may hold twice as
+ * many as the last, up to the cache's capacity (slow start, design §4). */
+#define USI_MAG_START_BYTES 1024
 /* Depot lock acquisitions that had to wait before a cache's magazines grow (only with
  * USLAB_MAGAZINE_GROWTH=1). */
 #define USI_DEPOT_CONTENTION 32
@@ -998,7 +1004,9 @@ void usi_mag_delete(struct usi_mag *m);
  * usi_depot_dispose once its own state is consistent and it holds no lock.
  */
 struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty);
-struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full,
+/* get_empty: one of the depot's empty magazines if it has at least cap slots (a smaller
+ * one is freed), else a new one of cap slots; NULL if none can be made. */
+struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap,
                                     struct usi_mag **over);
 void usi_depot_put(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over);
 /* Whether p, a block of c (page-map entry e), is in a full magazine of the depot or back
@@ -1042,6 +1050,9 @@ struct usi_magpair {
     uint64_t lattice;
     uint64_t lattice_bound; /* the same value: two fields, so that free() reads each once
                                as a memory operand (no register load: one instruction less) */
+    /* Slow start (design §4): the capacity of the magazines the pair uses now, 0 before
+     * its first. Only the owner's slow paths use it. */
+    uint32_t mag_level;
 } __attribute__((aligned(64)));
 
 static inline struct usi_mag *usi_pair_loaded(const struct usi_magpair *mp)

@@ -14,6 +14,8 @@
  */
 #include "internal.h"
 
+#include <string.h>
+
 #include <errno.h>
 #include <stdio.h>
 
@@ -53,7 +55,10 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
         align = size >= 16 ? 16 : 8;
     if (align < 8)
         align = 8;
-    snprintf(c->name, sizeof c->name, "%s", name ? name : "(unnamed)");
+    const char *src = name ? name : "(unnamed)"; /* copied, not formatted: start-up cost */
+    size_t len = strnlen(src, sizeof c->name - 1);
+    memcpy(c->name, src, len);
+    c->name[len] = '\0';
     c->flags = flags;
     c->size = size;
     c->align = align;

@@ -131,6 +131,50 @@ static uint32_t floor_capacity(const struct uslab_cache *c)
     return cap ? (uint32_t)cap : 1;
 }
 
+/*
+ * Slow start (design §4): a pair's level is the capacity of the magazines it uses now. The
+ * first magazine it makes or trades for holds at most USI_MAG_START_BYTES of objects (2 to
+ * USI_MAG_TINY of them); each slow path after that doubles the level, up to the cache's
+ * capacity. A thread that uses a cache a little keeps a few of its objects, not a private
+ * range of its slabs' pages each; one that keeps using it reaches the capacity after a few
+ * slow paths. An empty magazine below the level is freed where the pair would reuse it,
+ * so the small ones of the start do not stay in circulation.
+ */
+static uint32_t start_capacity(const struct uslab_cache *c)
+{
+    size_t start = USI_MAG_START_BYTES / c->stride;
+    return start > USI_MAG_TINY ? USI_MAG_TINY : start < 2 ? 2 : (uint32_t)start;
+}
+
+static uint32_t pair_level(const struct uslab_cache *c, const struct usi_magpair *mp)
+{
+    uint32_t most = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
+    uint32_t level = mp->mag_level ? mp->mag_level : start_capacity(c);
+    return level < most ? level : most;
+}
+
+/* Raises mp's level: a slow path of the pair's owner (not its first free, design §4). */
+static uint32_t pair_grow(const struct uslab_cache *c, struct usi_magpair *mp)
+{
+    uint32_t most = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
+    uint32_t level = mp->mag_level ? 2 * mp->mag_level : start_capacity(c);
+    mp->mag_level = level < most ? level : most;
+    return mp->mag_level;
+}
+
+/* m, an empty magazine of mp, or the shared empty one in its place when m is below mp's
+ * level (m is freed). */
+static struct usi_mag *keep_empty(const struct uslab_cache *c, const struct usi_magpair *mp,
+                                  struct usi_mag *m)
+{
+    USI_ASSERT(m->rounds == 0);
+    if (m != &usi_mag_empty && m->capacity < pair_level(c, mp)) {
+        usi_mag_delete(m);
+        return &usi_mag_empty;
+    }
+    return m;
+}
+
 /* Makes m the loaded magazine of mp. */
 static void pair_load(struct usi_magpair *mp, struct usi_mag *m)
 {
@@ -310,14 +354,15 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
     }
     struct usi_mag *loaded = pair_unload(mp);
     int ok = 1;
+    pair_grow(c, mp);
     if (loaded->rounds == 0) {
         struct usi_mag *prev = mp->prev;
         if (prev->rounds != 0) { /* swap: the previous magazine has objects */
-            mp->prev = loaded;
+            mp->prev = keep_empty(c, mp, loaded);
             pair_load(mp, prev);
-        } else if ((prev = usi_depot_get_full(c, prev)) != NULL) {
+        } else if ((prev = usi_depot_get_full(c, mp->prev = keep_empty(c, mp, prev))) != NULL) {
             /* Both empty: the previous one went to the depot for a full one. */
-            mp->prev = loaded;
+            mp->prev = keep_empty(c, mp, loaded);
             pair_load(mp, prev);
         } else if (!c->ctor) {
             /* No constructed objects anywhere: fill a magazine straight from the slabs,
@@ -325,8 +370,12 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
              * failure here is not the caller's: errno is kept (the single-object path
              * below sets it if that fails too). */
             int saved = errno;
-            if (loaded == &usi_mag_empty)
-                loaded = usi_mag_new(c);
+            uint32_t cap = pair_level(c, mp);
+            if (loaded->capacity < cap) { /* slow start: a bigger one */
+                pair_load(mp, &usi_mag_empty);
+                usi_mag_delete(loaded);
+                loaded = usi_mag_new_cap(c, cap);
+            }
             if (loaded) {
                 loaded->rounds = (uint32_t)usi_objects_fill(c, loaded->capacity, loaded->objs, 0);
                 pair_load(mp, loaded);
@@ -403,6 +452,11 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     struct usi_mag *prev = mp->prev;
     struct usi_mag *over = NULL;
     int pushed = 1;
+    if (!past_bound) {
+        pair_grow(c, mp);
+        if (prev->rounds == 0)
+            mp->prev = prev = keep_empty(c, mp, prev);
+    }
     if (prev->rounds == 0 && prev != &usi_mag_empty) { /* swap: the previous one is empty */
         mp->prev = loaded;
         pair_load(mp, prev);
@@ -423,7 +477,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     } else {
         /* Both full (or missing): give the previous one to the depot for an empty one. */
         mp->prev = &usi_mag_empty; /* from here on the depot owns it */
-        struct usi_mag *empty = usi_depot_get_empty(c, prev, &over);
+        struct usi_mag *empty = usi_depot_get_empty(c, prev, pair_level(c, mp), &over);
         if (empty) {
             mp->prev = loaded;
             pair_load(mp, empty);

@@ -15,14 +15,14 @@
 #define FORKS   60
 
 static uslab_cache_t *cache;
-static volatile int stop;
+static int stop; /* atomic: read by the workers, set once by main */
 
 static void *worker(void *arg)
 {
     uint64_t seed = (uint64_t)(uintptr_t)arg;
     void *slot[64] = {0};
     size_t size[64] = {0};
-    while (!stop) {
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         unsigned i = (unsigned)(mt_rand(&seed) % 64);
         if (slot[i]) {
             CHECK(mt_check(slot[i], size[i], (uintptr_t)slot[i]), "worker block corrupted");
@@ -78,7 +78,7 @@ static int child_work(void)
     if (pthread_create(&t, NULL, worker, (void *)99) != 0)
         return 5;
     usleep(1000);
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     pthread_join(t, NULL);
     return 0;
 }
@@ -102,7 +102,7 @@ int main(void)
               WIFEXITED(status) ? "exited with" : "killed by signal",
               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     }
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < WORKERS; i++)
         pthread_join(th[i], NULL);
     TEST_DONE();

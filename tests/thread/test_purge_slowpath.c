@@ -128,6 +128,11 @@ int main(int argc, char **argv)
      * surplus is destructed at once; what the depot holds stays constructed. */
     for (int i = 0; i < 4096; i++)
         objs[i] = uslab_cache_alloc(d);
+    /* Objects a magazine took from the slabs but nobody allocated are cached too (a
+     * thread's magazines start small and double, design §4): they are destructed as well. */
+    struct uslab_cache_stats dst;
+    uslab_cache_stats(d, &dst);
+    int left_out = (int)dst.cached_objects;
     for (int i = 0; i < 4096; i++)
         uslab_cache_free(d, objs[i]);
     int destructed_before = __atomic_load_n(&destructed, __ATOMIC_RELAXED);
@@ -166,8 +171,8 @@ int main(int argc, char **argv)
           "an inline pass ran %d destructors",
           __atomic_load_n(&destructed, __ATOMIC_RELAXED) - destructed_before);
     uslab_reap();
-    CHECK(__atomic_load_n(&destructed, __ATOMIC_RELAXED) == 4096, "%d of 4096 destructed",
-          __atomic_load_n(&destructed, __ATOMIC_RELAXED));
+    CHECK(__atomic_load_n(&destructed, __ATOMIC_RELAXED) == 4096 + left_out,
+          "%d of 4096 + %d destructed", __atomic_load_n(&destructed, __ATOMIC_RELAXED), left_out);
     uslab_cache_destroy(d);
     uslab_cache_destroy(c);
     TEST_DONE();

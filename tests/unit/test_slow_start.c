@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_slow_start.c - a thread's magazines start small and double (design §4, issue 12).
+ * The first magazine a thread makes or trades for in a cache holds at most
+ * USI_MAG_START_BYTES of objects; each slow path after that doubles the capacity of the
+ * magazines it makes or trades for, up to the cache's. Checked on both sides: a thread that
+ * only allocates (its slab fills) and a thread that only frees (its empty magazines). Then 64
+ * threads that each allocate one object and hold it: before slow start each took a full magazine
+ * (128 objects of 256 bytes, half a slab) from the slabs, 32 slabs for 64 objects; now 4 each, one
+ * slab. Deterministic: one thread at a time, except the 64, which only allocate.
+ */
+#include "check.h"
+#include "internal.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define OBJ  256
+#define MANY 64
+
+static uslab_cache_t *cache;
+static struct uslab_cache *ci;
+
+/* The capacity of the calling thread's loaded magazine of the cache. */
+static uint32_t loaded_capacity(void)
+{
+    struct usi_magpair *mp = usi_tcache_pair(usi_tls, ci->pair_offset);
+    return usi_pair_loaded(mp)->capacity;
+}
+
+static void *objs[4096];
+static size_t nobjs;
+
+/* Allocates until the thread's magazine capacity has changed `steps` times; returns the
+ * capacities seen, in order. */
+static void alloc_side(uint32_t *seen, int steps)
+{
+    uint32_t last = 0;
+    for (int k = 0; k < steps;) {
+        CHECK(nobjs < sizeof objs / sizeof *objs, "too many objects");
+        objs[nobjs++] = uslab_cache_alloc(cache);
+        CHECK(objs[nobjs - 1] != NULL, "alloc");
+        uint32_t cap = loaded_capacity();
+        if (cap != last)
+            seen[k++] = last = cap;
+    }
+}
+
+static void *free_side(void *arg)
+{
+    uint32_t *seen = arg;
+    uint32_t last = 0;
+    int k = 0;
+    for (size_t i = 0; i < nobjs; i++) {
+        uslab_cache_free(cache, objs[i]);
+        uint32_t cap = loaded_capacity();
+        if (cap != last && k < 6)
+            seen[k++] = last = cap;
+    }
+    return NULL;
+}
+
+static pthread_barrier_t held;
+
+static void *hold_one(void *arg)
+{
+    (void)arg;
+    void *p = uslab_cache_alloc(cache);
+    CHECK(p != NULL, "alloc");
+    memset(p, 1, OBJ);
+    pthread_barrier_wait(&held); /* all hold one */
+    pthread_barrier_wait(&held); /* the main thread counted */
+    uslab_cache_free(cache, p);
+    return NULL;
+}
+
+int main(void)
+{
+    cache = uslab_cache_create("slow-start", OBJ, 0, NULL, NULL, NULL, NULL, 0);
+    CHECK(cache != NULL, "create");
+    ci = (struct uslab_cache *)cache;
+    uint32_t most = ci->mag_capacity;
+    uint32_t first = USI_MAG_START_BYTES / OBJ;
+    CHECK(most == 128 && first == 4, "256-byte objects: capacity %u, first %u", most, first);
+
+    /* Allocating: 4, 8, 16, 32, 64, 128, then 128 for good. */
+    uint32_t seen[6];
+    alloc_side(seen, 6);
+    for (int k = 0; k < 6; k++)
+        CHECK(seen[k] == first << k, "alloc side: magazine %d holds %u, not %u", k, seen[k],
+              first << k);
+    size_t before = nobjs;
+    while (nobjs < before + 3 * most)
+        objs[nobjs++] = uslab_cache_alloc(cache);
+    CHECK(loaded_capacity() == most, "stays at the capacity: %u", loaded_capacity());
+
+    /* Freeing, in a thread that allocated nothing: its empties grow the same way (its very
+     * first free goes back to the slab, design §4). */
+    uint32_t fseen[6] = {0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_side, fseen) == 0, "thread");
+    pthread_join(t, NULL);
+    for (int k = 0; k < 6; k++)
+        CHECK(fseen[k] == first << k, "free side: magazine %d holds %u, not %u", k, fseen[k],
+              first << k);
+    nobjs = 0;
+    uslab_cache_reap(cache);
+
+    /* Many threads, one object each: a few objects each from the slabs, not half a slab. */
+    struct uslab_cache_stats st;
+    uslab_cache_stats(cache, &st);
+    size_t slabs0 = st.slabs;
+    pthread_barrier_init(&held, NULL, MANY + 1);
+    pthread_t tid[MANY];
+    for (int i = 0; i < MANY; i++)
+        CHECK(pthread_create(&tid[i], NULL, hold_one, NULL) == 0, "thread %d", i);
+    pthread_barrier_wait(&held);
+    uslab_cache_stats(cache, &st);
+    printf("%d threads holding one %d-byte object each: %zu slabs (%zu before)\n", MANY, OBJ,
+           st.slabs, slabs0);
+    /* 64 threads x 4 objects = 256 objects = one slab of 64 KiB (256 x 256 bytes), and
+     * possibly the slab the main thread left partial. */
+    CHECK(st.slabs <= slabs0 + 2, "%zu slabs for %d threads (was %zu)", st.slabs, MANY, slabs0);
+    pthread_barrier_wait(&held);
+    for (int i = 0; i < MANY; i++)
+        pthread_join(tid[i], NULL);
+    uslab_cache_destroy(cache);
+    printf("ok\n");
+    return 0;
+}
