@@ -54,6 +54,21 @@ static void *cxx_runtime_symbol(const char *name)
     return f;
 }
 
+/* Throws std::bad_alloc through the C++ runtime; without one (a C program calling the
+ * operators), a fatal report: for an alignment that is not a power of two when bad_align is
+ * not 0, else for memory. */
+static USI_NORETURN void throw_bad_alloc(size_t size, size_t bad_align)
+{
+    throw_bad_alloc_fn fn =
+        (throw_bad_alloc_fn)(uintptr_t)cxx_runtime_symbol("_ZSt17__throw_bad_allocv");
+    if (fn)
+        fn();
+    if (bad_align)
+        usi_report_fatal("operator new(%zu, align_val_t(%zu)): the alignment is not a power of two",
+                         size, bad_align);
+    usi_report_fatal("operator new(%zu): out of memory", size);
+}
+
 /* Returns a block or NULL after the new_handler loop; throws if `nothrow` is false. */
 static USI_NOINLINE void *new_failed(size_t align, size_t size, int nothrow)
 {
@@ -64,11 +79,7 @@ static USI_NOINLINE void *new_failed(size_t align, size_t size, int nothrow)
         if (!h) {
             if (nothrow)
                 return NULL;
-            throw_bad_alloc_fn throw_bad_alloc =
-                (throw_bad_alloc_fn)(uintptr_t)cxx_runtime_symbol("_ZSt17__throw_bad_allocv");
-            if (throw_bad_alloc)
-                throw_bad_alloc();
-            usi_report_fatal("operator new(%zu): out of memory", size);
+            throw_bad_alloc(size, 0);
         }
         h();
         void *p = align ? usi_aligned_for_new(align, size) : usi_malloc_for_new(size);
@@ -90,12 +101,7 @@ static USI_NOINLINE void *new_bad_alignment(size_t align, size_t size, int nothr
 {
     if (nothrow)
         return NULL;
-    throw_bad_alloc_fn throw_bad_alloc =
-        (throw_bad_alloc_fn)(uintptr_t)cxx_runtime_symbol("_ZSt17__throw_bad_allocv");
-    if (throw_bad_alloc)
-        throw_bad_alloc();
-    usi_report_fatal("operator new(%zu, align_val_t(%zu)): the alignment is not a power of two",
-                     size, align);
+    throw_bad_alloc(size, align);
 }
 
 static inline void *new_aligned_impl(size_t size, size_t align, int nothrow)

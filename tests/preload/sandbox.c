@@ -445,16 +445,24 @@ static void joined_and_purging(void)
         die("wrong contents\n");
 }
 
-static int clone_userns(void)
+/* A stack of CHILD_STACK bytes for a clone() child (it grows down from the end); stdio
+ * flushed, so the child writes only its own lines. */
+#define CHILD_STACK (1 << 20)
+static char *child_stack(void)
 {
-    joined_and_purging();
-    enum { STACK = 1 << 20 };
-    char *stack = malloc(STACK);
+    char *stack = malloc(CHILD_STACK);
     if (!stack)
         die("malloc failed\n");
     fflush(stdout);
     fflush(stderr);
-    pid_t pid = clone(clone_child, stack + STACK, SIGCHLD, NULL);
+    return stack;
+}
+
+static int clone_userns(void)
+{
+    joined_and_purging();
+    char *stack = child_stack();
+    pid_t pid = clone(clone_child, stack + CHILD_STACK, SIGCHLD, NULL);
     if (pid < 0)
         die("clone failed\n");
     int r = wait_child(pid, "clone()");
@@ -518,15 +526,10 @@ static int clone_vm(void)
     pthread_mutex_unlock(&parked_lock);
     if (workload(5)) /* the main thread: the first user */
         die("wrong contents\n");
-    enum { STACK = 1 << 20 };
-    char *stack = malloc(STACK);
-    if (!stack)
-        die("malloc failed\n");
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid =
-        clone(vm_child, stack + STACK, CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SETTLS | SIGCHLD,
-              NULL, NULL, parked_tp, NULL);
+    char *stack = child_stack();
+    pid_t pid = clone(vm_child, stack + CHILD_STACK,
+                      CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SETTLS | SIGCHLD, NULL, NULL,
+                      parked_tp, NULL);
     if (pid < 0)
         die("clone failed\n");
     int r = wait_child(pid, "clone(CLONE_VM)");

@@ -68,6 +68,20 @@ static void clear_root(void)
 #define V1_JOINED "32 31 0:29 / /sys/fs/cgroup/cpu,pids rw,relatime - cgroup cgroup rw,cpu,pids\n"
 #define V1_MEMORY "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
 
+/* pids.max of groups /a/b and /a under mount dir `at` (relative), as given (NULL: no file). */
+static void put_max(const char *at, const char *b_max, const char *a_max)
+{
+    char rel[256];
+    if (b_max) {
+        snprintf(rel, sizeof rel, "%s/a/b/pids.max", at);
+        put(rel, b_max);
+    }
+    if (a_max) {
+        snprintf(rel, sizeof rel, "%s/a/pids.max", at);
+        put(rel, a_max);
+    }
+}
+
 /* A group /a/b under mount dir `at` (relative), with pids.max of b and a as given (NULL: no
  * file). */
 static void group(const char *at, const char *b_max, const char *a_max)
@@ -78,14 +92,7 @@ static void group(const char *at, const char *b_max, const char *a_max)
     put(rel, "cpu memory pids\n");
     snprintf(rel, sizeof rel, "%s/a/cgroup.controllers", at);
     put(rel, "cpu memory pids\n");
-    if (b_max) {
-        snprintf(rel, sizeof rel, "%s/a/b/pids.max", at);
-        put(rel, b_max);
-    }
-    if (a_max) {
-        snprintf(rel, sizeof rel, "%s/a/pids.max", at);
-        put(rel, a_max);
-    }
+    put_max(at, b_max, a_max);
 }
 
 /* A cgroup v1 group /a/b of the hierarchy mounted at `at`, on the line `line` of
@@ -98,14 +105,7 @@ static void group_v1(const char *at, const char *line, const char *b_max, const 
     put(rel, "1\n");
     snprintf(rel, sizeof rel, "%s/a/cgroup.procs", at);
     put(rel, "");
-    if (b_max) {
-        snprintf(rel, sizeof rel, "%s/a/b/pids.max", at);
-        put(rel, b_max);
-    }
-    if (a_max) {
-        snprintf(rel, sizeof rel, "%s/a/pids.max", at);
-        put(rel, a_max);
-    }
+    put_max(at, b_max, a_max);
 }
 
 static long long pids_max(void)
