@@ -192,10 +192,13 @@ static struct usi_mag *pair_unload(struct usi_magpair *mp)
     return m;
 }
 
+/* Empties mp; its slow start begins again (a cache that gets a destroyed one's id starts
+ * small, as its pair in every thread). */
 static void pair_clear(struct usi_magpair *mp)
 {
     pair_load(mp, &usi_mag_empty);
     mp->prev = &usi_mag_empty;
+    mp->mag_level = 0;
 }
 
 static void registry_insert(struct usi_tcache *tc)
@@ -370,14 +373,21 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
              * failure here is not the caller's: errno is kept (the single-object path
              * below sets it if that fails too). */
             int saved = errno;
-            uint32_t cap = pair_level(c, mp);
-            if (loaded->capacity < cap) { /* slow start: a bigger one */
+            uint32_t cap = pair_level(c, mp), room = 0;
+            if (loaded->capacity < cap) {
+                /* Slow start: a bigger one, filled only up to what the smaller one held.
+                 * The objects the thread took from that one come back to this one: filled
+                 * whole, it would overflow when they do, and a thread whose few blocks go
+                 * to and fro would trade magazines on every turn (lifetime d=20: 10% of its
+                 * time). */
+                room = loaded->capacity;
                 pair_load(mp, &usi_mag_empty);
                 usi_mag_delete(loaded);
                 loaded = usi_mag_new_cap(c, cap);
             }
             if (loaded) {
-                loaded->rounds = (uint32_t)usi_objects_fill(c, loaded->capacity, loaded->objs, 0);
+                loaded->rounds =
+                    (uint32_t)usi_objects_fill(c, loaded->capacity - room, loaded->objs, 0);
                 pair_load(mp, loaded);
             }
             /* No magazine, or fewer free objects than a magazine: take one. */
