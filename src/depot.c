@@ -19,6 +19,7 @@
  */
 #include "internal.h"
 
+#include <errno.h>
 #include <string.h>
 
 struct usi_mag usi_mag_empty; /* rounds = capacity = 0: every fast path misses on it */
@@ -237,10 +238,26 @@ struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_
     }
     unlock_and_kick(c);
     if (m && m->capacity < cap) { /* a thread's slow start left it behind (design §4) */
+        int saved = errno;
+        struct usi_mag *big = usi_mag_new_cap(c, cap);
+        if (!big) {
+            errno = saved;
+            return m; /* no memory for a bigger one: the smaller one will do */
+        }
         usi_mag_delete(m);
-        m = NULL;
+        return big;
     }
     return m ? m : usi_mag_new_cap(c, cap);
+}
+
+void usi_depot_flush_later(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over)
+{
+    USI_ASSERT(m != &usi_mag_empty); /* the shared empty one is in no depot */
+    usi_lock(&c->lock);
+    c->depot_flushing++; /* its objects are on their way back to the slabs */
+    usi_unlock(&c->lock);
+    m->next = *over;
+    *over = m;
 }
 
 void usi_depot_put(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over)

@@ -1005,10 +1005,15 @@ void usi_mag_delete(struct usi_mag *m);
  */
 struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty);
 /* get_empty: one of the depot's empty magazines if it has at least cap slots (a smaller
- * one is freed), else a new one of cap slots; NULL if none can be made. */
+ * one is replaced by a new one of cap slots if one can be made), else a new one of cap
+ * slots; NULL if the depot has none and none can be made. */
 struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap,
                                     struct usi_mag **over);
 void usi_depot_put(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over);
+/* A full magazine its thread could trade for no empty one: counted as being flushed
+ * (depot_flushing) and chained onto *over, for usi_depot_dispose, which returns its
+ * objects to their slabs and keeps it in the depot, empty. */
+void usi_depot_flush_later(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over);
 /* Whether p, a block of c (page-map entry e), is in a full magazine of the depot or back
  * in its slab: part of free()'s double-free check. Takes the cache lock. */
 int usi_depot_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p);

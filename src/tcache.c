@@ -162,17 +162,26 @@ static uint32_t pair_grow(const struct uslab_cache *c, struct usi_magpair *mp)
     return mp->mag_level;
 }
 
-/* m, an empty magazine of mp, or the shared empty one in its place when m is below mp's
- * level (m is freed). */
-static struct usi_mag *keep_empty(const struct uslab_cache *c, const struct usi_magpair *mp,
-                                  struct usi_mag *m)
+/* m, an empty magazine of mp, or in its place a new one of mp's level when m is below it
+ * and one can be made (m is freed then). Never the shared empty one for a real one: with
+ * no memory for a bigger magazine the smaller one keeps working, where freeing it first
+ * left the thread one slab-layer call per operation (under valgrind, whose address space
+ * keeps the reservation from growing: concurrent frees 10 -> 3,000 ns each). */
+static struct usi_mag *fit_empty(struct uslab_cache *c, const struct usi_magpair *mp,
+                                 struct usi_mag *m)
 {
     USI_ASSERT(m->rounds == 0);
-    if (m != &usi_mag_empty && m->capacity < pair_level(c, mp)) {
-        usi_mag_delete(m);
-        return &usi_mag_empty;
+    uint32_t level = pair_level(c, mp);
+    if (m == &usi_mag_empty || m->capacity >= level)
+        return m;
+    int saved = errno;
+    struct usi_mag *big = usi_mag_new_cap(c, level);
+    if (!big) {
+        errno = saved;
+        return m;
     }
-    return m;
+    usi_mag_delete(m);
+    return big;
 }
 
 /* Makes m the loaded magazine of mp. */
@@ -361,11 +370,11 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
     if (loaded->rounds == 0) {
         struct usi_mag *prev = mp->prev;
         if (prev->rounds != 0) { /* swap: the previous magazine has objects */
-            mp->prev = keep_empty(c, mp, loaded);
+            mp->prev = fit_empty(c, mp, loaded);
             pair_load(mp, prev);
-        } else if ((prev = usi_depot_get_full(c, mp->prev = keep_empty(c, mp, prev))) != NULL) {
+        } else if ((prev = usi_depot_get_full(c, mp->prev = fit_empty(c, mp, prev))) != NULL) {
             /* Both empty: the previous one went to the depot for a full one. */
-            mp->prev = keep_empty(c, mp, loaded);
+            mp->prev = fit_empty(c, mp, loaded);
             pair_load(mp, prev);
         } else if (!c->ctor) {
             /* No constructed objects anywhere: fill a magazine straight from the slabs,
@@ -379,11 +388,18 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
                  * The objects the thread took from that one come back to this one: filled
                  * whole, it would overflow when they do, and a thread whose few blocks go
                  * to and fro would trade magazines on every turn (lifetime d=20: 10% of its
-                 * time). */
-                room = loaded->capacity;
-                pair_load(mp, &usi_mag_empty);
-                usi_mag_delete(loaded);
-                loaded = usi_mag_new_cap(c, cap);
+                 * time). With no memory for a bigger one, the smaller one is filled again. */
+                struct usi_mag *big = usi_mag_new_cap(c, cap);
+                if (big) {
+                    room = loaded->capacity;
+                    pair_load(mp, &usi_mag_empty);
+                    usi_mag_delete(loaded);
+                    loaded = big;
+                } else {
+                    errno = saved;
+                    if (loaded == &usi_mag_empty)
+                        loaded = NULL;
+                }
             }
             if (loaded) {
                 loaded->rounds =
@@ -465,7 +481,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     if (!past_bound) {
         pair_grow(c, mp);
         if (prev->rounds == 0)
-            mp->prev = prev = keep_empty(c, mp, prev);
+            mp->prev = prev = fit_empty(c, mp, prev);
     }
     if (prev->rounds == 0 && prev != &usi_mag_empty) { /* swap: the previous one is empty */
         mp->prev = loaded;
@@ -487,11 +503,21 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     } else {
         /* Both full (or missing): give the previous one to the depot for an empty one. */
         mp->prev = &usi_mag_empty; /* from here on the depot owns it */
+        int saved = errno;
         struct usi_mag *empty = usi_depot_get_empty(c, prev, pair_level(c, mp), &over);
         if (empty) {
             mp->prev = loaded;
             pair_load(mp, empty);
         } else {
+            /* No empty magazine and no memory for one: the loaded one's objects go back
+             * to their slabs once the pair is whole, and it goes to the depot empty, for
+             * the next free; this object goes to its slab. Before, the pair kept its full
+             * magazine and every later free took the slab layer, one object at a time. */
+            errno = saved;
+            if (loaded != &usi_mag_empty) {
+                pair_load(mp, &usi_mag_empty);
+                usi_depot_flush_later(c, loaded, &over);
+            }
             pushed = 0;
         }
     }
