@@ -2,16 +2,19 @@
 /*
  * testutil.h - helpers shared by the object-cache tests: a seeded PRNG, object patterns
  * derived from an id (written into every byte of an object and verified later), resident
- * memory from /proc/self/statm, and a set of live pointers.
+ * memory from /proc/self/statm, a set of live pointers, the process's thread count, and a
+ * file writer for fake /proc and cgroup trees.
  */
 #ifndef USLAB_TESTUTIL_H
 #define USLAB_TESTUTIL_H
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- PRNG: xoshiro-like splitmix64 stream, deterministic for a seed ------------------ */
@@ -201,6 +204,29 @@ static inline int task_count(void)
         n += e->d_name[0] != '.';
     closedir(d);
     return n;
+}
+
+/* Writes text to root/rel, making its directories (a fake /proc or cgroup tree for a test
+ * whose root is a temporary directory). Exits with a message on failure. */
+static inline void test_put_file(const char *root, const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    for (char *s = strchr(path + strlen(root) + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+            fprintf(stderr, "mkdir %s: %s\n", path, strerror(errno));
+            exit(1);
+        }
+        *s = '/';
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "cannot write %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    fputs(text, f);
+    fclose(f);
 }
 
 #endif

@@ -104,6 +104,8 @@
  * Prints "sandbox ok" and exits 0. 77 (skipped): this machine refuses user namespaces.
  */
 #define _GNU_SOURCE
+#include "testutil.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -252,25 +254,11 @@ static void one_thread(void)
         die("pthread_create failed\n");
 }
 
-/* Threads of this process now: entries of /proc/self/task. */
-static int tasks(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        die("cannot open /proc/self/task\n");
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 /* The single-threaded rule (design §3): no purger thread was started here, so the kernel
  * sees one task, whatever uslab's hooks would do for the unshare itself. */
 static void expect_one_task(void)
 {
-    int n = tasks();
+    int n = task_count();
     if (n != 1) {
         char msg[128];
         snprintf(msg, sizeof msg, "%d threads before unshare: uslab started one\n", n);

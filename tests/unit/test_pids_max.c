@@ -37,17 +37,7 @@ static char root[64] = "pids-root-XXXXXX";
 
 static void put(const char *rel, const char *text)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    for (char *s = strchr(path + strlen(root) + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        CHECK(mkdir(path, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", path, strerror(errno));
-        *s = '/';
-    }
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "cannot write %s: %s", path, strerror(errno));
-    fputs(text, f);
-    fclose(f);
+    test_put_file(root, rel, text);
 }
 
 static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -30,6 +30,7 @@
 #define _GNU_SOURCE
 #include "check.h"
 #include "internal.h"
+#include "testutil.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -44,17 +45,7 @@ static char root[64] = "pressure-root-XXXXXX";
 /* Writes text to root/rel, making its directories. */
 static void put(const char *rel, const char *text)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    for (char *s = strchr(path + strlen(root) + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        CHECK(mkdir(path, 0700) == 0 || errno == EEXIST, "mkdir %s: %s", path, strerror(errno));
-        *s = '/';
-    }
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "cannot write %s: %s", path, strerror(errno));
-    fputs(text, f);
-    fclose(f);
+    test_put_file(root, rel, text);
 }
 
 static void psi(const char *rel, unsigned long total)
