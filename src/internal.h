@@ -1084,6 +1084,11 @@ struct usi_tcache {
     size_t pairs_bytes;                     /* npairs * sizeof(struct usi_magpair) */
     uint32_t npairs;
     uint32_t exchanging; /* id of the pair its owner is changing, 0: none (fork, §7) */
+    /* Odd while the owner changes a pair's magazines (base, limit, prev, a magazine's
+     * rounds), even otherwise: a sequence count that lets another thread's free() read this
+     * thread's pairs without a lock (usi_tcache_block_is_free, design §8). Its fast paths
+     * move only `top`, and do not touch it. */
+    uint32_t exchange_seq;
     /* size -> offset of the malloc class's pair from pairs[0], for sizes up to
      * USI_SMALL_MAX: a copy of usi_tcache_size_offsets, kept here so malloc's lookup needs
      * no other base address, indexed by the size itself (no rounding instruction). All 0

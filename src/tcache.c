@@ -106,12 +106,15 @@ static size_t pair_reserve(struct uslab_cache *c, const struct usi_magpair *mp)
 static inline void exchange_begin(struct usi_tcache *tc, uintptr_t id)
 {
     __atomic_store_n(&tc->exchanging, (uint32_t)id, __ATOMIC_RELAXED);
+    __atomic_store_n(&tc->exchange_seq, tc->exchange_seq + 1, __ATOMIC_RELAXED); /* odd */
     __atomic_thread_fence(__ATOMIC_RELEASE); /* before any store to the pair */
 }
 
 static inline void exchange_end(struct usi_tcache *tc)
 {
-    __atomic_store_n(&tc->exchanging, 0, __ATOMIC_RELEASE); /* after every store to it */
+    /* after every store to the pair (release) */
+    __atomic_store_n(&tc->exchange_seq, tc->exchange_seq + 1, __ATOMIC_RELEASE); /* even */
+    __atomic_store_n(&tc->exchanging, 0, __ATOMIC_RELEASE);
 }
 
 /*
@@ -696,6 +699,69 @@ void usi_tcache_adopt_orphans(void)
     }
 }
 
+/* Whether p is among the objects of magazine m's first n slots (another thread's: see
+ * other_pair_holds). */
+#if USI_TSAN
+__attribute__((no_sanitize("thread")))
+#endif
+static int
+mag_holds(const struct usi_mag *m, uint32_t n, const void *p)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (__atomic_load_n(&m->objs[i], __ATOMIC_RELAXED) == p)
+            return 1;
+    return 0;
+}
+
+/*
+ * Whether p is in another thread's pair of cache c: read without the owner's help, which
+ * changes its pair without a lock. Its fast paths move only `top`; a slow path changes the
+ * rest between exchange_begin and exchange_end, which make exchange_seq odd and then even
+ * again. So the pair is read between two readings of an even, unchanged exchange_seq, and
+ * only slots below the `top` read there: each held a free object at some moment after the
+ * read of `top` (a pop and a push may have replaced it since, by another free object), so
+ * a match means p was free at that moment. The caller frees p and is inside that call: p
+ * was live when the call began, so a free of it in between is a double free. The only
+ * false answer is "not there" (a magazine in passage to the depot, an owner that kept
+ * exchanging), never "there". tc->lock keeps out the flushes (thread exit, cache destroy)
+ * that change pairs without the sequence. A magazine the owner swapped out while this
+ * reads it stays mapped until its slab is freed and the span reused, which the sequence's
+ * second reading answers for anyway (the result is thrown away).
+ * Under registry_lock, with tc->lock held.
+ */
+#if USI_TSAN
+__attribute__((no_sanitize("thread")))
+#endif
+static int
+other_pair_holds(const struct usi_tcache *tc, const struct uslab_cache *c, const void *p)
+{
+    const volatile struct usi_magpair *mp = &tc->pairs[c->id];
+    /* An exchange takes microseconds, unless its thread is descheduled: spin a little,
+     * then wait a millisecond at a time, 20 at most. */
+    for (int attempt = 0; attempt < 64 + 20; attempt++) {
+        if (attempt >= 64)
+            usi_os_sleep_ms(1);
+        uint32_t seq = __atomic_load_n(&tc->exchange_seq, __ATOMIC_ACQUIRE);
+        if (seq & 1)
+            continue;
+        void **base = mp->base, **top = mp->top, **limit = mp->limit;
+        struct usi_mag *prev = mp->prev;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&tc->exchange_seq, __ATOMIC_RELAXED) != seq)
+            continue;
+        if (!prev || top < base || top > limit)
+            return 0; /* blank, or not a pair a slow path left (cannot be) */
+        const struct usi_mag *loaded = usi_pair_loaded((const struct usi_magpair *)mp);
+        uint32_t prev_rounds = __atomic_load_n(&prev->rounds, __ATOMIC_RELAXED);
+        int found = (prev_rounds <= prev->capacity && mag_holds(prev, prev_rounds, p)) ||
+                    mag_holds(loaded, (uint32_t)(top - base), p);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&tc->exchange_seq, __ATOMIC_RELAXED) == seq)
+            return found;
+    }
+    return 0;
+}
+
 int usi_tcache_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p)
 {
     struct usi_tcache *tc = usi_tls;
@@ -710,7 +776,19 @@ int usi_tcache_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p)
                     return 1;
         }
     }
-    return usi_depot_block_is_free(c, e, p);
+    /* Freed first into another thread's magazine (design §8): a block in two magazines
+     * would be handed out twice. */
+    int found = 0;
+    usi_lock(&registry_lock);
+    for (struct usi_tcache *o = registry; o && !found; o = o->reg_next) {
+        if (o == tc || c->id >= o->npairs || !pair_page_opened(o, &o->pairs[c->id]))
+            continue;
+        usi_lock(&o->lock);
+        found = other_pair_holds(o, c, p);
+        usi_unlock(&o->lock);
+    }
+    usi_unlock(&registry_lock);
+    return found || usi_depot_block_is_free(c, e, p);
 }
 
 /* Reads other threads' pairs while their owners change them, without a lock or an atomic

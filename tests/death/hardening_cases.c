@@ -150,6 +150,65 @@ static int case_double_free_other_thread(void)
     return 1;
 }
 
+/*
+ * A block freed first into the magazine of a thread that lives on, then freed again by
+ * this thread: without the look into other threads' pairs (design §8) it was in two
+ * magazines, and both threads were handed it. It lies in the other thread's loaded
+ * magazine; with `in_prev`, in its previous one: that thread holds 100 blocks when it
+ * frees it and frees them after it (the pair swaps its magazines on the way).
+ */
+static pthread_barrier_t live_barrier;
+static void *live_got[2][256];
+
+static void *free_and_live_on(void *arg)
+{
+    char *p = *(char **)arg;
+    int in_prev = ((char **)arg)[1] != NULL;
+    for (int i = 0; i < 600; i++) /* this thread's pair holds magazines of 64-byte blocks */
+        do_free(malloc(64));
+    void *more[100];
+    int nmore = in_prev ? 100 : 0;
+    for (int i = 0; i < nmore; i++)
+        more[i] = malloc(64);
+    do_free(p);
+    for (int i = 0; i < nmore; i++)
+        do_free(more[i]);
+    pthread_barrier_wait(&live_barrier); /* p freed here */
+    pthread_barrier_wait(&live_barrier); /* and again by the main thread */
+    for (int i = 0; i < 256; i++)
+        live_got[1][i] = malloc(64);
+    return NULL;
+}
+
+static int case_double_free_live_thread(int in_prev)
+{
+    char *volatile p = malloc(64);
+    char *arg[2] = {p, in_prev ? p : NULL};
+    pthread_t t;
+    pthread_barrier_init(&live_barrier, NULL, 2);
+    if (pthread_create(&t, NULL, free_and_live_on, arg) != 0) {
+        fprintf(stderr, "hardening_cases: no thread\n");
+        return 2;
+    }
+    pthread_barrier_wait(&live_barrier);
+    do_free(p);
+    pthread_barrier_wait(&live_barrier);
+    for (int i = 0; i < 256; i++)
+        live_got[0][i] = malloc(64);
+    pthread_join(t, NULL);
+    for (int i = 0; i < 256; i++)
+        for (int j = 0; j < 256; j++)
+            if (live_got[0][i] == live_got[1][j]) {
+                fprintf(stderr,
+                        "hardening_cases: double free not caught: %p handed out to both "
+                        "threads\n",
+                        live_got[0][i]);
+                return 0;
+            }
+    fprintf(stderr, "hardening_cases: double free of %p not caught\n", (void *)p);
+    return 1;
+}
+
 /* ---- interior pointers ------------------------------------------------------------------- */
 
 static int case_interior(size_t size, size_t offset)
@@ -345,6 +404,10 @@ int main(int argc, char **argv)
         return case_double_free_after_reap();
     if (strcmp(c, "double_free_other_thread") == 0)
         return case_double_free_other_thread();
+    if (strcmp(c, "double_free_live_thread") == 0)
+        return case_double_free_live_thread(0);
+    if (strcmp(c, "double_free_live_thread_prev") == 0)
+        return case_double_free_live_thread(1);
     if (strcmp(c, "interior_8") == 0)
         return case_interior(64, 8);
     if (strcmp(c, "interior_16") == 0)
