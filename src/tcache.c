@@ -102,19 +102,28 @@ static size_t pair_reserve(struct uslab_cache *c, const struct usi_magpair *mp)
  * changed (0: none), written before the first change and cleared after the last, with
  * release ordering; the fork child leaves that one pair alone (its magazines are lost to
  * the child, never handed out twice), design §7. Cleared before any callback runs.
+ * `exchange_seq` is odd from the first change to the last: other threads' free() reads
+ * the pairs between two even readings of it (other_pair_holds, design §8).
+ * A signal handler whose malloc or free interrupted an exchange of its own thread nests
+ * one: exchange_begin returns the exchange it interrupted (0: none), which exchange_end
+ * restores, and the sequence stays odd until the outer one ends.
  */
-static inline void exchange_begin(struct usi_tcache *tc, uintptr_t id)
+static inline uint32_t exchange_begin(struct usi_tcache *tc, uintptr_t id)
 {
+    uint32_t outer = tc->exchanging; /* only this thread writes it */
     __atomic_store_n(&tc->exchanging, (uint32_t)id, __ATOMIC_RELAXED);
-    __atomic_store_n(&tc->exchange_seq, tc->exchange_seq + 1, __ATOMIC_RELAXED); /* odd */
+    if (!outer)
+        __atomic_store_n(&tc->exchange_seq, tc->exchange_seq + 1, __ATOMIC_RELAXED); /* odd */
     __atomic_thread_fence(__ATOMIC_RELEASE); /* before any store to the pair */
+    return outer;
 }
 
-static inline void exchange_end(struct usi_tcache *tc)
+static inline void exchange_end(struct usi_tcache *tc, uint32_t outer)
 {
     /* after every store to the pair (release) */
-    __atomic_store_n(&tc->exchange_seq, tc->exchange_seq + 1, __ATOMIC_RELEASE); /* even */
-    __atomic_store_n(&tc->exchanging, 0, __ATOMIC_RELEASE);
+    if (!outer)
+        __atomic_store_n(&tc->exchange_seq, tc->exchange_seq + 1, __ATOMIC_RELEASE); /* even */
+    __atomic_store_n(&tc->exchanging, outer, __ATOMIC_RELEASE);
 }
 
 /*
@@ -432,11 +441,11 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
         p = usi_objects_alloc(c);
     } else {
         struct usi_magpair *mp = &tc->pairs[c->id];
-        exchange_begin(tc, c->id);
+        uint32_t outer = exchange_begin(tc, c->id);
         pair_open(tc, c, mp);
         int ok = alloc_exchange(c, mp);
         p = ok ? usi_pair_pop(mp) : NULL;
-        exchange_end(tc);
+        exchange_end(tc, outer);
         if (!ok)
             p = usi_objects_alloc(c); /* last: may run the constructor and reclaim */
         usi_purge_poll();
@@ -455,7 +464,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         return;
     }
     struct usi_magpair *mp = &tc->pairs[c->id];
-    exchange_begin(tc, c->id);
+    uint32_t outer = exchange_begin(tc, c->id);
     if (pair_is_blank(mp)) {
         /* The thread's first use of this cache is a free: another thread allocated the
          * block. Kept here, it would be this thread's next block, in a cache line the
@@ -464,13 +473,13 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
          * thread's first magazine, filled from the slabs, hands out its top object first,
          * a magazine's length away from it. */
         pair_open(tc, c, mp);
-        exchange_end(tc);
+        exchange_end(tc, outer);
         usi_objects_unfill(c, 1, &p);
         usi_purge_poll();
         return;
     }
     if (usi_pair_push(mp, p)) {
-        exchange_end(tc);
+        exchange_end(tc, outer);
         return;
     }
     size_t before = pair_reserve(c, mp);
@@ -527,7 +536,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     pair_account(c, mp, before);
     if (pushed)
         usi_pair_push(mp, p);
-    exchange_end(tc);
+    exchange_end(tc, outer);
     /* The pair is whole: callbacks may run now. The depot's surplus runs destructors,
      * which may free into this pair. */
     usi_depot_dispose(c, over);
@@ -545,13 +554,13 @@ size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs)
     struct usi_magpair *mp = usi_tcache_pair(tc, c->pair_offset);
     if (pair_is_blank(mp))
         return 0;
-    exchange_begin(tc, c->id);
+    uint32_t outer = exchange_begin(tc, c->id);
     void *p;
     while (i < n && (p = usi_pair_pop(mp)) != NULL)
         objs[i++] = p;
     while (i < n && mp->prev->rounds)
         objs[i++] = mp->prev->objs[--mp->prev->rounds];
-    exchange_end(tc);
+    exchange_end(tc, outer);
     return i;
 }
 
@@ -753,8 +762,10 @@ other_pair_holds(const struct usi_tcache *tc, const struct uslab_cache *c, const
             return 0; /* blank, or not a pair a slow path left (cannot be) */
         const struct usi_mag *loaded = usi_pair_loaded((const struct usi_magpair *)mp);
         uint32_t prev_rounds = __atomic_load_n(&prev->rounds, __ATOMIC_RELAXED);
-        int found = (prev_rounds <= prev->capacity && mag_holds(prev, prev_rounds, p)) ||
-                    mag_holds(loaded, (uint32_t)(top - base), p);
+        size_t loaded_rounds = (size_t)(top - base);
+        int found =
+            (prev_rounds <= prev->capacity && mag_holds(prev, prev_rounds, p)) ||
+            (loaded_rounds <= loaded->capacity && mag_holds(loaded, (uint32_t)loaded_rounds, p));
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&tc->exchange_seq, __ATOMIC_RELAXED) == seq)
             return found;
