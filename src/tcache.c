@@ -716,8 +716,11 @@ __attribute__((no_sanitize("thread")))
 static int
 mag_holds(const struct usi_mag *m, uint32_t n, const void *p)
 {
+    /* plain reads (volatile): an atomic read would still be seen by ThreadSanitizer,
+     * racing the owner's plain stores, which are its fast path's */
+    void *const volatile *objs = m->objs;
     for (uint32_t i = 0; i < n; i++)
-        if (__atomic_load_n(&m->objs[i], __ATOMIC_RELAXED) == p)
+        if (objs[i] == p)
             return 1;
     return 0;
 }
@@ -760,8 +763,11 @@ other_pair_holds(const struct usi_tcache *tc, const struct uslab_cache *c, const
             continue;
         if (!prev || top < base || top > limit)
             return 0; /* blank, or not a pair a slow path left (cannot be) */
-        const struct usi_mag *loaded = usi_pair_loaded((const struct usi_magpair *)mp);
-        uint32_t prev_rounds = __atomic_load_n(&prev->rounds, __ATOMIC_RELAXED);
+        /* the magazine of base, as usi_pair_loaded finds it (inline here: no sanitizer) */
+        const struct usi_mag *loaded =
+            (const struct usi_mag *)(const void *)((const char *)base -
+                                                   offsetof(struct usi_mag, objs));
+        uint32_t prev_rounds = *(const volatile uint32_t *)&prev->rounds;
         size_t loaded_rounds = (size_t)(top - base);
         int found =
             (prev_rounds <= prev->capacity && mag_holds(prev, prev_rounds, p)) ||
