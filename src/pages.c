@@ -178,27 +178,51 @@ int usi_pages_init(void)
         errno = ENOMEM;
         return -1;
     }
-    /* Find a hole for the whole range, keep its first piece: the kernel places other
-     * mappings top-down, from the hole's upper end, so the range can grow upwards. */
-    void *base = usi_os_reserve(&size, align, MIN_RESERVE);
-    if (!base)
+    /* One hole for the range and its side arrays (design §2): twice the range's size,
+     * the range in its upper half, the side arrays at the top of its lower half, each
+     * array with room to cover the whole range. Each keeps its first part and grows
+     * upwards into its own tail; the rest of the hole goes back. The kernel places other
+     * mappings top-down, so they come down from the hole's upper end towards the range;
+     * a bottom-up layout (valgrind's, `setarch -L`) fills the hole from its lower end, up
+     * towards the side arrays. Before, the range sat at the start of its hole and the side
+     * arrays in a hole of their own: under a bottom-up layout the program's next mapping
+     * landed right after a side array, which then could never grow, nor the range: under
+     * valgrind every program's small blocks beyond 2 MiB went to glibc's malloc. A hole
+     * smaller than asked for (a limit, valgrind's address space) is shared the same way;
+     * one too small for that keeps the range at its start and the side arrays in a hole
+     * of their own. */
+    size_t hole_size = size <= SIZE_MAX / 2 ? 2 * size : size;
+    void *hole_base = usi_os_reserve(&hole_size, align, MIN_RESERVE);
+    if (!hole_base)
         return -1;
-    if ((uintptr_t)base + size > ((uintptr_t)1 << USI_ADDRESS_BITS)) {
-        usi_os_unmap(base, size);
+    if ((uintptr_t)hole_base + hole_size > ((uintptr_t)1 << USI_ADDRESS_BITS)) {
+        usi_os_unmap(hole_base, hole_size);
         errno = ENOMEM;
         return -1;
     }
+    size_t below = (hole_size / 2) & ~(align - 1); /* a multiple of the span alignment */
+    if (hole_size - below < MIN_RESERVE)
+        below = 0;
+    if (size > hole_size - below)
+        size = hole_size - below;
+    char *base = (char *)hole_base + below;
     size_t first = size < INITIAL_RESERVE ? size : INITIAL_RESERVE;
     size_t nunits = size >> USI_UNIT_SHIFT, first_units = first >> USI_UNIT_SHIFT;
-    /* The side arrays: one hole with room for each to cover the whole range, found before
-     * the range is cut back (so it is not in the range's tail), laid out one after the
-     * other; each keeps its first part, so each can grow into its own tail. */
     size_t whole[NSIDES], total = 0;
     for (int i = 0; i < NSIDES; i++)
         total += whole[i] = page_up(nunits * side_unit[i]);
-    size_t got = total;
-    char *hole = usi_os_reserve(&got, USI_PAGE_SIZE, total);
-    usi_os_unmap((char *)base + first, size - first);
+    char *hole; /* the side arrays' */
+    if (total <= below) {
+        hole = base - total;
+        usi_os_unmap(hole_base, below - total);
+    } else {
+        /* found while the range's hole is still whole, so not in its tail */
+        size_t got = total;
+        hole = usi_os_reserve(&got, USI_PAGE_SIZE, total);
+        if (below)
+            usi_os_unmap(hole_base, below);
+    }
+    usi_os_unmap(base + first, hole_size - below - first);
     if (!hole) {
         usi_os_unmap(base, first);
         errno = ENOMEM;
