@@ -1063,8 +1063,126 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 extern void __libc_free(void *);
-#define SYS(name) __libc_##name
 #include <malloc.h> /* mallopt, malloc_trim */
+
+/* Bound by name, the __libc_* functions are the first definitions in the global scope,
+ * which need not be glibc's: mimalloc exports them too, and loaded after the preload
+ * library (LD_PRELOAD=uslab:mimalloc, or a program linked with it) it got uslab's large
+ * blocks, whose size uslab reads from glibc's chunk header (usi_sys_usable_size): realloc
+ * copied the wrong length and the next free aborted. So they are looked up in libc.so.6's
+ * own dynamic symbol table (its GNU hash table), from the dynamic linker's list of
+ * objects: memory only, no lock, no allocation, no dlsym (design §8). The names as bound
+ * stay where that fails. Every thread that finds `sys_state` 0 does the same lookup and
+ * stores the same pointers, so a race is harmless. */
+struct sys_fns {
+    void *(*malloc)(size_t);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void *(*memalign)(size_t, size_t);
+    void (*free)(void *);
+};
+static struct sys_fns sys_fns;
+static int sys_state; /* 0: not looked up yet; 1: sys_fns set */
+
+static const char *file_base_name(const char *path)
+{
+    const char *b = path;
+    for (const char *s = path; *s; s++)
+        if (*s == '/')
+            b = s + 1;
+    return b;
+}
+
+/* The defined, default-version symbol `name` of an object's GNU hash table, or NULL. */
+static const ElfW(Sym) * gnu_hash_lookup(const uint32_t *gh, const ElfW(Sym) * symtab,
+                                         const char *strtab, const ElfW(Half) * versym,
+                                         const char *name)
+{
+    uint32_t h = 5381;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = h * 33 + *c;
+    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
+    if (nbuckets == 0)
+        return NULL;
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t i = buckets[h % nbuckets];
+    if (i < symoffset)
+        return NULL;
+    for (;; i++) {
+        uint32_t ch = chain[i - symoffset];
+        const ElfW(Sym) *s = &symtab[i];
+        if ((ch | 1) == (h | 1) && strcmp(strtab + s->st_name, name) == 0 &&
+            s->st_shndx != SHN_UNDEF && (s->st_info & 0xf) == STT_FUNC &&
+            (!versym || !(versym[i] & 0x8000)))
+            return s;
+        if (ch & 1)
+            return NULL;
+    }
+}
+
+/* glibc's own allocator functions, from libc.so.6 in the dynamic linker's list; 0 if all
+ * five were found. */
+static int find_glibc_fns(struct sys_fns *out)
+{
+    static const char *const names[5] = {"__libc_malloc", "__libc_calloc", "__libc_realloc",
+                                         "__libc_memalign", "__libc_free"};
+    const struct link_map *m = _r_debug.r_map;
+    while (m && !(m->l_name && strcmp(file_base_name(m->l_name), "libc.so.6") == 0))
+        m = m->l_next;
+    if (!m || !m->l_ld)
+        return -1;
+    /* The dynamic linker has made most of these pointers absolute (not in a read-only
+     * dynamic section, such as the vDSO's): an offset is below the load address. */
+    uintptr_t base = (uintptr_t)m->l_addr, symtab = 0, strtab = 0, gnu_hash = 0, versym = 0;
+    for (const ElfW(Dyn) *d = m->l_ld; d->d_tag != DT_NULL; d++) {
+        uintptr_t v = (uintptr_t)d->d_un.d_ptr;
+        v = v < base ? v + base : v;
+        if (d->d_tag == DT_SYMTAB)
+            symtab = v;
+        else if (d->d_tag == DT_STRTAB)
+            strtab = v;
+        else if (d->d_tag == DT_GNU_HASH)
+            gnu_hash = v;
+        else if (d->d_tag == DT_VERSYM)
+            versym = v;
+    }
+    if (!symtab || !strtab || !gnu_hash)
+        return -1;
+    void *found[5];
+    for (int i = 0; i < 5; i++) {
+        const ElfW(Sym) *s =
+            gnu_hash_lookup((const uint32_t *)gnu_hash, (const ElfW(Sym) *)symtab,
+                            (const char *)strtab, (const ElfW(Half) *)versym, names[i]);
+        if (!s)
+            return -1;
+        found[i] = (void *)(base + (uintptr_t)s->st_value);
+    }
+    out->malloc = (void *(*)(size_t))(uintptr_t)found[0];
+    out->calloc = (void *(*)(size_t, size_t))(uintptr_t)found[1];
+    out->realloc = (void *(*)(void *, size_t))(uintptr_t)found[2];
+    out->memalign = (void *(*)(size_t, size_t))(uintptr_t)found[3];
+    out->free = (void (*)(void *))(uintptr_t)found[4];
+    return 0;
+}
+
+static const struct sys_fns *glibc_fns(void)
+{
+    if (USI_LIKELY(__atomic_load_n(&sys_state, __ATOMIC_ACQUIRE)))
+        return &sys_fns;
+    struct sys_fns f;
+    if (find_glibc_fns(&f) != 0)
+        f = (struct sys_fns){__libc_malloc, __libc_calloc, __libc_realloc, __libc_memalign,
+                             __libc_free};
+    __atomic_store_n(&sys_fns.malloc, f.malloc, __ATOMIC_RELAXED);
+    __atomic_store_n(&sys_fns.calloc, f.calloc, __ATOMIC_RELAXED);
+    __atomic_store_n(&sys_fns.realloc, f.realloc, __ATOMIC_RELAXED);
+    __atomic_store_n(&sys_fns.memalign, f.memalign, __ATOMIC_RELAXED);
+    __atomic_store_n(&sys_fns.free, f.free, __ATOMIC_RELAXED);
+    __atomic_store_n(&sys_state, 1, __ATOMIC_RELEASE);
+    return &sys_fns;
+}
+#define SYS(name) glibc_fns()->name
 #else
 /* libuslab exports only uslab_* names: its system allocator is the process's malloc
  * (glibc's, or a sanitizer's, whose interceptors then see every block). */
