@@ -93,16 +93,17 @@ static inline uint64_t usi_mix64(uint64_t z)
 #define USI_ASSERT(x) ((void)0)
 #endif
 
-/* Every uslab lock is taken with usi_lock and released with usi_unlock. With assertions,
- * they count the locks the thread holds (usi_lock_depth, in os_linux.c), so that every
- * user callback can assert it runs with none held (design §6). */
-#ifdef USLAB_ASSERTS
+/* Every uslab lock is taken with usi_lock and released with usi_unlock. They count the
+ * locks the thread holds (usi_lock_depth, in os_linux.c), so that every user callback can
+ * assert it runs with none held (design §6), and so that a signal handler's malloc or
+ * free that interrupted its thread inside uslab with a lock held runs no inline pass or
+ * live update there (usi_purge_poll): those take locks the thread may hold. */
 extern __thread unsigned usi_lock_depth __attribute__((tls_model("initial-exec")));
 #define USI_LOCK_DEPTH_ADD(n) (usi_lock_depth += (unsigned)(n))
-#define USI_ASSERT_NO_LOCK()  USI_ASSERT(usi_lock_depth == 0)
+#ifdef USLAB_ASSERTS
+#define USI_ASSERT_NO_LOCK() USI_ASSERT(usi_lock_depth == 0)
 #else
-#define USI_LOCK_DEPTH_ADD(n) ((void)0)
-#define USI_ASSERT_NO_LOCK()  ((void)0)
+#define USI_ASSERT_NO_LOCK() ((void)0)
 #endif
 
 static inline void usi_lock(pthread_mutex_t *m)
@@ -901,9 +902,13 @@ extern uint64_t usi_purge_live_due_ms;
 void usi_purge_poll_live(void);
 /* Called by slow paths with no uslab lock held: runs the inline pass once it is due, and
  * the live update once due. One load each when nothing is scheduled (always, where the
- * purger thread runs and no live page is wanted); a clock read while the page is. */
+ * purger thread runs and no live page is wanted); a clock read while the page is. Not in
+ * a signal handler that interrupted its thread while it held a uslab lock (a thread
+ * exit's flush, a kick): the work waits for a later slow path. */
 static inline void usi_purge_poll(void)
 {
+    if (USI_UNLIKELY(usi_lock_depth != 0))
+        return;
     if (USI_UNLIKELY(__atomic_load_n(&usi_purge_due_ms, __ATOMIC_RELAXED) != 0))
         usi_purge_poll_due();
     if (USI_UNLIKELY(__atomic_load_n(&usi_purge_live_due_ms, __ATOMIC_RELAXED) != 0))

@@ -695,9 +695,7 @@ int usi_os_thread_exists(uint32_t tid)
     return OS_SYSCALL(SYS_tgkill, (long)getpid(), (long)tid, 0L) == 0 || errno != ESRCH;
 }
 
-#ifdef USLAB_ASSERTS
 __thread unsigned usi_lock_depth __attribute__((tls_model("initial-exec")));
-#endif
 
 /* glibc's stdio list lock (exported by libc.so.6, recursive). A thread in fflush(NULL)
  * holds it while it waits for a FILE lock, whose holder may be in malloc: glibc's fork
@@ -939,9 +937,7 @@ unsigned usi_os_geteuid(void)
 
 void usi_os_postfork_child(void)
 {
-#ifdef USLAB_ASSERTS
     usi_lock_depth = 0; /* the locks held across fork were re-initialised, not released */
-#endif
 }
 
 #ifdef USLAB_PRELOAD

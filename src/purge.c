@@ -445,7 +445,14 @@ void usi_purge_kick(void)
         schedule_inline();
         return;
     }
-    usi_lock(&purger.lock);
+    /* Tried, not waited for: a signal handler's malloc may kick while its thread holds
+     * the lock, in a kick or at its exit (usi_purge_thread_exited), and would wait for
+     * ever. When it is busy, an inline pass is scheduled instead: the work is done all
+     * the same, on a later slow path. */
+    if (usi_trylock(&purger.lock) != 0) {
+        schedule_inline();
+        return;
+    }
     /* The thread may have left (or been paused) since the state was read. */
     int running = __atomic_load_n(&purger.thread, __ATOMIC_ACQUIRE) == 1;
     if (running) {
