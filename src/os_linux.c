@@ -86,6 +86,30 @@ long usi_os_syscall(long n, long a, long b, long c, long d, long e, long f)
 #define os_syscall_pad(n, a, b, c, d, e, f, ...)                                                   \
     usi_os_syscall((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
 
+/*
+ * No transparent huge pages in uslab's own mappings (the range of slabs, its side arrays,
+ * spans mapped again): a slab keeps only the pages its objects were handed out on, many
+ * classes each have a span of their own, and the purger gives idle spans back 64 KiB at
+ * a time. Where THP is "always", khugepaged makes any 2 MiB block with one page in it
+ * wholly resident (max_ptes_none 511), which undoes both: a small program's slabs took
+ * 2.4 MB resident, then 6.3 MB once collapsed (design §2). Advice only: a failure changes
+ * nothing else. The real madvise, never an injected failure (tests' fault sequences stay
+ * those of the calls that matter), and not under strict seccomp mode, where it would kill.
+ */
+static void no_huge_pages(void *addr, size_t len)
+{
+#ifdef MADV_NOHUGEPAGE
+    if (!usi_os_quiet()) {
+        int saved = errno;
+        (void)madvise(addr, len, MADV_NOHUGEPAGE);
+        errno = saved;
+    }
+#else
+    (void)addr;
+    (void)len;
+#endif
+}
+
 #ifdef USLAB_FAULT_INJECTION
 /* ---- fault injection (test builds only; docs/design.md §2) ----------------------------- */
 
@@ -279,6 +303,7 @@ void *usi_os_reserve(size_t *size, size_t align, size_t min)
             munmap(p, head);
         if (len - head > want)
             munmap((char *)start + want, len - head - want);
+        no_huge_pages((void *)start, want);
         *size = want;
         return (void *)start;
     }
@@ -298,6 +323,7 @@ int usi_os_reserve_at(void *addr, size_t size)
         munmap(p, size);
         return -1;
     }
+    no_huge_pages(p, size);
     return 0;
 }
 
@@ -325,15 +351,20 @@ int usi_os_replace(void *addr, size_t size)
     }
     void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    return p == addr ? 0 : -1;
+    if (p != addr)
+        return -1;
+    no_huge_pages(p, size);
+    return 0;
 }
 
 int usi_os_map_at(void *addr, size_t size)
 {
     void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-    if (p == addr)
+    if (p == addr) {
+        no_huge_pages(p, size);
         return 0;
+    }
     if (p != MAP_FAILED) /* a kernel before 4.17 took the address as a mere hint */
         munmap(p, size);
     return -1;
