@@ -156,6 +156,22 @@ static void depot_lock(struct uslab_cache *c)
     }
 }
 
+/* The depot's objects beyond its first limit count with the empty slabs towards
+ * usi_slab_surplus_bytes: a new slab made while they exceed USI_SLAB_SURPLUS_MAX asks for a
+ * pass that drains them (design §3, "Across classes"). Under cache->lock, after each change
+ * of depot_rounds. */
+static void depot_recount(struct uslab_cache *c)
+{
+    size_t bytes = c->depot_rounds * c->stride;
+    size_t base = c->depot_base_full * (size_t)c->mag_capacity * c->stride;
+    size_t surplus = bytes > base ? bytes - base : 0;
+    if (surplus != c->depot_surplus) {
+        __atomic_add_fetch(&usi_slab_surplus_bytes, (uint64_t)(surplus - c->depot_surplus),
+                           __ATOMIC_RELAXED);
+        c->depot_surplus = surplus;
+    }
+}
+
 /* Pushes m (cache->lock held); returns m itself, counted in depot_flushing, when it is
  * full and the depot already holds its limit of full magazines, else NULL. */
 static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *m)
@@ -185,6 +201,7 @@ static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *
     c->depot_nfull++;
     c->depot_rounds += m->rounds;
     c->depot_in += m->rounds;
+    depot_recount(c);
     return NULL;
 }
 
@@ -208,6 +225,7 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
         c->depot_nfull--;
         c->depot_rounds -= m->rounds;
         c->depot_out += m->rounds;
+        depot_recount(c);
         if (c->depot_nfull < c->depot_min_full)
             c->depot_min_full = c->depot_nfull;
         if (give_empty && give_empty != &usi_mag_empty) {
@@ -327,6 +345,7 @@ void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes)
         c->depot_nfull = c->depot_nempty = 0;
         c->depot_min_full = c->depot_min_empty = 0;
         c->depot_rounds = 0;
+        depot_recount(c);
         c->depot_flushing += taken;
         /* Flushes by other threads (a handed-back magazine, a purger pass) still running? */
         int others = c->depot_flushing > taken;
@@ -361,6 +380,7 @@ size_t usi_depot_reap_unused(struct uslab_cache *c)
         m->next = empty;
         empty = m;
     }
+    depot_recount(c);
     c->depot_min_full = c->depot_nfull;
     c->depot_min_empty = c->depot_nempty;
     if (!c->depot_misses && c->depot_max_full > c->depot_base_full)

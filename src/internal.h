@@ -211,6 +211,8 @@ struct uslab_cache {
     size_t slab_inuse;             /* objects outside slabs: live + cached in magazines */
     int purge_pending;             /* empty slabs beyond the reserve await the purger */
     size_t depot_rounds;
+    size_t depot_surplus; /* bytes of depot_rounds beyond the first limit, counted in
+                           * usi_slab_surplus_bytes (depot.c) */
     uint64_t slabs_created, slabs_released;
     /* Cumulative counts for statistics (design §10), kept on slow paths only: objects taken
      * from and returned to the slabs (so slab_inuse = slab_takes - slab_puts), and objects in
@@ -799,6 +801,14 @@ static inline struct usi_slab *usi_slab_of_entry(uintptr_t entry)
 /* The per-process secret (AT_RANDOM) that seeds each cache's generator for
  * USLAB_HARDEN=random, set once by init.c before the first slab exists. */
 extern uintptr_t usi_slab_seed;
+/* Bytes of the empty slabs beyond their caches' reserves and of the objects in depots beyond
+ * their first limit, summed over every cache (relaxed atomic; the slab and depot layers
+ * keep it under each cache's lock). A slab created while
+ * it exceeds USI_SLAB_SURPLUS_MAX sets usi_slab_surplus_seen, which the objects layer
+ * turns into a pass that releases them at once (design §3, "Across classes"). */
+extern uint64_t usi_slab_surplus_bytes;
+extern int usi_slab_surplus_seen;
+#define USI_SLAB_SURPLUS_MAX ((uint64_t)16 << 20)
 
 /* Slab geometry of a cache, fixed at creation. */
 void usi_slab_geometry(struct uslab_cache *c);
@@ -848,6 +858,9 @@ USI_COLD USI_NORETURN void usi_slab_bad_pointer(const struct uslab_cache *c, con
 #define USI_PASS_URGENT                                                                            \
     2u /* memory pressure: give back everything that is not in a                                   \
         * thread's own magazines, at once */
+#define USI_PASS_SURPLUS                                                                           \
+    4u /* new slabs while others are kept (usi_purge_surplus): the depots'                         \
+        * magazines and every empty slab beyond the reserves, idle or not */
 /* The pass the purger runs each tick at now_ms: gives back what has been idle for idle_ms
  * (times each cache's purge multiplier); returns whether anything remains to be given back
  * later. Set once at
@@ -857,6 +870,10 @@ void usi_purge_set_pass(int (*pass)(uint64_t now_ms, uint64_t idle_ms, unsigned 
  * thread (once, where USLAB_PURGER allows it) or wakes it, or else schedules an inline
  * pass. Cheap when the thread is already awake. */
 void usi_purge_kick(void);
+/* New slabs are being made while other caches keep more than USI_SLAB_SURPLUS_MAX of empty
+ * slabs: the next pass, due at once (the caller's slow path runs it inline), releases every
+ * empty slab beyond the reserves, however recently emptied (design §3, "Across classes"). */
+void usi_purge_surplus(void);
 /* A cache with a reclaim callback was registered: under USLAB_RETURN=pressure|both, kicks
  * the purger, which from then on runs passes (and reads the pressure) every tick while such
  * a cache exists, pending or not (design §3). Nothing under `delay`. */

@@ -154,6 +154,9 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
     }
     if (USI_UNLIKELY(got < n))
         __atomic_store_n(&c->starved, USI_STARVED_SKIP, __ATOMIC_RELAXED);
+    if (USI_UNLIKELY(__atomic_load_n(&usi_slab_surplus_seen, __ATOMIC_RELAXED)) &&
+        __atomic_exchange_n(&usi_slab_surplus_seen, 0, __ATOMIC_RELAXED))
+        usi_purge_surplus();
     return got;
 }
 

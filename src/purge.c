@@ -73,6 +73,8 @@ static struct {
 static __thread int tls_role __attribute__((tls_model("initial-exec")));
 
 uint64_t usi_purge_due_ms;
+/* The next pass releases every empty slab beyond the reserves, idle or not (atomic). */
+static int surplus_pending;
 uint64_t usi_purge_live_due_ms;
 /* A thread that claimed the live update sets its next time when done; until then the
  * update is due again after this long (ms), in case it never finishes (a fork). */
@@ -191,7 +193,9 @@ static int run_pass(uint64_t now, unsigned how)
         usi_sys_trim();
         return 0;
     }
-    int more = purge_pass(now, idle, how);
+    /* Other caches' empty slabs while new ones are made: they go now (design §3). */
+    int surplus = __atomic_exchange_n(&surplus_pending, 0, __ATOMIC_ACQ_REL);
+    int more = surplus ? purge_pass(now, 0, how | USI_PASS_SURPLUS) : purge_pass(now, idle, how);
     return trim_large(now, idle) || more;
 }
 
@@ -462,6 +466,19 @@ void usi_purge_kick(void)
     usi_unlock(&purger.lock);
     if (!running)
         schedule_inline();
+}
+
+void usi_purge_surplus(void)
+{
+    /* Under USLAB_RETURN=pressure|both the program asked to keep memory until the kernel
+     * reports pressure: that signal decides there (design §3). */
+    if (usi_options.purge_delay_ms == 0 || usi_os_quiet() ||
+        usi_options.return_policy != USI_RETURN_DELAY)
+        return;
+    __atomic_store_n(&surplus_pending, 1, __ATOMIC_RELEASE);
+    /* Due at once: the caller's slow path runs it after its locks are dropped, whether or
+     * not the purger thread runs (its tick may be half a delay away). */
+    __atomic_store_n(&usi_purge_due_ms, 1, __ATOMIC_RELAXED);
 }
 
 void usi_purge_poll_due(void)

@@ -62,8 +62,12 @@ static void pass_one(struct uslab_cache *c, void *arg)
         release_empty(c, 1, 0, 0, NULL);
         return;
     }
-    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && user)
-        usi_depot_reap_unused(c);
+    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && user) {
+        if (p->how & USI_PASS_SURPLUS)
+            usi_depot_drain(c, 0); /* new slabs elsewhere: the cached objects go first */
+        else
+            usi_depot_reap_unused(c);
+    }
     release_empty(c, 0, p->now_ms, p->idle_ms, &p->more);
 }
 

@@ -18,6 +18,8 @@
 #include <string.h>
 
 uintptr_t usi_slab_seed;
+uint64_t usi_slab_surplus_bytes;
+int usi_slab_surplus_seen;
 
 /* Bytes of guard page at each end of a span of c: internal caches only. */
 static size_t guard_bytes(const struct uslab_cache *c)
@@ -86,9 +88,20 @@ void usi_slab_geometry(struct uslab_cache *c)
 
 /* ---- lists: a slab moves only when its state (empty, partial, full) changes ---------- */
 
+/* Empty slabs beyond a cache's reserve are counted for every cache together
+ * (usi_slab_surplus_bytes, design §3 "Across classes"). */
+static void surplus_add(const struct uslab_cache *c, const struct usi_slab_list_head *h,
+                        int64_t sign)
+{
+    if (h == &c->lists[USI_SLAB_EMPTY] && h->count > c->empty_reserve)
+        __atomic_add_fetch(&usi_slab_surplus_bytes, (uint64_t)sign * c->slab_size,
+                           __ATOMIC_RELAXED);
+}
+
 static void list_remove(struct uslab_cache *c, struct usi_slab *s)
 {
     struct usi_slab_list_head *h = &c->lists[s->list];
+    surplus_add(c, h, -1);
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -108,6 +121,7 @@ static void list_push(struct uslab_cache *c, struct usi_slab *s, unsigned which)
         h->first->prev = s;
     h->first = s;
     h->count++;
+    surplus_add(c, h, 1);
 }
 
 static void list_move(struct uslab_cache *c, struct usi_slab *s, unsigned which)
@@ -235,6 +249,11 @@ static uint32_t random_free_index(struct uslab_cache *c, const struct usi_slab *
 
 static struct usi_slab *slab_create(struct uslab_cache *c)
 {
+    /* New memory while other caches keep much memory empty: the objects layer asks for a
+     * pass that gives that back now (design §3, "Across classes"). */
+    if (USI_UNLIKELY(__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) >
+                     USI_SLAB_SURPLUS_MAX))
+        __atomic_store_n(&usi_slab_surplus_seen, 1, __ATOMIC_RELAXED);
     char *span = usi_pages_alloc_span(c->slab_order);
     if (!span)
         return NULL;

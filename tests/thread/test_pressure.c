@@ -13,7 +13,8 @@
  *    keeps idle memory for 10 delays); the cache's reclaim callback runs;
  *  - `events`: memory.events' `high` counter grows (USLAB_RETURN=both, delay 60 s);
  *  - `high`: memory.current reaches 95% of memory.high (both, delay 60 s);
- *  - `ignored`: PSI grows, but USLAB_RETURN=delay (60 s): the memory stays for 4 s;
+ *  - `ignored`: PSI grows, but USLAB_RETURN=delay (60 s): the memory stays for 4 s (the
+ *    malloc blocks' 64 MiB: the cache's empty slabs were given back when malloc-1024 grew);
  *  - `cgroup`: a cgroup-like directory whose memory.pressure (PSI) `some total` grows by
  *    50 ms, its memory.events and memory.high unchanged (USLAB_RETURN=pressure, delay 60 s:
  *    the time-based return is 10 minutes off). This mode depends on no timing and not on
@@ -136,7 +137,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < COUNT; i++)
         MT_FREE(objs[i]);
     size_t freed = mt_rss();
-    CHECK(freed >= base + 100 * MIB, "only %zu KiB resident after the frees", (freed - base) >> 10);
+    /* Under `delay` the cache's empty slabs went back as malloc-1024 grew (more than 16 MiB
+     * left empty elsewhere, design §3 "Across classes"): one cache's worth stays. */
+    size_t kept = strcmp(mode, "ignored") == 0 ? 48 * MIB : 100 * MIB;
+    CHECK(freed >= base + kept, "only %zu KiB resident after the frees", (freed - base) >> 10);
 
     sleep_ms(2000);
     size_t idle = mt_rss();
