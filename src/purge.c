@@ -193,9 +193,19 @@ static int run_pass(uint64_t now, unsigned how)
         usi_sys_trim();
         return 0;
     }
-    /* Other caches' empty slabs while new ones are made: they go now (design §3). */
+    /* Other caches' empty slabs while new ones are made: those that were empty already
+     * at the previous surplus pass go now, whatever the delay (design §3). The first pass
+     * only marks the time. */
     int surplus = __atomic_exchange_n(&surplus_pending, 0, __ATOMIC_ACQ_REL);
-    int more = surplus ? purge_pass(now, 0, how | USI_PASS_SURPLUS) : purge_pass(now, idle, how);
+    int more;
+    if (surplus) {
+        static uint64_t previous_ms; /* passes never run two at a time (purger.running) */
+        uint64_t since = previous_ms && now > previous_ms ? now - previous_ms : now;
+        previous_ms = now;
+        more = purge_pass(now, since, how | USI_PASS_SURPLUS);
+    } else {
+        more = purge_pass(now, idle, how);
+    }
     return trim_large(now, idle) || more;
 }
 

@@ -14,7 +14,7 @@
  * times the cache's purge multiplier at now_ms) under its lock, then gives them back;
  * returns the bytes released. */
 static size_t release_empty(struct uslab_cache *c, int all, uint64_t now_ms, uint64_t idle_ms,
-                            int *more)
+                            unsigned how, int *more)
 {
     struct usi_slab *release = NULL;
     usi_lock(&c->lock);
@@ -22,7 +22,8 @@ static size_t release_empty(struct uslab_cache *c, int all, uint64_t now_ms, uin
         usi_slab_detach_empty(c, 0, &release);
         c->purge_pending = 0;
     } else if (c->purge_pending) {
-        uint64_t idle = idle_ms * c->purge_mult;
+        /* A surplus pass's idle time is the time since the previous one: no multiplier. */
+        uint64_t idle = how & USI_PASS_SURPLUS ? idle_ms : idle_ms * c->purge_mult;
         c->purge_pending = usi_slab_detach_idle(c, c->empty_reserve,
                                                 now_ms >= idle ? now_ms - idle : 0, &release) != 0;
         if (release) {
@@ -59,7 +60,7 @@ static void pass_one(struct uslab_cache *c, void *arg)
             usi_objects_call_reclaim(c);
         else if (c->reclaim)
             usi_objects_reclaim_later(c);
-        release_empty(c, 1, 0, 0, NULL);
+        release_empty(c, 1, 0, 0, 0, NULL);
         return;
     }
     if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && user) {
@@ -68,7 +69,7 @@ static void pass_one(struct uslab_cache *c, void *arg)
         else
             usi_depot_reap_unused(c);
     }
-    release_empty(c, 0, p->now_ms, p->idle_ms, &p->more);
+    release_empty(c, 0, p->now_ms, p->idle_ms, p->how, &p->more);
 }
 
 int usi_reclaim_pass(uint64_t now_ms, uint64_t idle_ms, unsigned how)
@@ -84,7 +85,7 @@ size_t usi_reclaim_cache(struct uslab_cache *c)
         usi_tcache_flush_own(c);
         usi_depot_drain(c, 0);
     }
-    return release_empty(c, 1, 0, 0, NULL);
+    return release_empty(c, 1, 0, 0, 0, NULL);
 }
 
 static void reclaim_one(struct uslab_cache *c, void *arg)

@@ -20,6 +20,8 @@
 uintptr_t usi_slab_seed;
 uint64_t usi_slab_surplus_bytes;
 int usi_slab_surplus_seen;
+/* Bytes of slabs made so far, and their count when a surplus pass was last asked for. */
+static uint64_t slabs_made_bytes, surplus_mark;
 
 /* Bytes of guard page at each end of a span of c: internal caches only. */
 static size_t guard_bytes(const struct uslab_cache *c)
@@ -249,11 +251,20 @@ static uint32_t random_free_index(struct uslab_cache *c, const struct usi_slab *
 
 static struct usi_slab *slab_create(struct uslab_cache *c)
 {
-    /* New memory while other caches keep much memory empty: the objects layer asks for a
-     * pass that gives that back now (design §3, "Across classes"). */
+    /* New memory while other caches keep much memory empty: once another
+     * USI_SLAB_SURPLUS_MAX of slabs has been made since the last time, the objects layer asks
+     * for a pass that gives back what was empty already then (design §3, "Across
+     * classes"). A program that empties and refills the same classes makes few new slabs,
+     * and keeps its memory for the purge delay as before. */
+    uint64_t made = __atomic_add_fetch(&slabs_made_bytes, c->slab_size, __ATOMIC_RELAXED);
     if (USI_UNLIKELY(__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) >
-                     USI_SLAB_SURPLUS_MAX))
-        __atomic_store_n(&usi_slab_surplus_seen, 1, __ATOMIC_RELAXED);
+                     USI_SLAB_SURPLUS_MAX)) {
+        uint64_t mark = __atomic_load_n(&surplus_mark, __ATOMIC_RELAXED);
+        if (made - mark >= USI_SLAB_SURPLUS_MAX &&
+            __atomic_compare_exchange_n(&surplus_mark, &mark, made, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            __atomic_store_n(&usi_slab_surplus_seen, 1, __ATOMIC_RELAXED);
+    }
     char *span = usi_pages_alloc_span(c->slab_order);
     if (!span)
         return NULL;
