@@ -11,6 +11,8 @@
  * Exit 0, 1 (grew too much), or 77 (skipped: no MADV_COLLAPSE on this kernel).
  */
 #define _GNU_SOURCE
+#include "testutil.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,19 +24,6 @@
 #define MADV_COLLAPSE 25
 #endif
 #define HUGE ((uintptr_t)2 << 20)
-
-static long rss_kb(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kb = atol(line + 6);
-    if (f)
-        fclose(f);
-    return kb;
-}
 
 /* Whether this kernel collapses a fresh block with one page in it. */
 static int collapse_works(void)
@@ -63,7 +52,7 @@ int main(void)
         printf("thp_collapse: MADV_COLLAPSE not available (%s): skipped\n", strerror(errno));
         return 77;
     }
-    long before = rss_kb();
+    long before = (long)(resident_bytes() >> 10);
     FILE *maps = fopen("/proc/self/maps", "r");
     char line[512];
     int collapsed = 0;
@@ -80,7 +69,7 @@ int main(void)
     }
     if (maps)
         fclose(maps);
-    long after = rss_kb();
+    long after = (long)(resident_bytes() >> 10);
     printf("thp_collapse: %d blocks, resident %ld kB, %ld kB after collapsing (%d mappings "
            "collapsed)\n",
            n, before, after, collapsed);
