@@ -41,11 +41,13 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -248,12 +250,30 @@ enum {
     NEXT_EXECVP,
     NEXT_EXECVPE,
     NEXT_FEXECVE,
+    NEXT_PTHREAD_CREATE,
+    NEXT_PTHREAD_JOIN,
+    NEXT_PTHREAD_TRYJOIN,
+    NEXT_PTHREAD_TIMEDJOIN,
+    NEXT_PTHREAD_CLOCKJOIN,
+    NEXT_PTHREAD_DETACH,
     NEXT_COUNT
 };
 static void *next_fns[NEXT_COUNT];
-static const char *const next_names[NEXT_COUNT] = {"setuid",    "seteuid", "setreuid",
-                                                   "setresuid", "execve",  "execv",
-                                                   "execvp",    "execvpe", "fexecve"};
+static const char *const next_names[NEXT_COUNT] = {"setuid",
+                                                   "seteuid",
+                                                   "setreuid",
+                                                   "setresuid",
+                                                   "execve",
+                                                   "execv",
+                                                   "execvp",
+                                                   "execvpe",
+                                                   "fexecve",
+                                                   "pthread_create",
+                                                   "pthread_join",
+                                                   "pthread_tryjoin_np",
+                                                   "pthread_timedjoin_np",
+                                                   "pthread_clockjoin_np",
+                                                   "pthread_detach"};
 
 static void at_quick_exit_handler(void)
 {
@@ -268,6 +288,12 @@ __attribute__((constructor)) static void hooks_resolve(void)
     for (int i = 0; i < NEXT_COUNT; i++)
         __atomic_store_n(&next_fns[i], dlsym(RTLD_NEXT, next_names[i]), __ATOMIC_RELEASE);
     __atomic_store_n(&next_daemon, dlsym(RTLD_NEXT, "daemon"), __ATOMIC_RELEASE);
+    /* The purger's own thread calls: the first definitions in lookup order (a sanitizer's
+     * interceptor must see its thread; else these hooks, which count the depth). */
+    usi_purge_set_thread_fns(
+        (usi_thread_create_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_create"),
+        (usi_thread_join_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_join"),
+        (usi_thread_detach_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_detach"));
     /* quick_exit runs no destructor, and glibc's reaches its own _exit, not this one. */
     at_quick_exit(at_quick_exit_handler);
 }
@@ -316,6 +342,87 @@ EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
     set3_fn f = (set3_fn)(uintptr_t)next_fn(NEXT_SETRESUID);
     before_euid(euid);
     return f ? f(ruid, euid, suid) : -1;
+}
+
+/* glibc's pthread_create, the pthread_join family and pthread_detach hold its stack-cache
+ * lock for a moment (a thread's stack taken from, or given back to, the cache), and
+ * pthread_create waits for that lock. A signal handler that interrupts one of them and
+ * whose malloc or free is the kick that would start the purger thread would call
+ * pthread_create there and wait for ever (design §3). So each is bracketed: while this
+ * thread is inside, its kicks leave the start to a later one (usi_purge_thread_call).
+ * The work is glibc's, found with dlsym past this library. A thread cancelled inside
+ * pthread_join leaves with its count raised: it starts no purger on its way out. */
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+typedef int (*join_fn)(pthread_t, void **);
+typedef int (*timedjoin_fn)(pthread_t, void **, const struct timespec *);
+typedef int (*clockjoin_fn)(pthread_t, void **, clockid_t, const struct timespec *);
+typedef int (*detach_fn)(pthread_t);
+
+EXPORT int pthread_create(pthread_t *restrict t, const pthread_attr_t *restrict attr,
+                          void *(*start)(void *), void *restrict arg)
+{
+    create_fn f = (create_fn)(uintptr_t)next_fn(NEXT_PTHREAD_CREATE);
+    if (!f)
+        return ENOSYS;
+    usi_purge_thread_call(1);
+    int r = f(t, attr, start, arg);
+    usi_purge_thread_call(-1);
+    return r;
+}
+
+static int join_with(int which, pthread_t t, void **ret)
+{
+    join_fn f = (join_fn)(uintptr_t)next_fn(which);
+    if (!f)
+        return ENOSYS;
+    usi_purge_thread_call(1);
+    int r = f(t, ret);
+    usi_purge_thread_call(-1);
+    return r;
+}
+
+EXPORT int pthread_join(pthread_t t, void **ret)
+{
+    return join_with(NEXT_PTHREAD_JOIN, t, ret);
+}
+
+EXPORT int pthread_tryjoin_np(pthread_t t, void **ret)
+{
+    return join_with(NEXT_PTHREAD_TRYJOIN, t, ret);
+}
+
+EXPORT int pthread_timedjoin_np(pthread_t t, void **ret, const struct timespec *abstime)
+{
+    timedjoin_fn f = (timedjoin_fn)(uintptr_t)next_fn(NEXT_PTHREAD_TIMEDJOIN);
+    if (!f)
+        return ENOSYS;
+    usi_purge_thread_call(1);
+    int r = f(t, ret, abstime);
+    usi_purge_thread_call(-1);
+    return r;
+}
+
+EXPORT int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t clock,
+                                const struct timespec *abstime)
+{
+    clockjoin_fn f = (clockjoin_fn)(uintptr_t)next_fn(NEXT_PTHREAD_CLOCKJOIN);
+    if (!f)
+        return ENOSYS;
+    usi_purge_thread_call(1);
+    int r = f(t, ret, clock, abstime);
+    usi_purge_thread_call(-1);
+    return r;
+}
+
+EXPORT int pthread_detach(pthread_t t)
+{
+    detach_fn f = (detach_fn)(uintptr_t)next_fn(NEXT_PTHREAD_DETACH);
+    if (!f)
+        return ENOSYS;
+    usi_purge_thread_call(1);
+    int r = f(t);
+    usi_purge_thread_call(-1);
+    return r;
 }
 
 /* The exec family: the new image runs no destructor of this one, so the page goes first

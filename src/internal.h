@@ -902,6 +902,18 @@ void usi_purge_postfork_home(void);
  * once another than the forking one starts. */
 void usi_purge_thread_started(void);
 void usi_purge_thread_exited(void);
+/* The calling thread enters (+1) or leaves (-1) glibc's pthread_create, pthread_join or
+ * pthread_detach family (hooks.c): while inside, its kicks never start the purger thread
+ * (a signal handler's kick there would wait for ever for glibc's stack-cache lock, which
+ * the interrupted call holds, design §3). */
+void usi_purge_thread_call(int delta);
+/* With the hooks: the pthread_create, pthread_join and pthread_detach the purger calls,
+ * handed down by hooks.c at load (its own are a layer above purge.c, design §1). */
+typedef int (*usi_thread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+typedef int (*usi_thread_join_fn)(pthread_t, void **);
+typedef int (*usi_thread_detach_fn)(pthread_t);
+void usi_purge_set_thread_fns(usi_thread_create_fn create, usi_thread_join_fn join,
+                              usi_thread_detach_fn detach);
 /* Large blocks (design §8): init.c says whether glibc was tuned to keep their memory
  * (usi_sys_tune_for_large); then each free of one restarts an idle clock, and a pass
  * trims glibc once they have been idle for the purge delay. */

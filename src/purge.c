@@ -71,6 +71,68 @@ static struct {
 
 /* This thread: 1 counted in purger.users, 2 the purger thread itself, else 0. */
 static __thread int tls_role __attribute__((tls_model("initial-exec")));
+/* This thread's depth in glibc's pthread_create, pthread_join and pthread_detach family
+ * (hooks.c): those hold glibc's stack-cache lock for a moment, which pthread_create takes
+ * too. A signal handler that interrupted one of them and whose malloc kicks must not start
+ * the purger thread: it would wait for that lock for ever. */
+static __thread int tls_thread_call __attribute__((tls_model("initial-exec")));
+
+void usi_purge_thread_call(int delta)
+{
+    tls_thread_call += delta;
+}
+
+/* The thread calls the purger makes. With the hooks (shared libraries), the program's
+ * pthread_create, pthread_join and pthread_detach are hooks.c's, a layer above: it hands
+ * down the first definitions in the process's lookup order at load (a sanitizer's
+ * interceptor, which must see the thread, or hooks.c's own, or glibc's); none yet, and the
+ * thread cannot start (not now: a later kick tries again). The static archive calls
+ * glibc's. */
+#if USI_HOOKS
+static struct {
+    usi_thread_create_fn create;
+    usi_thread_join_fn join;
+    usi_thread_detach_fn detach;
+} thread_fns;
+
+void usi_purge_set_thread_fns(usi_thread_create_fn create, usi_thread_join_fn join,
+                              usi_thread_detach_fn detach)
+{
+    __atomic_store_n(&thread_fns.join, join, __ATOMIC_RELAXED);
+    __atomic_store_n(&thread_fns.detach, detach, __ATOMIC_RELAXED);
+    __atomic_store_n(&thread_fns.create, create, __ATOMIC_RELEASE);
+}
+
+static usi_thread_create_fn thread_create(void)
+{
+    return __atomic_load_n(&thread_fns.create, __ATOMIC_ACQUIRE);
+}
+
+static int thread_join(pthread_t t)
+{
+    return __atomic_load_n(&thread_fns.join, __ATOMIC_ACQUIRE)(t, NULL);
+}
+
+static int thread_detach(pthread_t t)
+{
+    return __atomic_load_n(&thread_fns.detach, __ATOMIC_ACQUIRE)(t);
+}
+#else
+static usi_thread_create_fn thread_create(void)
+{
+    return pthread_create;
+}
+
+static int thread_join(pthread_t t)
+{
+    return pthread_join(t, NULL);
+}
+
+static int thread_detach(pthread_t t)
+{
+    return pthread_detach(t);
+}
+#endif
 
 uint64_t usi_purge_due_ms;
 /* The next pass releases every empty slab beyond the reserves, idle or not (atomic). */
@@ -269,7 +331,7 @@ static void *purger_main(void *arg)
             __atomic_compare_exchange_n(&purger.thread, &state, 0, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED);
             purger.started = 0;
-            pthread_detach(pthread_self());
+            thread_detach(pthread_self());
         }
         usi_unlock(&purger.lock);
         if (leave)
@@ -300,6 +362,9 @@ static int purger_start(void)
     pthread_attr_t attr;
     sigset_t all, old;
     pthread_t t;
+    usi_thread_create_fn create = thread_create();
+    if (!create)
+        return -1; /* the hooks have not handed it down yet: a later kick */
     __atomic_add_fetch(&purger.creating, 1, __ATOMIC_ACQ_REL);
     usi_lock(&purger.lock);
     int busy = purger.started; /* one that left by itself has cleared it (detached) */
@@ -316,7 +381,7 @@ static int purger_start(void)
     /* Joinable: usi_purge_pause joins it once `started` is set. No lock across
      * pthread_create, which may allocate and free through uslab and so kick (that kick
      * finds the state set and takes purger.lock); `creating` tells a pause to wait. */
-    int ok = pthread_create(&t, &attr, purger_main, NULL) == 0;
+    int ok = create(&t, &attr, purger_main, NULL) == 0;
     usi_lock(&purger.lock);
     if (ok) {
         purger.tid = t;
@@ -435,8 +500,10 @@ void usi_purge_kick(void)
          * (glibc's clone(), syscall(SYS_clone), vfork): a thread started there would be
          * the child's, and a child that leaves by the exit system call (the end of a
          * clone()d function) would then live on as that thread, never reaped: its parent's
-         * waitpid hung for good. Its passes run inline. */
-        if (want <= 0 || tls_role == 2 ||
+         * waitpid hung for good. Its passes run inline. Nor does a thread inside
+         * pthread_create or pthread_join (a signal handler's kick there: see
+         * tls_thread_call); a later kick starts it. */
+        if (want <= 0 || tls_role == 2 || tls_thread_call != 0 ||
             __atomic_load_n(&purger.home, __ATOMIC_ACQUIRE) != usi_os_getpid()) {
             schedule_inline();
             return;
@@ -579,7 +646,7 @@ int usi_purge_pause(void)
     pthread_cond_broadcast(&purger.wake);
     usi_unlock(&purger.lock);
     if (started)
-        pthread_join(t, NULL);
+        thread_join(t);
     /* pthread_join returns when the thread has released its memory, a little before the
      * kernel takes it out of the thread group, which is what unshare(CLONE_NEWUSER) counts;
      * a thread that left by itself was not joined at all: wait for the kernel (at most a
