@@ -498,12 +498,11 @@ static void put_settle(struct uslab_cache *c, struct usi_slab *s, struct usi_sla
     }
 }
 
-void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release)
+/* usi_slab_put for a debug cache: each object is checked and reported (and then skipped)
+ * rather than fatal, and the debug layer sees it; a batch is one object (no magazines). */
+static USI_COLD void put_debug(struct uslab_cache *c, size_t n, void *const *objs,
+                               struct usi_slab **release)
 {
-    /* The slab of the previous object (neighbours often share one): its list and counts are
-     * settled once per run of objects, when the next object is in another slab. The cache's
-     * geometry and the slab's addresses are kept in locals: the bitmap stores below could
-     * alias them for the compiler, which would load them again for every object. */
     struct usi_slab *s = NULL;
     const size_t stride = c->stride;
     const uint64_t recip = c->stride_recip, objs_bytes = (uint64_t)c->nobjs * stride;
@@ -526,28 +525,18 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         /* slab_index, with the geometry in registers */
         uint64_t off = p - first;
         uint32_t idx = (uint32_t)((off * recip) >> 32);
-        if (USI_UNLIKELY(off >= objs_bytes || (uint64_t)idx * stride != off)) {
-            if (c->debug) {
-                usi_debug_report(c, s, (void *)p, "Invalid pointer: not the start of an object");
-                skipped++;
-                continue;
-            }
-            usi_report_fatal("free of invalid pointer %p in cache %s: not the start of an object "
-                             "(slab %p, object size %zu)",
-                             (void *)p, c->name, (void *)s->span, c->stride);
+        if (off >= objs_bytes || (uint64_t)idx * stride != off) {
+            usi_debug_report(c, s, (void *)p, "Invalid pointer: not the start of an object");
+            skipped++;
+            continue;
         }
         uint64_t bit = (uint64_t)1 << (idx & 63);
-        if (USI_UNLIKELY(!(map[idx >> 6] & bit))) {
-            if (c->debug) {
-                usi_debug_report(c, s, (void *)p, "Object already free");
-                skipped++;
-                continue;
-            }
-            usi_report_fatal("double free of %p in cache %s (object %u of slab %p is already free)",
-                             (void *)p, c->name, idx, (void *)s->span);
+        if (!(map[idx >> 6] & bit)) {
+            usi_debug_report(c, s, (void *)p, "Object already free");
+            skipped++;
+            continue;
         }
-        if (USI_UNLIKELY(c->debug))
-            usi_debug_on_free(c, s, (char *)p - c->obj_offset);
+        usi_debug_on_free(c, s, (char *)p - c->obj_offset);
         map[idx >> 6] &= ~bit;
         if (idx >> 6 < s->scan)
             s->scan = idx >> 6;
@@ -557,9 +546,86 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         put_settle(c, s, release);
     c->slab_inuse -= n - skipped;
     c->slab_puts += n - skipped;
-    /* Debug caches have no magazines: a batch is one object, so this is its slab. */
-    if (USI_UNLIKELY(c->debug & USI_DEBUG_F) && s && s->list != USI_SLAB_NLISTS)
+    /* No magazines: a batch is one object, so this is its slab. */
+    if ((c->debug & USI_DEBUG_F) && s && s->list != USI_SLAB_NLISTS)
         check_or_report(c, s);
+}
+
+static USI_COLD USI_NORETURN void put_invalid(const struct uslab_cache *c, const struct usi_slab *s,
+                                              uintptr_t p)
+{
+    usi_report_fatal("free of invalid pointer %p in cache %s: not the start of an object "
+                     "(slab %p, object size %zu)",
+                     (void *)p, c->name, (void *)s->span, c->stride);
+}
+
+static USI_COLD USI_NORETURN void put_twice(const struct uslab_cache *c, const struct usi_slab *s,
+                                            uintptr_t p)
+{
+    usi_report_fatal("double free of %p in cache %s (object %u of slab %p is already free)",
+                     (void *)p, c->name, slab_index(c, s, (const void *)p), (void *)s->span);
+}
+
+void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release)
+{
+    if (USI_UNLIKELY(c->debug)) {
+        put_debug(c, n, objs, release);
+        return;
+    }
+    /* The slab of the previous object (neighbours often share one): its scan position and
+     * count are kept in locals and its list settled once per run of objects, when the next
+     * object is in another slab (or at the end). The cache's geometry and the slab's
+     * addresses are kept in locals too: the bitmap stores below could alias them for the
+     * compiler, which would load them again for every object. A bad pointer or a double
+     * free (also twice in one batch: its bit is clear by then) is fatal. */
+    struct usi_slab *s = NULL;
+    const size_t stride = c->stride;
+    const uint64_t recip = c->stride_recip, objs_bytes = (uint64_t)c->nobjs * stride;
+    uintptr_t first = 0, end = 0; /* s's first object (as handed out) and its objects' end */
+    uint64_t *map = NULL;
+    uint32_t scan = 0, freed = 0; /* s's scan position, and its objects freed in this run */
+    for (void *const *q = objs, *const *q_end = objs + n; q != q_end; q++) {
+        uintptr_t p = (uintptr_t)*q;
+        if (p - first >= end - first) { /* not among s's objects: also when s is NULL */
+            if (s) {
+                s->scan = scan;
+                s->inuse -= freed;
+                put_settle(c, s, release);
+            }
+            uintptr_t e = usi_pagemap_lookup((void *)p);
+            if (USI_UNLIKELY(e == 0 || (e & USI_ID_MASK) != c->id))
+                usi_slab_bad_pointer(c, (void *)p, e);
+            s = usi_slab_of_entry(e);
+            first = (uintptr_t)s->objs + c->obj_offset;
+            end = first + objs_bytes;
+            map = s->alloc_map;
+            scan = s->scan;
+            freed = 0;
+            if (USI_UNLIKELY(p - first >= objs_bytes)) /* in s's span, past its objects */
+                put_invalid(c, s, p);
+        }
+        /* slab_index, with the geometry in registers (off < objs_bytes: checked above) */
+        uint64_t off = p - first;
+        uint32_t idx = (uint32_t)((off * recip) >> 32);
+        if (USI_UNLIKELY((uint64_t)idx * stride != off))
+            put_invalid(c, s, p);
+        /* The bit flipped: a set one (allocated) clears and the word drops; a clear one
+         * (free already) would set it, and the word grow. */
+        uint64_t word = map[idx >> 6], flipped = word ^ ((uint64_t)1 << (idx & 63));
+        if (USI_UNLIKELY(flipped > word))
+            put_twice(c, s, p);
+        map[idx >> 6] = flipped;
+        if (idx >> 6 < scan)
+            scan = idx >> 6;
+        freed++;
+    }
+    if (s) {
+        s->scan = scan;
+        s->inuse -= freed;
+        put_settle(c, s, release);
+    }
+    c->slab_inuse -= n;
+    c->slab_puts += n;
 }
 
 size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release)
