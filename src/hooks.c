@@ -285,15 +285,15 @@ static void *next_daemon;
 
 __attribute__((constructor)) static void hooks_resolve(void)
 {
-    for (int i = 0; i < NEXT_COUNT; i++)
+    /* The pthread family's are looked up at their first call (next_fn), in the program's
+     * own call: a lookup costs about a thousand instructions at every process's start. */
+    for (int i = 0; i < NEXT_PTHREAD_CREATE; i++)
         __atomic_store_n(&next_fns[i], dlsym(RTLD_NEXT, next_names[i]), __ATOMIC_RELEASE);
     __atomic_store_n(&next_daemon, dlsym(RTLD_NEXT, "daemon"), __ATOMIC_RELEASE);
-    /* The purger's own thread calls: the first definitions in lookup order (a sanitizer's
-     * interceptor must see its thread; else these hooks, which count the depth). */
-    usi_purge_set_thread_fns(
-        (usi_thread_create_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_create"),
-        (usi_thread_join_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_join"),
-        (usi_thread_detach_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_detach"));
+    /* The purger's pthread_create: the first definition in lookup order (a sanitizer's
+     * interceptor must see its thread; else the hook below, which counts the depth). */
+    usi_purge_set_thread_create(
+        (usi_thread_create_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_create"));
     /* quick_exit runs no destructor, and glibc's reaches its own _exit, not this one. */
     at_quick_exit(at_quick_exit_handler);
 }
@@ -301,10 +301,12 @@ __attribute__((constructor)) static void hooks_resolve(void)
 static void *next_fn(int i)
 {
     void *f = __atomic_load_n(&next_fns[i], __ATOMIC_ACQUIRE);
-    if (!f)
-        f = dlsym(RTLD_NEXT, next_names[i]);
-    if (!f)
-        errno = ENOSYS;
+    if (!f) {
+        int e = errno; /* a lookup leaves the program's errno as it was */
+        if ((f = dlsym(RTLD_NEXT, next_names[i])) != NULL)
+            __atomic_store_n(&next_fns[i], f, __ATOMIC_RELEASE);
+        errno = f ? e : ENOSYS;
+    }
     return f;
 }
 

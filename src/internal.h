@@ -907,13 +907,13 @@ void usi_purge_thread_exited(void);
  * (a signal handler's kick there would wait for ever for glibc's stack-cache lock, which
  * the interrupted call holds, design §3). */
 void usi_purge_thread_call(int delta);
-/* With the hooks: the pthread_create, pthread_join and pthread_detach the purger calls,
- * handed down by hooks.c at load (its own are a layer above purge.c, design §1). */
+/* With the hooks: the pthread_create the purger calls, handed down by hooks.c at load (its
+ * own is a layer above purge.c, design §1); the join and detach it calls are looked up
+ * where they are used. */
 typedef int (*usi_thread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 typedef int (*usi_thread_join_fn)(pthread_t, void **);
 typedef int (*usi_thread_detach_fn)(pthread_t);
-void usi_purge_set_thread_fns(usi_thread_create_fn create, usi_thread_join_fn join,
-                              usi_thread_detach_fn detach);
+void usi_purge_set_thread_create(usi_thread_create_fn create);
 /* Large blocks (design §8): init.c says whether glibc was tuned to keep their memory
  * (usi_sys_tune_for_large); then each free of one restarts an idle clock, and a pass
  * trims glibc once they have been idle for the purge delay. */

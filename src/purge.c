@@ -39,6 +39,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 
@@ -83,39 +84,38 @@ void usi_purge_thread_call(int delta)
 }
 
 /* The thread calls the purger makes. With the hooks (shared libraries), the program's
- * pthread_create, pthread_join and pthread_detach are hooks.c's, a layer above: it hands
- * down the first definitions in the process's lookup order at load (a sanitizer's
- * interceptor, which must see the thread, or hooks.c's own, or glibc's); none yet, and the
- * thread cannot start (not now: a later kick tries again). The static archive calls
- * glibc's. */
+ * pthread_create, pthread_join and pthread_detach are hooks.c's, a layer above, so the
+ * purger calls the first definitions in the process's lookup order (a sanitizer's
+ * interceptor, which must see the thread, or hooks.c's own, or glibc's). pthread_create's
+ * is handed down by hooks.c at load: a kick may come in a signal handler, where dlsym
+ * could wait for a lock the interrupted code holds; none yet, and the thread cannot start
+ * (not now: a later kick tries again). The two others are looked up where they are
+ * used, on the purger thread itself (every signal blocked) and by a pause (never in a
+ * handler): fewer lookups at every process's start. The static archive calls glibc's. */
 #if USI_HOOKS
-static struct {
-    usi_thread_create_fn create;
-    usi_thread_join_fn join;
-    usi_thread_detach_fn detach;
-} thread_fns;
+static usi_thread_create_fn thread_create_fn;
 
-void usi_purge_set_thread_fns(usi_thread_create_fn create, usi_thread_join_fn join,
-                              usi_thread_detach_fn detach)
+void usi_purge_set_thread_create(usi_thread_create_fn create)
 {
-    __atomic_store_n(&thread_fns.join, join, __ATOMIC_RELAXED);
-    __atomic_store_n(&thread_fns.detach, detach, __ATOMIC_RELAXED);
-    __atomic_store_n(&thread_fns.create, create, __ATOMIC_RELEASE);
+    __atomic_store_n(&thread_create_fn, create, __ATOMIC_RELEASE);
 }
 
 static usi_thread_create_fn thread_create(void)
 {
-    return __atomic_load_n(&thread_fns.create, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&thread_create_fn, __ATOMIC_ACQUIRE);
 }
 
 static int thread_join(pthread_t t)
 {
-    return __atomic_load_n(&thread_fns.join, __ATOMIC_ACQUIRE)(t, NULL);
+    usi_thread_join_fn join = (usi_thread_join_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_join");
+    return join ? join(t, NULL) : ENOSYS;
 }
 
 static int thread_detach(pthread_t t)
 {
-    return __atomic_load_n(&thread_fns.detach, __ATOMIC_ACQUIRE)(t);
+    usi_thread_detach_fn detach =
+        (usi_thread_detach_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_detach");
+    return detach ? detach(t) : ENOSYS;
 }
 #else
 static usi_thread_create_fn thread_create(void)
