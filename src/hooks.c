@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <threads.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -256,6 +257,8 @@ enum {
     NEXT_PTHREAD_TIMEDJOIN,
     NEXT_PTHREAD_CLOCKJOIN,
     NEXT_PTHREAD_DETACH,
+    NEXT_THRD_CREATE,
+    NEXT_THRD_JOIN,
     NEXT_COUNT
 };
 static void *next_fns[NEXT_COUNT];
@@ -273,7 +276,9 @@ static const char *const next_names[NEXT_COUNT] = {"setuid",
                                                    "pthread_tryjoin_np",
                                                    "pthread_timedjoin_np",
                                                    "pthread_clockjoin_np",
-                                                   "pthread_detach"};
+                                                   "pthread_detach",
+                                                   "thrd_create",
+                                                   "thrd_join"};
 
 static void at_quick_exit_handler(void)
 {
@@ -346,12 +351,13 @@ EXPORT int setresuid(uid_t ruid, uid_t euid, uid_t suid)
     return f ? f(ruid, euid, suid) : -1;
 }
 
-/* glibc's pthread_create, the pthread_join family and pthread_detach hold its stack-cache
+/* glibc's pthread_create, the pthread_join family and pthread_detach (and C11's
+ * thrd_create and thrd_join, which reach them inside libc) hold its stack-cache
  * lock for a moment (a thread's stack taken from, or given back to, the cache), and
  * pthread_create waits for that lock. A signal handler that interrupts one of them and
  * whose malloc or free is the kick that would start the purger thread would call
  * pthread_create there and wait for ever (design §3). So each is bracketed: while this
- * thread is inside, its kicks leave the start to a later one (usi_purge_thread_call).
+ * thread is inside, its kicks leave the start to a later one (usi_purge_no_start).
  * The work is glibc's, found with dlsym past this library. A thread cancelled inside
  * pthread_join leaves with its count raised: it starts no purger on its way out. */
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
@@ -366,9 +372,9 @@ EXPORT int pthread_create(pthread_t *restrict t, const pthread_attr_t *restrict 
     create_fn f = (create_fn)(uintptr_t)next_fn(NEXT_PTHREAD_CREATE);
     if (!f)
         return ENOSYS;
-    usi_purge_thread_call(1);
+    usi_purge_no_start(1);
     int r = f(t, attr, start, arg);
-    usi_purge_thread_call(-1);
+    usi_purge_no_start(-1);
     return r;
 }
 
@@ -377,9 +383,9 @@ static int join_with(int which, pthread_t t, void **ret)
     join_fn f = (join_fn)(uintptr_t)next_fn(which);
     if (!f)
         return ENOSYS;
-    usi_purge_thread_call(1);
+    usi_purge_no_start(1);
     int r = f(t, ret);
-    usi_purge_thread_call(-1);
+    usi_purge_no_start(-1);
     return r;
 }
 
@@ -398,9 +404,9 @@ EXPORT int pthread_timedjoin_np(pthread_t t, void **ret, const struct timespec *
     timedjoin_fn f = (timedjoin_fn)(uintptr_t)next_fn(NEXT_PTHREAD_TIMEDJOIN);
     if (!f)
         return ENOSYS;
-    usi_purge_thread_call(1);
+    usi_purge_no_start(1);
     int r = f(t, ret, abstime);
-    usi_purge_thread_call(-1);
+    usi_purge_no_start(-1);
     return r;
 }
 
@@ -410,9 +416,9 @@ EXPORT int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t clock,
     clockjoin_fn f = (clockjoin_fn)(uintptr_t)next_fn(NEXT_PTHREAD_CLOCKJOIN);
     if (!f)
         return ENOSYS;
-    usi_purge_thread_call(1);
+    usi_purge_no_start(1);
     int r = f(t, ret, clock, abstime);
-    usi_purge_thread_call(-1);
+    usi_purge_no_start(-1);
     return r;
 }
 
@@ -421,9 +427,35 @@ EXPORT int pthread_detach(pthread_t t)
     detach_fn f = (detach_fn)(uintptr_t)next_fn(NEXT_PTHREAD_DETACH);
     if (!f)
         return ENOSYS;
-    usi_purge_thread_call(1);
+    usi_purge_no_start(1);
     int r = f(t);
-    usi_purge_thread_call(-1);
+    usi_purge_no_start(-1);
+    return r;
+}
+
+/* C11's: glibc's call its pthread functions from inside libc, past these hooks. */
+typedef int (*thrd_create_fn)(thrd_t *, thrd_start_t, void *);
+typedef int (*thrd_join_fn)(thrd_t, int *);
+
+EXPORT int thrd_create(thrd_t *t, thrd_start_t start, void *arg)
+{
+    thrd_create_fn f = (thrd_create_fn)(uintptr_t)next_fn(NEXT_THRD_CREATE);
+    if (!f)
+        return thrd_error;
+    usi_purge_no_start(1);
+    int r = f(t, start, arg);
+    usi_purge_no_start(-1);
+    return r;
+}
+
+EXPORT int thrd_join(thrd_t t, int *res)
+{
+    thrd_join_fn f = (thrd_join_fn)(uintptr_t)next_fn(NEXT_THRD_JOIN);
+    if (!f)
+        return thrd_error;
+    usi_purge_no_start(1);
+    int r = f(t, res);
+    usi_purge_no_start(-1);
     return r;
 }
 

@@ -340,6 +340,11 @@ void usi_os_prefork(void);
 void usi_os_postfork_parent(void);
 /* glibc's __libc_single_threaded: no other thread was ever started. */
 int usi_os_single_threaded(void);
+/* Whether the calling thread runs where glibc itself blocked every signal, its SIGCANCEL
+ * (32) too, which a program's sigprocmask or pthread_sigmask never blocks: a thread's
+ * exit after its thread-specific data destructors, which frees its DTV under glibc's
+ * stack-cache lock (design §3). One system call. */
+int usi_os_in_glibc_section(void);
 /* The calling thread's seccomp mode: 0 none, 1 strict, 2 a filter, -1 when it cannot be
  * told (taken as a filter by callers). From /proc/thread-self/status, read with the calls
  * the dynamic linker made (an inherited filter allows them); prctl(PR_GET_SECCOMP) only
@@ -902,11 +907,12 @@ void usi_purge_postfork_home(void);
  * once another than the forking one starts. */
 void usi_purge_thread_started(void);
 void usi_purge_thread_exited(void);
-/* The calling thread enters (+1) or leaves (-1) glibc's pthread_create, pthread_join or
- * pthread_detach family (hooks.c): while inside, its kicks never start the purger thread
- * (a signal handler's kick there would wait for ever for glibc's stack-cache lock, which
- * the interrupted call holds, design §3). */
-void usi_purge_thread_call(int delta);
+/* The calling thread enters (+1) or leaves (-1) a section where its kicks never start the
+ * purger thread (design §3): glibc's pthread_create, pthread_join, pthread_detach and C11
+ * thread calls (hooks.c: a signal handler's kick there would wait for ever for glibc's
+ * stack-cache lock, which the interrupted call holds), and a magazine exchange (tcache.c:
+ * pthread_create's own mallocs would nest into it). */
+void usi_purge_no_start(int delta);
 /* With the hooks: the pthread_create the purger calls, handed down by hooks.c at load (its
  * own is a layer above purge.c, design §1); the join and detach it calls are looked up
  * where they are used. */

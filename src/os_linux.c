@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -745,6 +746,14 @@ void usi_os_prefork(void)
 void usi_os_postfork_parent(void)
 {
     _IO_list_unlock();
+}
+
+int usi_os_in_glibc_section(void)
+{
+    uint64_t mask = 0;
+    if (OS_SYSCALL(SYS_rt_sigprocmask, SIG_BLOCK, 0, &mask, sizeof mask) != 0)
+        return 0;
+    return (int)((mask >> (32 - 1)) & 1); /* signal 32: bit 31 */
 }
 
 int usi_os_single_threaded(void)

@@ -72,15 +72,17 @@ static struct {
 
 /* This thread: 1 counted in purger.users, 2 the purger thread itself, else 0. */
 static __thread int tls_role __attribute__((tls_model("initial-exec")));
-/* This thread's depth in glibc's pthread_create, pthread_join and pthread_detach family
- * (hooks.c): those hold glibc's stack-cache lock for a moment, which pthread_create takes
- * too. A signal handler that interrupted one of them and whose malloc kicks must not start
- * the purger thread: it would wait for that lock for ever. */
-static __thread int tls_thread_call __attribute__((tls_model("initial-exec")));
+/* This thread's depth in sections where it must not start the purger thread
+ * (usi_purge_no_start): glibc's pthread_create, pthread_join and pthread_detach family and
+ * C11 thrd_create and thrd_join (hooks.c), which hold glibc's stack-cache lock for a
+ * moment, which pthread_create takes too (a signal handler's kick there would wait for it
+ * for ever); and its own magazine exchanges (tcache.c), which pthread_create's mallocs
+ * would nest into from a handler that interrupted one. */
+static __thread int tls_no_start __attribute__((tls_model("initial-exec")));
 
-void usi_purge_thread_call(int delta)
+void usi_purge_no_start(int delta)
 {
-    tls_thread_call += delta;
+    tls_no_start += delta;
 }
 
 /* The thread calls the purger makes. With the hooks (shared libraries), the program's
@@ -355,8 +357,9 @@ static void *purger_main(void *arg)
     return NULL;
 }
 
-/* Returns 1 if the thread started, 0 if it could not, -1 if another is still recorded as
- * running (not now: the caller must not wait for it). */
+/* Returns 1 if the thread started, 0 if it could not, -1 if it cannot now (another is still
+ * recorded as running, or this thread is where it must not start one: the caller must not
+ * wait for it). */
 static int purger_start(void)
 {
     pthread_attr_t attr;
@@ -365,6 +368,12 @@ static int purger_start(void)
     usi_thread_create_fn create = thread_create();
     if (!create)
         return -1; /* the hooks have not handed it down yet: a later kick */
+    /* Inside glibc's own thread code: a thread's exit frees its DTV (and the stacks its
+     * cache holds beyond 40 MiB) while it holds the stack-cache lock that pthread_create
+     * takes (the seventh audit's batches of detached threads on their own stacks hung in
+     * every run under the default settings). A later kick. */
+    if (usi_os_in_glibc_section())
+        return -1;
     __atomic_add_fetch(&purger.creating, 1, __ATOMIC_ACQ_REL);
     usi_lock(&purger.lock);
     int busy = purger.started; /* one that left by itself has cleared it (detached) */
@@ -502,8 +511,8 @@ void usi_purge_kick(void)
          * clone()d function) would then live on as that thread, never reaped: its parent's
          * waitpid hung for good. Its passes run inline. Nor does a thread inside
          * pthread_create or pthread_join (a signal handler's kick there: see
-         * tls_thread_call); a later kick starts it. */
-        if (want <= 0 || tls_role == 2 || tls_thread_call != 0 ||
+         * tls_no_start); a later kick starts it. */
+        if (want <= 0 || tls_role == 2 || tls_no_start != 0 || usi_lock_depth != 0 ||
             __atomic_load_n(&purger.home, __ATOMIC_ACQUIRE) != usi_os_getpid()) {
             schedule_inline();
             return;

@@ -111,6 +111,7 @@ static size_t pair_reserve(struct uslab_cache *c, const struct usi_magpair *mp)
 static inline uint32_t exchange_begin(struct usi_tcache *tc, uintptr_t id)
 {
     uint32_t outer = tc->exchanging; /* only this thread writes it */
+    usi_purge_no_start(1);           /* a handler's kick meanwhile starts no thread (design §3) */
     __atomic_store_n(&tc->exchanging, (uint32_t)id, __ATOMIC_RELAXED);
     if (!outer)
         __atomic_store_n(&tc->exchange_seq, tc->exchange_seq + 1, __ATOMIC_RELAXED); /* odd */
@@ -124,6 +125,7 @@ static inline void exchange_end(struct usi_tcache *tc, uint32_t outer)
     if (!outer)
         __atomic_store_n(&tc->exchange_seq, tc->exchange_seq + 1, __ATOMIC_RELEASE); /* even */
     __atomic_store_n(&tc->exchanging, outer, __ATOMIC_RELEASE);
+    usi_purge_no_start(-1);
 }
 
 /*
@@ -285,8 +287,16 @@ static struct usi_tcache *tcache_get(uintptr_t id)
         return tc;
     uint32_t want =
         (uint32_t)(id + 1 > SENTINEL_PAIRS + 64 ? id + 1 + id / 2 : SENTINEL_PAIRS + 64);
-    if (tc == &sentinel.tc)
+    if (tc == &sentinel.tc) {
+        /* A thread whose first call comes in its exit, past the destructors (glibc frees
+         * the DTV of a detached thread there): a cache made now would never be flushed,
+         * nor its thread uncounted (the seventh audit: 4 mappings and a user for good per
+         * such thread). As after its exit: no cache, the block goes to its slab (asked
+         * again at its next call, which is rare there). */
+        if (usi_os_in_glibc_section())
+            return NULL;
         usi_purge_thread_started();
+    }
     struct usi_tcache *fresh = tcache_map(want);
     if (!fresh)
         return NULL;

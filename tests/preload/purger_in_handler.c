@@ -13,6 +13,13 @@
  *    seen it asleep there) when the signal comes; the handler frees a large block. No
  *    thread may start inside the handler (before: the purger started there); after the
  *    join, the main thread's own slow paths must start it (the start is put off, not lost).
+ *  - `detached` (with USLAB_EMPTY_SLABS=0): detached threads that never allocate exit, one
+ *    after another, each on a stack of this program's. glibc frees each one's DTV (allocated by
+ * this thread's pthread_create) on the exiting thread while it holds the stack-cache lock, with
+ * every signal blocked; that free empties the block's slab, the kick that starts the purger.
+ * Before, the purger's pthread_create waited there for that lock for ever (the seventh audit's
+ * batches of detached threads hung so, under the default settings); the thread must leave, and this
+ * thread's own slow paths must start the purger afterwards.
  *  - `stress`: `children` processes, each looping pthread_create and pthread_join while a
  *    second thread sends the main thread the signal after a random delay. Every child must
  *    exit within 10 s (a stuck one, every signal blocked, is killed and counted).
@@ -26,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -152,6 +160,75 @@ static void *nothing(void *arg)
     return arg;
 }
 
+/* Lines of /proc/self/maps: the process's mappings. */
+static int mapping_count(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    int n = 0, c;
+    if (!f)
+        return -1;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* Detached threads on stacks of this program's, one after another, up to 300, each waited
+ * for (10 s at most) until the process has as many threads as before it. Their mappings
+ * must not stay: each left a thread cache (4 mappings) before. */
+static int run_detached(void)
+{
+    int maps_early = 0;
+    int before = thread_count();
+    if (before < 1)
+        FAIL("cannot read /proc/self/status");
+    size_t size = (size_t)64 << 10;
+    for (int k = 0; k < 300; k++) {
+        /* Its own stack: glibc keeps a stack it made in its cache with its DTV, and frees
+         * the DTV of a thread on the program's stack at once (or its cache's oldest once
+         * the cache holds 40 MiB), under the same lock. Never reused: the thread may still
+         * be on it after it left the count. */
+        void *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        pthread_attr_t a;
+        pthread_t t;
+        if (stack == MAP_FAILED || pthread_attr_init(&a) != 0 ||
+            pthread_attr_setstack(&a, stack, size) != 0 ||
+            pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) != 0 ||
+            pthread_create(&t, &a, nothing, NULL) != 0)
+            FAIL("cannot start detached thread %d", k);
+        pthread_attr_destroy(&a);
+        int n = 0;
+        for (int i = 0; i < 1000 && (n = thread_count()) > before; i++)
+            sleep_ms(10);
+        if (n > before)
+            FAIL("detached thread %d never finished its exit (%d threads, %d before): a purger "
+                 "started inside it",
+                 k, n, before);
+        if (k == 19)
+            maps_early = mapping_count(); /* the stacks add one each from here on */
+    }
+    int maps_late = mapping_count();
+    printf("300 detached threads left; %d thread(s); %d mappings after 20 threads, %d after "
+           "300\n",
+           thread_count(), maps_early, maps_late);
+    /* 280 more stacks (glibc's own records may add a few): not 4 more per thread. */
+    if (maps_early < 1 || maps_late - maps_early > 280 + 100)
+        FAIL("the exited threads kept mappings: %d after 20 threads, %d after 300", maps_early,
+             maps_late);
+    const char *purger = getenv("USLAB_PURGER");
+    if (!purger || strcmp(purger, "always") != 0)
+        return 0; /* no thread to wait for (USLAB_PURGER=never: the mappings only) */
+    for (int i = 0; i < 2000; i++) {
+        free_large();
+        if (thread_count() > before) {
+            printf("the purger started afterwards, from a slow path (%d ms)\n", i * 10);
+            return 0;
+        }
+        sleep_ms(10);
+    }
+    FAIL("no purger thread 20 s after the detached threads left");
+}
+
 static void *killer(void *arg)
 {
     struct timespec ts = {0, (long)(uintptr_t)arg * 1000};
@@ -217,10 +294,12 @@ int main(int argc, char **argv)
     int r;
     if (strcmp(mode, "join") == 0)
         r = run_join();
+    else if (strcmp(mode, "detached") == 0)
+        r = run_detached();
     else if (strcmp(mode, "stress") == 0)
         r = run_stress(argc > 2 ? atoi(argv[2]) : 300);
     else
-        FAIL("mode: join or stress");
+        FAIL("mode: join, detached or stress");
     if (r == 0)
         printf("purger_in_handler %s ok\n", mode);
     return r;
