@@ -498,6 +498,15 @@ static void put_settle(struct uslab_cache *c, struct usi_slab *s, struct usi_sla
     }
 }
 
+/* The slab of c that object p of a put belongs to; a pointer into no slab of c is fatal. */
+static inline struct usi_slab *put_slab_of(const struct uslab_cache *c, uintptr_t p)
+{
+    uintptr_t e = usi_pagemap_lookup((void *)p);
+    if (USI_UNLIKELY(e == 0 || (e & USI_ID_MASK) != c->id))
+        usi_slab_bad_pointer(c, (void *)p, e);
+    return usi_slab_of_entry(e);
+}
+
 /* usi_slab_put for a debug cache: each object is checked and reported (and then skipped)
  * rather than fatal, and the debug layer sees it; a batch is one object (no magazines). */
 static USI_COLD void put_debug(struct uslab_cache *c, size_t n, void *const *objs,
@@ -514,10 +523,7 @@ static USI_COLD void put_debug(struct uslab_cache *c, size_t n, void *const *obj
         if (p - first >= end - first) { /* not in s (first <= p < end): also when s is NULL */
             if (s)
                 put_settle(c, s, release);
-            uintptr_t e = usi_pagemap_lookup((void *)p);
-            if (USI_UNLIKELY(e == 0 || (e & USI_ID_MASK) != c->id))
-                usi_slab_bad_pointer(c, (void *)p, e);
-            s = usi_slab_of_entry(e);
+            s = put_slab_of(c, p);
             first = (uintptr_t)s->objs + c->obj_offset;
             end = (uintptr_t)s->span + c->slab_size;
             map = s->alloc_map;
@@ -592,10 +598,7 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
                 s->inuse -= freed;
                 put_settle(c, s, release);
             }
-            uintptr_t e = usi_pagemap_lookup((void *)p);
-            if (USI_UNLIKELY(e == 0 || (e & USI_ID_MASK) != c->id))
-                usi_slab_bad_pointer(c, (void *)p, e);
-            s = usi_slab_of_entry(e);
+            s = put_slab_of(c, p);
             first = (uintptr_t)s->objs + c->obj_offset;
             end = first + objs_bytes;
             map = s->alloc_map;
