@@ -748,14 +748,6 @@ void usi_os_postfork_parent(void)
     _IO_list_unlock();
 }
 
-int usi_os_in_glibc_section(void)
-{
-    uint64_t mask = 0;
-    if (OS_SYSCALL(SYS_rt_sigprocmask, SIG_BLOCK, 0, &mask, sizeof mask) != 0)
-        return 0;
-    return (int)((mask >> (32 - 1)) & 1); /* signal 32: bit 31 */
-}
-
 int usi_os_single_threaded(void)
 {
     return __libc_single_threaded != 0;
@@ -857,6 +849,19 @@ int usi_os_seccomp_mode(void)
     if (mode == 1)
         __atomic_store_n(&usi_os_strict, 1, __ATOMIC_RELAXED);
     return mode;
+}
+
+int usi_os_in_glibc_section(void)
+{
+    /* Not under a seccomp filter known to be in force: one that allows only memory calls
+     * kills for rt_sigprocmask, which glibc's malloc never makes. No purger starts there
+     * anyway; a thread exiting there may keep a thread cache (design §12). */
+    if (__atomic_load_n(&seccomp_filtered, __ATOMIC_RELAXED) || usi_os_quiet())
+        return 0;
+    uint64_t mask = 0;
+    if (OS_SYSCALL(SYS_rt_sigprocmask, SIG_BLOCK, 0, &mask, sizeof mask) != 0)
+        return 0;
+    return (int)((mask >> (32 - 1)) & 1); /* signal 32: bit 31 */
 }
 
 /* ---- files of the live statistics page (live.c, design §10.1) ------------------------- */
