@@ -509,9 +509,9 @@ void usi_purge_kick(void)
          * (glibc's clone(), syscall(SYS_clone), vfork): a thread started there would be
          * the child's, and a child that leaves by the exit system call (the end of a
          * clone()d function) would then live on as that thread, never reaped: its parent's
-         * waitpid hung for good. Its passes run inline. Nor does a thread inside
-         * pthread_create or pthread_join (a signal handler's kick there: see
-         * tls_no_start); a later kick starts it. */
+         * waitpid hung for good. Its passes run inline. Nor does a thread inside glibc's
+         * thread calls or a magazine exchange (tls_no_start) or holding a uslab lock (a
+         * signal handler's kick there); a later kick starts it. */
         if (want <= 0 || tls_role == 2 || tls_no_start != 0 || usi_lock_depth != 0 ||
             __atomic_load_n(&purger.home, __ATOMIC_ACQUIRE) != usi_os_getpid()) {
             schedule_inline();
