@@ -858,6 +858,11 @@ int usi_os_in_glibc_section(void)
      * anyway; a thread exiting there may keep a thread cache (design §12). */
     if (__atomic_load_n(&seccomp_filtered, __ATOMIC_RELAXED) || usi_os_quiet())
         return 0;
+    /* Nor in a process that never had a second thread (glibc never sets the flag back):
+     * no thread of it has exited, and its main thread's first call (under a filter
+     * inherited across exec, say) makes no system call glibc's malloc would not. */
+    if (usi_os_single_threaded())
+        return 0;
     uint64_t mask = 0;
     if (OS_SYSCALL(SYS_rt_sigprocmask, SIG_BLOCK, 0, &mask, sizeof mask) != 0)
         return 0;
