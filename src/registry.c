@@ -13,8 +13,9 @@
  * the walk and pins nothing.
  *
  * Invariants (under registry_lock): usi_caches[id] is NULL or a descriptor whose id is id;
- * a descriptor's pins counts the walks between usi_registry_pin and usi_registry_unpin;
- * reclaimers counts the published caches that have a reclaim callback.
+ * every published id is below registry_top, which never decreases; a descriptor's pins
+ * counts the walks between usi_registry_pin and usi_registry_unpin; reclaimers counts the
+ * published caches that have a reclaim callback.
  */
 #include "internal.h"
 
@@ -27,6 +28,11 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t unpinned = PTHREAD_COND_INITIALIZER;
 /* Written under registry_lock, read without it (relaxed) by the purger (design §3). */
 static unsigned reclaimers;
+/* One above the highest id ever published (ids are given lowest first, so a program's
+ * caches sit low): the walks stop there instead of reading the 512 KiB table, which
+ * cost every purger pass and every fork 65,535 loads and the whole of a 512 KiB L2.
+ * Written under registry_lock (release), read by walks without it (acquire). */
+static unsigned registry_top = 1;
 
 unsigned usi_registry_reclaimers(void)
 {
@@ -48,6 +54,9 @@ int usi_registry_add(struct uslab_cache *c, unsigned lo, unsigned hi)
     c->id = id;
     c->pins = 0;
     __atomic_store_n(&usi_caches[id], c, __ATOMIC_RELEASE);
+    if (id >= registry_top)
+        __atomic_store_n(&registry_top, id + 1, __ATOMIC_RELEASE);
+    USI_ASSERT(registry_top <= USI_MAX_IDS);
     if (c->reclaim)
         __atomic_store_n(&reclaimers, reclaimers + 1, __ATOMIC_RELAXED);
     usi_unlock(&registry_lock);
@@ -95,7 +104,10 @@ void usi_registry_unpin(struct uslab_cache *c)
 /* The walk; `callbacks`: fn may run user callbacks, so no uslab lock may be held. */
 static void for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg, int callbacks)
 {
-    for (unsigned id = 1; id < USI_MAX_IDS; id++) {
+    /* A cache published after this load is not walked, as one published after the walk
+     * passed its id would not be. */
+    unsigned top = __atomic_load_n(&registry_top, __ATOMIC_ACQUIRE);
+    for (unsigned id = 1; id < top; id++) {
         if (!__atomic_load_n(&usi_caches[id], __ATOMIC_RELAXED))
             continue; /* most of the table is empty: skip it without the lock */
         struct uslab_cache *c = usi_registry_pin(id);
@@ -124,7 +136,7 @@ int usi_registry_try_each(void (*fn)(struct uslab_cache *c, void *arg), void *ar
         return -1;
     /* No pins: while the lock is held no cache is added or removed (usi_registry_remove
      * unpublishes under it), and nothing here needs it released. */
-    for (unsigned id = 1; id < USI_MAX_IDS; id++)
+    for (unsigned id = 1; id < registry_top; id++)
         if (usi_caches[id])
             fn(usi_caches[id], arg);
     usi_unlock(&registry_lock);
@@ -140,14 +152,14 @@ void usi_registry_prefork(void)
 
 void usi_registry_prefork_caches(void)
 {
-    for (unsigned id = 1; id < USI_MAX_IDS; id++)
+    for (unsigned id = 1; id < registry_top; id++)
         if (usi_caches[id])
             usi_lock(&usi_caches[id]->lock);
 }
 
 void usi_registry_postfork(int child)
 {
-    for (unsigned id = 1; id < USI_MAX_IDS; id++) {
+    for (unsigned id = 1; id < registry_top; id++) {
         struct uslab_cache *c = usi_caches[id];
         if (!c)
             continue;
