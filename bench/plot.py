@@ -104,7 +104,7 @@ def main():
                               "remote_alloc", "remote_free")], False,
          "Fast paths (64-byte blocks)", "ns per operation"),
         ("small.png", "small", None, False,
-         "100/600 allocations then frees (minimalist README test)", "ns per loop"),
+         "batches of 25-1600 allocations then frees (minimalist README test: 100/600)", "ns per loop"),
         ("objcache.png", "objcache", None, False,
          "Object with a costly constructor: malloc+init vs uslab_cache", "ns per object"),
         ("mt.png", "mt", None, True, "Multi-threaded workloads (2 threads)",

@@ -63,6 +63,13 @@ class Case:
         self.env = env or {}        # extra environment of every run (PYTHONMALLOC=malloc)
 
 
+# jq's program for the jq row: objects made, transformed, grouped and printed.
+JQ_PROGRAM = ('[range($n) | {id: ., name: "user\\(.)", tags: [range(. % 7) | tostring],'
+              ' score: ((. * 7919) % 1000)}] | map(select(.score > 300) | .tags |= join(","))'
+              ' | group_by(.score % 50) | map({k: (.[0].score % 50), n: length,'
+              ' names: (map(.name) | join(" ") | length)})')
+
+
 def cases(bindir, full):
     b = lambda name: os.path.join(bindir, name)  # noqa: E731
     out = []
@@ -91,9 +98,9 @@ def cases(bindir, full):
                     [(k + "_ticks", "ticks", k + " (rdtsc)") for k in
                      ("alloc", "free", "pair", "conc_alloc", "conc_free", "remote_free")],
                     ["--rounds", "50"], ["--rounds", "200"]))
-    out.append(Case("small", "100/600", [b("small_bench")],
+    out.append(Case("small", "25-1600", [b("small_bench")],
                     [("n%d_s%d_ns" % (n, s), "ns", "%d x 0x%x" % (n, s))
-                     for n in (100, 600) for s in (0x10, 0x40, 0x70, 0x90)],
+                     for n in (25, 100, 600, 1600) for s in (0x10, 0x40, 0x70, 0x90)],
                     ["--reps", "500"], ["--reps", "5000"]))
     out.append(Case("objcache", "conn", [b("objcache_bench")],
                     [("malloc_ns", "ns", "malloc+ctor+dtor+free"),
@@ -129,6 +136,19 @@ def cases(bindir, full):
     if shutil.which("perl"):
         out.append(Case("programs", "perl", [shutil.which("perl"), os.path.join(progs, "hash.pl")],
                         [("wall_s", "s", "wall time")], ["60000"], ["200000"], program=True))
+    # issue 12's other real programs. jq builds, filters and prints a generated document
+    # (no input file); git runs many short processes in its own right, here blame and log
+    # of uslab's own history (only in a git checkout of it).
+    if shutil.which("jq"):
+        out.append(Case("programs", "jq", [shutil.which("jq"), "-n", "-c", "--argjson", "n"],
+                        [("wall_s", "s", "wall time")], ["30000", JQ_PROGRAM],
+                        ["100000", JQ_PROGRAM], program=True))
+    top = os.path.dirname(HERE)
+    if shutil.which("git") and os.path.isdir(os.path.join(top, ".git")):
+        out.append(Case("programs", "git", [shutil.which("git"), "-C", top, "log", "-p",
+                                            "--stat", "--no-color"],
+                        [("wall_s", "s", "wall time")], ["-n", "60"], ["-n", "300"],
+                        program=True))
     return out
 
 

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * small_bench - the 100/600-allocation test of the minimalist slab allocator's README:
- * `num` blocks of one size are allocated (each memset to 0xCC), then all freed. The whole
- * loop is timed, repeated `reps` times; the median (and minimum) are reported in ns.
+ * small_bench - the 100/600-allocation test of the minimalist slab allocator's README,
+ * with batches of 25 and 1600 added (issue 12: batches of 25 to 1600 blocks, smaller and
+ * bigger than a magazine): `num` blocks of one size are allocated (each memset to 0xCC),
+ * then all freed. The whole loop is timed, repeated `reps` times; the median (and
+ * minimum) are reported in ns.
  *
  * Options: --reps 2000 --seed 1 (unused: the test is deterministic)
  * Output: n<num>_s<size>_ns=<median ns for the whole loop>, n<num>_s<size>_min_ns=...
@@ -31,12 +33,12 @@ static double run_once(void **addr, int num, size_t size)
 int main(int argc, char **argv)
 {
     long reps = bench_opt_long(argc, argv, "reps", 2000);
-    static const int nums[] = {100, 600};
+    static const int nums[] = {25, 100, 600, 1600};
     static const size_t sizes[] = {0x10, 0x40, 0x70, 0x90};
     printf("benchmark=small\nreps=%ld\n", reps);
     bench_print_allocator();
     double *t = bench_xmalloc((size_t)reps * sizeof *t);
-    void *addr[600];
+    void *addr[1600];
     for (size_t n = 0; n < sizeof nums / sizeof nums[0]; n++) {
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
             /* The first run (cold: may map memory) is reported apart. */
