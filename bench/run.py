@@ -22,6 +22,7 @@ import argparse
 import datetime
 import glob
 import json
+import math
 import os
 import platform
 import shutil
@@ -383,6 +384,54 @@ def print_table(results, names):
     return "\n".join(lines)
 
 
+def is_time_row(c, key, unit):
+    """A row of the summary's time: timed (ns or s), not a min or cold-run figure, and
+    not the object-cache case (its cache columns are uslab's API under every preload)."""
+    return (unit in ("ns", "s") and key not in HIGHER_IS_NEUTRAL and "_min_" not in key
+            and "_cold_" not in key and c["group"] != "objcache")
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summary(results, names):
+    """The issue-12 headline: per allocator, the geometric mean over cases of its median
+    relative to the best allocator's (time) and to the smallest (peak RSS). Each case
+    counts once: its timed rows are combined first (geometric mean)."""
+    per_case = {}
+    for c, key, unit, label, stats in rows_for(results, names):
+        if not is_time_row(c, key, unit):
+            continue
+        meds = {a: stats[a]["median"] for a in names if stats.get(a) and stats[a]["median"] > 0}
+        if len(meds) != len(names):
+            continue  # an allocator failed or was refused here: not comparable
+        best = min(meds.values())
+        per_case.setdefault(c["id"], []).append({a: m / best for a, m in meds.items()})
+    time_rel = {a: geomean([geomean([r[a] for r in rows]) for rows in per_case.values()])
+                for a in names}
+    rss_cases = []
+    for c in results["cases"]:
+        if c["group"] == "objcache":
+            continue
+        meds = {a: statistics.median(c["maxrss_kb"][a]) for a in names
+                if c["maxrss_kb"].get(a)}
+        if len(meds) == len(names) and min(meds.values()) > 0:
+            rss_cases.append({a: m / min(meds.values()) for a, m in meds.items()})
+    rss_rel = {a: geomean([r[a] for r in rss_cases]) for a in names}
+    head = "geometric mean over cases, each allocator relative to the best of each row (1 = best)"
+    w = max(len(a) for a in names)
+    lines = [head,
+             "  %-8s  " % "" + "  ".join(a.rjust(max(w, 8)) for a in names),
+             "  %-8s  " % "time" + "  ".join(
+                 ("%.3f" % time_rel[a] if time_rel[a] else "-").rjust(max(w, 8)) for a in names)
+             + "   (%d cases)" % len(per_case),
+             "  %-8s  " % "peak RSS" + "  ".join(
+                 ("%.3f" % rss_rel[a] if rss_rel[a] else "-").rjust(max(w, 8)) for a in names)
+             + "   (%d cases)" % len(rss_cases)]
+    return "\n".join(lines)
+
+
 def write_csv(results, names, outdir):
     groups = {}
     for c, key, unit, label, stats in rows_for(results, names):
@@ -600,7 +649,7 @@ def main():
     results["failures_by"] = {str(k): v for k, v in results["failures_by"].items()}
     fb = {int(k): v for k, v in results["failures_by"].items()}
     results_tbl = dict(results, failures_by=fb)
-    table = print_table(results_tbl, names)
+    table = print_table(results_tbl, names) + "\n\n" + summary(results_tbl, names)
     print()
     print(table)
     if results["failures"]:
