@@ -806,6 +806,15 @@ static inline struct usi_slab *usi_slab_of_entry(uintptr_t entry)
 /* The per-process secret (AT_RANDOM) that seeds each cache's generator for
  * USLAB_HARDEN=random, set once by init.c before the first slab exists. */
 extern uintptr_t usi_slab_seed;
+/* The secret of free()'s double-free key (design §8, docs/security.md §2.2), set once by
+ * init.c before the first slab exists, never 0: a freed malloc block holds
+ * usi_free_key(block) in its second word. Random, so that no data a program keeps in a live
+ * block (a list head pointing at itself) looks like it but by chance. */
+extern uintptr_t usi_free_secret;
+static inline uintptr_t usi_free_key(const void *block)
+{
+    return (uintptr_t)block ^ usi_free_secret;
+}
 /* Bytes of the empty slabs beyond their caches' reserves and of the objects in depots beyond
  * their first limit, summed over every cache (relaxed atomic; the slab and depot layers
  * keep it under each cache's lock). A slab created while
@@ -1098,7 +1107,11 @@ struct usi_magpair {
     /* Slow start (design §4): the capacity of the magazines the pair uses now, 0 before
      * its first. Only the owner's slow paths use it. */
     uint32_t mag_level;
+    /* usi_free_secret where `lattice` is set, else 0: free()'s key is p ^ free_secret, read
+     * from this line, which the fast path loads anyway (no line more than before). */
+    uint64_t free_secret;
 } __attribute__((aligned(64)));
+_Static_assert(sizeof(struct usi_magpair) == 64, "a pair is one cache line");
 
 static inline struct usi_mag *usi_pair_loaded(const struct usi_magpair *mp)
 {

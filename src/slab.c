@@ -18,6 +18,7 @@
 #include <string.h>
 
 uintptr_t usi_slab_seed;
+uintptr_t usi_free_secret;
 uint64_t usi_slab_surplus_bytes;
 int usi_slab_surplus_seen;
 /* Bytes of slabs made so far, and their count when a surplus pass was last asked for. */
@@ -297,7 +298,7 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
          * key word makes free() take the exact check, which refuses them (design §8). */
         char *end = span + c->slab_size;
         for (char *q = s->objs + (size_t)c->nobjs * c->stride; q + 16 <= end; q += c->stride)
-            ((uintptr_t *)(void *)q)[1] = (uintptr_t)q;
+            ((uintptr_t *)(void *)q)[1] = usi_free_key(q);
     }
     /* USLAB_HARDEN=random: any object may be handed out first, so none counts as never
      * used. Debug caches keep the address order: their checks take objects at or above

@@ -341,6 +341,7 @@ static inline void pair_open(struct usi_tcache *tc, const struct uslab_cache *c,
     if (pair_is_blank(mp)) {
         pair_clear(mp);
         mp->lattice = mp->lattice_bound = c->lattice;
+        mp->free_secret = c->lattice ? usi_free_secret : 0;
         size_t page = pair_page(tc, mp);
         uint64_t *word = &tc->pair_pages[page / 64], bit = (uint64_t)1 << (page % 64);
         uint64_t old = __atomic_load_n(word, __ATOMIC_RELAXED);

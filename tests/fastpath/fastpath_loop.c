@@ -4,11 +4,15 @@
  * warm-up, `n` small malloc+free pairs, then `n` uslab_cache_alloc+free pairs. Linked
  * against libuslab (for the cache API) and run under LD_PRELOAD of libuslab-preload so that
  * malloc/free are uslab's. The volatile sink keeps the compiler from dropping the calls.
+ * With a third argument `selfref`, each malloc block is freed holding its own address in
+ * its first two words, as an empty list head at the start of a struct does (INIT_LIST_HEAD
+ * after list_del_init): free must take its fast path for it too.
  */
 #include "uslab.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void *volatile sink;
 
@@ -16,6 +20,7 @@ int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 1000;
     size_t size = argc > 2 ? (size_t)atol(argv[2]) : 32;
+    int selfref = argc > 3 && strcmp(argv[3], "selfref") == 0;
     uslab_cache_t *c = uslab_cache_create("fastpath", 48, 0, NULL, NULL, NULL, NULL, 0);
     if (!c)
         return 1;
@@ -26,8 +31,11 @@ int main(int argc, char **argv)
         uslab_cache_free(c, sink);
     }
     for (long i = 0; i < n; i++) {
-        sink = malloc(size);
-        free(sink);
+        void **p = malloc(size);
+        if (selfref)
+            p[0] = p[1] = p;
+        sink = p;
+        free(p);
     }
     for (long i = 0; i < n; i++) {
         sink = uslab_cache_alloc(c);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_key_lookalike.c - legitimate frees that look like double frees, while other threads
- * churn (design §8). Each block starts like an empty circular list head: its first two
- * words hold its own address, which is free()'s key, so every free of it takes the exact
- * check. That check looks into the other threads' magazines without their help, while
- * those threads allocate and free the same class, and swap magazines, all the time. It must
+ * churn (design §8). Each block's second word holds free()'s key for it (its address
+ * xored with the process's secret, which main learns from a freed block), so every free of
+ * it takes the exact check. That check looks into the other threads' magazines without their help,
+ * while those threads allocate and free the same class, and swap magazines, all the time. It must
  * never find a block that is live (a false "double free" would abort the program), and no
  * block may be handed out twice (each block carries its owner's tag, checked before its
  * free). Blocks travel between threads through a mailbox, so frees are also remote.
@@ -25,12 +25,13 @@
 #define SIZE    64
 
 struct block {
-    struct block *next, *prev; /* an empty list head: both point at the block */
-    uint64_t tag;              /* who holds it, and which of its blocks */
+    uintptr_t self, key; /* the block's address, and free()'s key for it */
+    uint64_t tag;        /* who holds it, and which of its blocks */
     unsigned char fill[SIZE - 24];
 };
 
 static long ops_per_thread = 400000;
+static uintptr_t secret; /* free()'s key is the block's address xored with it */
 static struct block *mailbox[MAILBOX];
 static pthread_mutex_t mailbox_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -44,14 +45,15 @@ static uint64_t next_rand(uint64_t *s)
 
 static void claim(struct block *b, uint64_t tag)
 {
-    b->next = b->prev = b; /* free()'s key, as a list head has it */
+    b->self = (uintptr_t)b;
+    b->key = (uintptr_t)b ^ secret; /* what a freed block holds there */
     b->tag = tag;
     memset(b->fill, (int)(tag & 0xff), sizeof b->fill);
 }
 
 static void check_held(const struct block *b, uint64_t tag)
 {
-    CHECK(b->next == b && b->prev == b && b->tag == tag,
+    CHECK(b->self == (uintptr_t)b && b->key == ((uintptr_t)b ^ secret) && b->tag == tag,
           "block %p changed while held (tag %llx, want %llx): handed out twice?", (void *)b,
           (unsigned long long)b->tag, (unsigned long long)tag);
     for (size_t i = 0; i < sizeof b->fill; i++)
@@ -100,6 +102,14 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         ops_per_thread = atol(argv[1]);
+    /* The key a free writes (docs/security.md §2.2): read back from a freed block, which
+     * only a test of the allocator itself may do. */
+    uintptr_t *probe = uslab_malloc(sizeof(struct block));
+    CHECK(probe != NULL, "malloc failed");
+    uslab_free(probe);
+    secret = ((volatile uintptr_t *)probe)[1] ^ (uintptr_t)probe;
+    CHECK(secret != 0 && secret != (uintptr_t)probe, "no secret in free()'s key: %llx",
+          (unsigned long long)secret);
     pthread_t t[THREADS];
     for (uintptr_t i = 0; i < THREADS; i++)
         CHECK(pthread_create(&t[i], NULL, worker, (void *)(i + 1)) == 0, "pthread_create");
