@@ -345,6 +345,12 @@ int usi_os_single_threaded(void);
  * exit after its thread-specific data destructors, which frees its DTV under glibc's
  * stack-cache lock (design §3). One system call. */
 int usi_os_in_glibc_section(void);
+/* Whether the calling thread runs on its alternate signal stack (a handler installed with
+ * SA_ONSTACK): one system call. Work that a slow path may do but need not (the purger's
+ * start and the cgroup read before it, an inline pass, the live page's update) is put off
+ * there, to a slow path on a thread's own stack: such stacks may be a few KiB, enough for
+ * glibc's malloc and free, not for that work's file buffers (design §12). */
+int usi_os_on_signal_stack(void);
 /* The calling thread's seccomp mode: 0 none, 1 strict, 2 a filter, -1 when it cannot be
  * told (taken as a filter by callers). From /proc/thread-self/status, read with the calls
  * the dynamic linker made (an inherited filter allows them); prctl(PR_GET_SECCOMP) only

@@ -869,6 +869,18 @@ int usi_os_in_glibc_section(void)
     return (int)((mask >> (32 - 1)) & 1); /* signal 32: bit 31 */
 }
 
+int usi_os_on_signal_stack(void)
+{
+    /* Under a known filter or strict mode no optional work runs (the purger does not
+     * start, the live page is gone), so there is nothing to put off. */
+    if (__atomic_load_n(&seccomp_filtered, __ATOMIC_RELAXED) || usi_os_quiet())
+        return 0;
+    stack_t ss;
+    if (OS_SYSCALL(SYS_sigaltstack, 0, &ss) != 0)
+        return 0;
+    return (ss.ss_flags & SS_ONSTACK) != 0;
+}
+
 /* ---- files of the live statistics page (live.c, design §10.1) ------------------------- */
 
 /* Raw system calls, as the symboliser's: these run on slow paths of malloc, and a

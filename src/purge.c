@@ -164,7 +164,7 @@ void usi_purge_poll_live(void)
         return;
     uint64_t now = usi_os_now_ms();
     /* One thread claims the update (the others see it due later and go on). */
-    if (now < due ||
+    if (now < due || usi_os_on_signal_stack() ||
         !__atomic_compare_exchange_n(&usi_purge_live_due_ms, &due, now + USI_LIVE_CLAIM_MS, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
@@ -461,6 +461,8 @@ static int thread_wanted(void)
         }
         /* The same for a cgroup's pids controller (read once; -2: another thread reads it
          * now, ask again at the next kick). */
+        if (__atomic_load_n(&pids.state, __ATOMIC_ACQUIRE) != 2 && usi_os_on_signal_stack())
+            return 0; /* the read needs some KiB of stack: on a later kick (design §12) */
         long long pmax = pids_limit();
         if (pmax == -2)
             return 0;
@@ -513,7 +515,8 @@ void usi_purge_kick(void)
          * thread calls or a magazine exchange (tls_no_start) or holding a uslab lock (a
          * signal handler's kick there); a later kick starts it. */
         if (want <= 0 || tls_role == 2 || tls_no_start != 0 || usi_lock_depth != 0 ||
-            __atomic_load_n(&purger.home, __ATOMIC_ACQUIRE) != usi_os_getpid()) {
+            __atomic_load_n(&purger.home, __ATOMIC_ACQUIRE) != usi_os_getpid() ||
+            usi_os_on_signal_stack()) {
             schedule_inline();
             return;
         }
@@ -577,6 +580,10 @@ void usi_purge_poll_due(void)
     uint64_t due = __atomic_load_n(&usi_purge_due_ms, __ATOMIC_RELAXED);
     if (!due || now < due || __atomic_exchange_n(&purger.running, 1, __ATOMIC_ACQUIRE))
         return;
+    if (usi_os_on_signal_stack()) { /* a small stack: the pass stays due (design §12) */
+        __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);
+        return;
+    }
     /* Cleared first: a kick during the pass schedules the next one. */
     __atomic_store_n(&usi_purge_due_ms, 0, __ATOMIC_RELAXED);
     USI_ASSERT_NO_LOCK();
