@@ -875,6 +875,12 @@ int usi_os_on_signal_stack(void)
      * start, the live page is gone), so there is nothing to put off. */
     if (__atomic_load_n(&seccomp_filtered, __ATOMIC_RELAXED) || usi_os_quiet())
         return 0;
+    /* Nor in a process that never had a second thread, as usi_os_in_glibc_section: under
+     * a filter inherited across exec that allows only glibc's memory calls, sigaltstack
+     * would kill it. There the purger never starts; a pass or the live page's update may
+     * still run in a handler on a small stack, as before session 11 (design §12). */
+    if (usi_os_single_threaded())
+        return 0;
     stack_t ss;
     if (OS_SYSCALL(SYS_sigaltstack, 0, &ss) != 0)
         return 0;
