@@ -366,15 +366,96 @@ typedef int (*timedjoin_fn)(pthread_t, void **, const struct timespec *);
 typedef int (*clockjoin_fn)(pthread_t, void **, clockid_t, const struct timespec *);
 typedef int (*detach_fn)(pthread_t);
 
+/* A new thread starts in a trampoline that calls its start routine under a cleanup
+ * handler: when the routine returns, or pthread_exit or a cancellation unwinds it, the
+ * thread is marked as leaving (usi_tcache_thread_leaving), so that a first call into uslab
+ * from its exit's destructors makes no thread cache. One made in glibc's last round of
+ * thread-specific data destructors would never be flushed (design §7).
+ *
+ * The routine and its argument reach the new thread in one of START_SLOTS static slots,
+ * never in an allocation: a block freed by the new thread would make it a thread cache,
+ * also where it never allocates. A slot is claimed by the creating thread (busy 0 -> 1)
+ * and released by the new thread once it has read it, or by the creator if the creation
+ * fails. With every slot busy (START_SLOTS threads created and not yet running), the
+ * thread starts without the trampoline, as before: design §12. Invariant: a slot whose
+ * busy is 0 is read by no thread. */
+#define START_SLOTS 256
+struct start_slot {
+    int busy; /* 1 from the claim until the new thread (or a failed create) frees it */
+    void *(*start)(void *);   /* pthread_create's routine, or */
+    int (*c11_start)(void *); /* thrd_create's */
+    void *arg;
+};
+static struct start_slot start_slots[START_SLOTS];
+static unsigned start_hint;
+
+static struct start_slot *start_slot_claim(void)
+{
+    unsigned first = __atomic_fetch_add(&start_hint, 1, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < START_SLOTS; i++) {
+        struct start_slot *s = &start_slots[(first + i) % START_SLOTS];
+        int idle = 0;
+        if (!__atomic_load_n(&s->busy, __ATOMIC_RELAXED) &&
+            __atomic_compare_exchange_n(&s->busy, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return s;
+    }
+    return NULL;
+}
+
+static void start_slot_release(struct start_slot *s)
+{
+    __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+}
+
+static void start_left(void *unused)
+{
+    (void)unused;
+    usi_tcache_thread_leaving();
+}
+
+static void *start_trampoline(void *p)
+{
+    struct start_slot *s = p;
+    void *(*start)(void *) = s->start;
+    void *arg = s->arg;
+    start_slot_release(s);
+    void *r;
+    pthread_cleanup_push(start_left, NULL);
+    r = start(arg);
+    pthread_cleanup_pop(1);
+    return r;
+}
+
+/* glibc runs a thread made by thrd_create as int (*)(void *) and keeps its int result. */
+static int start_trampoline_c11(void *p)
+{
+    struct start_slot *s = p;
+    int (*start)(void *) = s->c11_start;
+    void *arg = s->arg;
+    start_slot_release(s);
+    int r;
+    pthread_cleanup_push(start_left, NULL);
+    r = start(arg);
+    pthread_cleanup_pop(1);
+    return r;
+}
+
 EXPORT int pthread_create(pthread_t *restrict t, const pthread_attr_t *restrict attr,
                           void *(*start)(void *), void *restrict arg)
 {
     create_fn f = (create_fn)(uintptr_t)next_fn(NEXT_PTHREAD_CREATE);
     if (!f)
         return ENOSYS;
+    struct start_slot *s = start_slot_claim();
+    if (s) {
+        s->start = start;
+        s->arg = arg;
+    }
     usi_purge_no_start(1);
-    int r = f(t, attr, start, arg);
+    int r = s ? f(t, attr, start_trampoline, s) : f(t, attr, start, arg);
     usi_purge_no_start(-1);
+    if (r != 0 && s)
+        start_slot_release(s);
     return r;
 }
 
@@ -442,9 +523,16 @@ EXPORT int thrd_create(thrd_t *t, thrd_start_t start, void *arg)
     thrd_create_fn f = (thrd_create_fn)(uintptr_t)next_fn(NEXT_THRD_CREATE);
     if (!f)
         return thrd_error;
+    struct start_slot *s = start_slot_claim();
+    if (s) {
+        s->c11_start = start;
+        s->arg = arg;
+    }
     usi_purge_no_start(1);
-    int r = f(t, start, arg);
+    int r = s ? f(t, start_trampoline_c11, s) : f(t, start, arg);
     usi_purge_no_start(-1);
+    if (r != thrd_success && s)
+        start_slot_release(s);
     return r;
 }
 

@@ -47,6 +47,10 @@ static struct {
 __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec"))) = &sentinel.tc;
 /* Set once this thread's cache has been flushed at exit: later calls bypass magazines. */
 static __thread int tls_exiting __attribute__((tls_model("initial-exec")));
+/* Set once this thread's start routine has returned, or pthread_exit or a cancellation
+ * unwound it (hooks.c's start trampoline, usi_tcache_thread_leaving): from then on only
+ * its exit's destructors run, and a cache made now might never be flushed (design §7). */
+static __thread int tls_leaving __attribute__((tls_model("initial-exec")));
 
 /* Lock order: the cache registry's lock, registry_lock (of thread caches), then a tcache
  * lock, then cache locks (docs/design.md §6). */
@@ -292,8 +296,11 @@ static struct usi_tcache *tcache_get(uintptr_t id)
          * the DTV of a detached thread there): a cache made now would never be flushed,
          * nor its thread uncounted (the seventh audit: 4 mappings and a user for good per
          * such thread). As after its exit: no cache, the block goes to its slab (asked
-         * again at its next call, which is rare there). */
-        if (usi_os_in_glibc_section())
+         * again at its next call, which is rare there). Likewise once its start routine
+         * has returned (hooks.c): a cache made in the last round of thread-specific data
+         * destructors would never be flushed, as glibc runs no further round for the exit
+         * destructor set with it (session 11's audit). */
+        if (tls_leaving || usi_os_in_glibc_section())
             return NULL;
         usi_purge_thread_started();
     }
@@ -643,6 +650,11 @@ static void tcache_flush_every(struct usi_tcache *tc, int locked, uint32_t skip)
         if (over)
             usi_depot_dispose(c, over);
     }
+}
+
+void usi_tcache_thread_leaving(void)
+{
+    tls_leaving = 1;
 }
 
 static void tcache_thread_exit(void *arg)
