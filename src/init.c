@@ -210,7 +210,7 @@ int usi_init_slow(void)
      * not the first large block, which may come after the program entered a sandbox that
      * refuses getrandom (design §3). */
     usi_sys_free(usi_sys_malloc(1));
-    usi_purge_track_large(usi_options.purge_delay_ms != 0 && usi_sys_tune_for_large());
+    usi_purge_track_large(usi_options.purge_delay_ms != 0 && usi_sys_may_tune_for_large());
     errno = saved;
     return 0;
 }

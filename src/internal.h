@@ -441,10 +441,14 @@ void *usi_sys_realloc(void *p, size_t size);
 void *usi_sys_memalign(size_t align, size_t size);
 void usi_sys_free(void *p);
 size_t usi_sys_usable_size(const void *p);
-/* Preload library: raises glibc's trim and mmap thresholds for its role as the allocator of
- * large blocks only; returns 1 if it did (0: the user tuned glibc, or not the preload
- * library). usi_sys_trim gives glibc's free memory back (malloc_trim). */
+/* Preload library: whether glibc may be tuned for its role as the allocator of large
+ * blocks only (0: the user tuned it, or not the preload library); usi_sys_tune_for_large
+ * raises its trim and mmap thresholds, and returns 1 if it did. usi_sys_mallopt is glibc's
+ * own mallopt (the preload library exports its own). usi_sys_trim gives glibc's free memory
+ * back (malloc_trim). */
+int usi_sys_may_tune_for_large(void);
 int usi_sys_tune_for_large(void);
+int usi_sys_mallopt(int param, int value);
 void usi_sys_trim(void);
 /* glibc's own malloc_trim(pad) (the preload library exports its own malloc_trim, so this
  * one is found with dlsym(RTLD_NEXT) at its first use: call it with no uslab lock held);
@@ -935,11 +939,15 @@ typedef int (*usi_thread_create_fn)(pthread_t *, const pthread_attr_t *, void *(
 typedef int (*usi_thread_join_fn)(pthread_t, void **);
 typedef int (*usi_thread_detach_fn)(pthread_t);
 void usi_purge_set_thread_create(usi_thread_create_fn create);
-/* Large blocks (design §8): init.c says whether glibc was tuned to keep their memory
- * (usi_sys_tune_for_large); then each free of one restarts an idle clock, and a pass
- * trims glibc once they have been idle for the purge delay. */
-void usi_purge_track_large(int tuned);
+/* Large blocks (design §8): init.c says whether glibc may be tuned to keep their memory
+ * (usi_sys_may_tune_for_large); the 64th large free tunes it (usi_sys_tune_for_large), and
+ * from then on each free of one restarts an idle clock, and a pass trims glibc once they
+ * have been idle for the purge delay. usi_purge_large_user_tunes: the program is about to
+ * set a threshold of glibc's with mallopt (override.c); uslab tunes nothing from then on,
+ * and a tuning in flight ends first, so that the program's call wins. */
+void usi_purge_track_large(int may_tune);
 void usi_purge_large_freed(void);
+void usi_purge_large_user_tunes(void);
 /* When an inline pass is due (monotonic ms), 0 when none is. */
 extern uint64_t usi_purge_due_ms;
 void usi_purge_poll_due(void);

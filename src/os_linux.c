@@ -1127,6 +1127,7 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 extern void __libc_free(void *);
+extern int __libc_mallopt(int, int);
 #include <malloc.h> /* mallopt, malloc_trim */
 
 /* Bound by name, the __libc_* functions are the first definitions in the global scope,
@@ -1144,6 +1145,7 @@ struct sys_fns {
     void *(*realloc)(void *, size_t);
     void *(*memalign)(size_t, size_t);
     void (*free)(void *);
+    int (*mallopt)(int, int);
 };
 static struct sys_fns sys_fns;
 static int sys_state; /* 0: not looked up yet; 1: sys_fns set */
@@ -1189,8 +1191,8 @@ static const ElfW(Sym) * gnu_hash_lookup(const uint32_t *gh, const ElfW(Sym) * s
  * five were found. */
 static int find_glibc_fns(struct sys_fns *out)
 {
-    static const char *const names[5] = {"__libc_malloc", "__libc_calloc", "__libc_realloc",
-                                         "__libc_memalign", "__libc_free"};
+    static const char *const names[6] = {"__libc_malloc",   "__libc_calloc", "__libc_realloc",
+                                         "__libc_memalign", "__libc_free",   "__libc_mallopt"};
     const struct link_map *m = _r_debug.r_map;
     while (m && !(m->l_name && strcmp(file_base_name(m->l_name), "libc.so.6") == 0))
         m = m->l_next;
@@ -1213,8 +1215,8 @@ static int find_glibc_fns(struct sys_fns *out)
     }
     if (!symtab || !strtab || !gnu_hash)
         return -1;
-    void *found[5];
-    for (int i = 0; i < 5; i++) {
+    void *found[6];
+    for (int i = 0; i < 6; i++) {
         const ElfW(Sym) *s =
             gnu_hash_lookup((const uint32_t *)gnu_hash, (const ElfW(Sym) *)symtab,
                             (const char *)strtab, (const ElfW(Half) *)versym, names[i]);
@@ -1227,6 +1229,7 @@ static int find_glibc_fns(struct sys_fns *out)
     out->realloc = (void *(*)(void *, size_t))(uintptr_t)found[2];
     out->memalign = (void *(*)(size_t, size_t))(uintptr_t)found[3];
     out->free = (void (*)(void *))(uintptr_t)found[4];
+    out->mallopt = (int (*)(int, int))(uintptr_t)found[5];
     return 0;
 }
 
@@ -1236,13 +1239,14 @@ static const struct sys_fns *glibc_fns(void)
         return &sys_fns;
     struct sys_fns f;
     if (find_glibc_fns(&f) != 0)
-        f = (struct sys_fns){__libc_malloc, __libc_calloc, __libc_realloc, __libc_memalign,
-                             __libc_free};
+        f = (struct sys_fns){__libc_malloc,   __libc_calloc, __libc_realloc,
+                             __libc_memalign, __libc_free,   __libc_mallopt};
     __atomic_store_n(&sys_fns.malloc, f.malloc, __ATOMIC_RELAXED);
     __atomic_store_n(&sys_fns.calloc, f.calloc, __ATOMIC_RELAXED);
     __atomic_store_n(&sys_fns.realloc, f.realloc, __ATOMIC_RELAXED);
     __atomic_store_n(&sys_fns.memalign, f.memalign, __ATOMIC_RELAXED);
     __atomic_store_n(&sys_fns.free, f.free, __ATOMIC_RELAXED);
+    __atomic_store_n(&sys_fns.mallopt, f.mallopt, __ATOMIC_RELAXED);
     __atomic_store_n(&sys_state, 1, __ATOMIC_RELEASE);
     return &sys_fns;
 }
@@ -1294,24 +1298,38 @@ size_t usi_sys_usable_size(const void *p)
  * adapts), a heap of large blocks only is trimmed and faulted back all the time (issue 12:
  * 2.4x mimalloc on mstress, 5.6x on bench/'s `large`). Raised thresholds keep it; uslab's
  * purger gives it back with malloc_trim once the large blocks have been idle for the purge
- * delay (purge.c). Not when the user tuned glibc's malloc (GLIBC_TUNABLES, MALLOC_*_
- * variables: theirs wins), nor in libuslab, whose system allocator is also the program's. */
-int usi_sys_tune_for_large(void)
+ * delay (purge.c, which tunes only a program that churns large blocks). Not when the user
+ * tuned glibc's malloc (GLIBC_TUNABLES, MALLOC_*_ variables: theirs wins), nor in libuslab,
+ * whose system allocator is also the program's. */
+int usi_sys_may_tune_for_large(void)
 {
 #ifdef USLAB_PRELOAD
     const char *t = usi_os_getenv("GLIBC_TUNABLES");
-    if ((t && strstr(t, "glibc.malloc.")) || usi_os_getenv("MALLOC_TRIM_THRESHOLD_") ||
-        usi_os_getenv("MALLOC_MMAP_THRESHOLD_") || usi_os_getenv("MALLOC_TOP_PAD_"))
-        return 0;
+    return !((t && strstr(t, "glibc.malloc.")) || usi_os_getenv("MALLOC_TRIM_THRESHOLD_") ||
+             usi_os_getenv("MALLOC_MMAP_THRESHOLD_") || usi_os_getenv("MALLOC_TOP_PAD_"));
+#else
+    return 0;
+#endif
+}
+
+int usi_sys_tune_for_large(void)
+{
+#ifdef USLAB_PRELOAD
     int e = errno;
     /* 4 MiB: blocks above it are still mmapped, as glibc does with its own threshold after
      * the first few (glibc's tst-free-errno maps over a 16 MiB block it expects mmapped). */
-    int ok = mallopt(M_MMAP_THRESHOLD, 4 << 20) && mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    int ok =
+        usi_sys_mallopt(M_MMAP_THRESHOLD, 4 << 20) && usi_sys_mallopt(M_TRIM_THRESHOLD, 64 << 20);
     errno = e;
     return ok;
 #else
     return 0;
 #endif
+}
+
+int usi_sys_mallopt(int param, int value)
+{
+    return SYS(mallopt)(param, value);
 }
 
 int usi_sys_trim_pad(size_t pad)

@@ -4,7 +4,8 @@
  * written in C under their Itanium-ABI names so the preload library needs no C++ runtime.
  * The malloc family itself is exported from malloc.c. Also mlockall, which must not lock
  * (nor, without CAP_IPC_LOCK, count) uslab's 4 GiB unit-tag table (design §2), and
- * malloc_trim, which gives back uslab's free memory as well as glibc's (design §8).
+ * malloc_trim, which gives back uslab's free memory as well as glibc's, and mallopt, which
+ * keeps uslab from overriding a threshold the program sets for glibc (design §8).
  *
  * A throwing operator new that cannot allocate calls the installed new_handler and retries,
  * as the standard asks; with no handler it throws std::bad_alloc through libstdc++'s
@@ -17,6 +18,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h> /* the M_* parameters of mallopt */
 
 void *usi_malloc_for_new(size_t size);
 void usi_free_for_delete(void *p);
@@ -234,4 +236,17 @@ __attribute__((visibility("default"))) int malloc_trim(size_t pad)
     if (__atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE) > 0)
         released = usi_reclaim_classes() > 0;
     return usi_sys_trim_pad(pad) || released;
+}
+
+/* mallopt(param, value), glibc's, for the blocks above the slab range. uslab raises glibc's
+ * mmap and trim thresholds once a program churns large blocks (design §8); a program that
+ * sets one of those itself (or its top pad, or the most blocks it mmaps) keeps its own
+ * setting: uslab tunes nothing after that call, and one of its tunings in flight on another
+ * thread ends before the program's call is made. */
+__attribute__((visibility("default"))) int mallopt(int param, int value)
+{
+    if (param == M_MMAP_THRESHOLD || param == M_TRIM_THRESHOLD || param == M_TOP_PAD ||
+        param == M_MMAP_MAX)
+        usi_purge_large_user_tunes();
+    return usi_sys_mallopt(param, value);
 }

@@ -4,12 +4,19 @@
  * preload library glibc's malloc holds only blocks above the slab range, so uslab raises
  * its mmap and trim thresholds (no mmap/munmap and no trim-and-refault per block) and gives
  * the memory back with malloc_trim once those blocks have been idle for the purge delay.
+ * uslab tunes glibc only once a program churns large blocks: after its 64th large free
+ * (before, glibc's own defaults hold, so a program with a few large blocks keeps less).
  * Modes (argv[1]):
- *  - `tuned`: 100 blocks of 1 MiB come from glibc's heap, not from mmap (mallinfo2's hblks
- *    is 0); once all are freed, resident memory falls back to where it was, with no
- *    further call (the process has had a thread: the purger runs);
+ *  - `tuned`: after 100 blocks of 64 KiB were allocated and freed one by one, 100 blocks of
+ *    1 MiB come from glibc's heap, not from mmap (mallinfo2's hblks is 0); once all are
+ *    freed, resident memory falls back to where it was, with no further call (the process
+ *    has had a thread: the purger runs);
+ *  - `few`: with no large block freed before, glibc's defaults mmap the 1 MiB blocks (hblks
+ *    is 100), as without uslab;
  *  - `user`: the test sets GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072, and the
- *    user's setting wins: the blocks are mmapped (hblks is 100).
+ *    user's setting wins: the blocks are mmapped (hblks is 100), also after the churn;
+ *  - `mallopt`: the program sets mallopt(M_MMAP_THRESHOLD, 128 KiB) before the churn, and
+ *    its setting wins (hblks is 100): uslab's tuning at the 64th free must not override it.
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -38,7 +45,19 @@ static void *nothing(void *arg)
 
 int main(int argc, char **argv)
 {
-    int user = argc > 1 && strcmp(argv[1], "user") == 0;
+    const char *mode = argc > 1 ? argv[1] : "tuned";
+    int user = strcmp(mode, "user") == 0 || strcmp(mode, "mallopt") == 0;
+    int mapped = user || strcmp(mode, "few") == 0; /* glibc mmaps the 1 MiB blocks */
+    if (strcmp(mode, "mallopt") == 0 && mallopt(M_MMAP_THRESHOLD, 128 << 10) != 1)
+        FAIL("mallopt(M_MMAP_THRESHOLD) failed");
+    if (strcmp(mode, "few") != 0)
+        for (int i = 0; i < 100; i++) { /* a churn of large blocks: uslab tunes glibc */
+            char *q = malloc(64 << 10);
+            if (!q)
+                FAIL("malloc");
+            q[0] = (char)i;
+            free(q);
+        }
     pthread_t t;
     if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
         FAIL("pthread_create");
@@ -55,8 +74,8 @@ int main(int argc, char **argv)
     printf("hblks %zu, resident over the baseline %zu KiB\n", mi.hblks, (full - base) >> 10);
     if (full < base + 90 * MIB)
         FAIL("only %zu KiB resident for 100 MiB of blocks", (full - base) >> 10);
-    if (user ? mi.hblks != N : mi.hblks != 0)
-        FAIL("%zu blocks mmapped by glibc, expected %d", mi.hblks, user ? N : 0);
+    if (mapped ? mi.hblks != N : mi.hblks != 0)
+        FAIL("%zu blocks mmapped by glibc, expected %d", mi.hblks, mapped ? N : 0);
     for (int i = 0; i < N; i++) {
         if (p[i][0] != (unsigned char)i || p[i][MIB - 1] != (unsigned char)i)
             FAIL("block %d changed", i);
