@@ -387,13 +387,13 @@ struct start_slot {
     void *arg;
 };
 static struct start_slot start_slots[START_SLOTS];
-static unsigned start_hint;
 
+/* The lowest idle slot: slots are freed as their threads start, so a process touches only
+ * as many of the slots' pages as it has threads being created at once. */
 static struct start_slot *start_slot_claim(void)
 {
-    unsigned first = __atomic_fetch_add(&start_hint, 1, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < START_SLOTS; i++) {
-        struct start_slot *s = &start_slots[(first + i) % START_SLOTS];
+        struct start_slot *s = &start_slots[i];
         int idle = 0;
         if (!__atomic_load_n(&s->busy, __ATOMIC_RELAXED) &&
             __atomic_compare_exchange_n(&s->busy, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
