@@ -773,7 +773,7 @@ void usi_os_note_strict(int on)
 /* The calling thread's "Seccomp:" field of /proc/thread-self/status (0 none, 1 strict, 2
  * filter), or -1 when it cannot be read. Read in small chunks, by a state machine that
  * matches "\nSeccomp:" across them: no large buffer on a slow path's stack. */
-static int status_seccomp(void)
+static USI_NOINLINE int status_seccomp(void)
 {
     static const char key[] = "\nSeccomp:";
     long fd;

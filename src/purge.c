@@ -490,6 +490,12 @@ static int thread_wanted(void)
         /* Asked again at each kick: threads come and go (the thread leaves when alone). */
         if (!usi_purge_process_threaded() || __atomic_load_n(&purger.users, __ATOMIC_ACQUIRE) <= 1)
             return 0;
+        /* The reads below (the status file for seccomp, the cgroup's pids.max) need some
+         * hundred bytes of stack: on a handler's alternate stack, a later kick does them
+         * (design §12). */
+        if ((!usi_os_seccomp_known() || __atomic_load_n(&pids.state, __ATOMIC_ACQUIRE) != 2) &&
+            usi_os_on_signal_stack())
+            return 0;
         if (usi_os_seccomp_mode() != 0) {
             usi_report_note("a seccomp filter is in force: no purger thread; memory goes "
                             "back on slow paths");
@@ -506,8 +512,6 @@ static int thread_wanted(void)
         }
         /* The same for a cgroup's pids controller (read once; -2: another thread reads it
          * now, ask again at the next kick). */
-        if (__atomic_load_n(&pids.state, __ATOMIC_ACQUIRE) != 2 && usi_os_on_signal_stack())
-            return 0; /* the read needs some KiB of stack: on a later kick (design §12) */
         long long pmax = pids_limit();
         if (pmax == -2)
             return 0;
