@@ -940,13 +940,16 @@ typedef int (*usi_thread_join_fn)(pthread_t, void **);
 typedef int (*usi_thread_detach_fn)(pthread_t);
 void usi_purge_set_thread_create(usi_thread_create_fn create);
 /* Large blocks (design §8): init.c says whether glibc may be tuned to keep their memory
- * (usi_sys_may_tune_for_large); the 64th large free tunes it (usi_sys_tune_for_large), and
- * from then on each free of one restarts an idle clock, and a pass trims glibc once they
- * have been idle for the purge delay. usi_purge_large_user_tunes: the program is about to
+ * (usi_sys_may_tune_for_large); the 6th large block held at once or the 64th large free
+ * tunes it (usi_sys_tune_for_large: malloc.c reports each large malloc with
+ * usi_purge_large_allocated, each free of a block of glibc's with usi_purge_large_freed),
+ * and from then on each free of one restarts an idle clock, and a pass trims glibc once
+ * they have been idle for the purge delay. usi_purge_large_user_tunes: the program is about to
  * set a threshold of glibc's with mallopt (override.c); uslab tunes nothing from then on,
  * and a tuning in flight ends first, so that the program's call wins. */
 void usi_purge_track_large(int may_tune);
 void usi_purge_large_freed(void);
+void usi_purge_large_allocated(void);
 void usi_purge_large_user_tunes(void);
 /* When an inline pass is due (monotonic ms), 0 when none is. */
 extern uint64_t usi_purge_due_ms;

@@ -308,8 +308,10 @@ static USI_NOINLINE void *malloc_slow(size_t size)
         return usi_sys_malloc(size);
     if (USI_UNLIKELY(usi_options.profile))
         profile_record(size);
-    if (size > usi_options.max_slab_size)
+    if (size > usi_options.max_slab_size) {
+        usi_purge_large_allocated();
         return sys_tracked(usi_sys_malloc(size), size);
+    }
     unsigned id =
         size <= USI_SMALL_MAX ? usi_class_small[(size + 7) >> 3] : usi_sizeclass_of_large(size);
     void *p = class_alloc(id);
@@ -483,6 +485,7 @@ static void *usi_calloc(size_t n, size_t size)
     if (total > usi_options.max_slab_size) {
         if (USI_UNLIKELY(usi_options.profile))
             profile_record(total);
+        usi_purge_large_allocated();
         return sys_tracked(usi_sys_calloc(n, size), total);
     }
     void *p = usi_malloc(total);

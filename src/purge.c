@@ -178,13 +178,17 @@ void usi_purge_poll_live(void)
                                 __ATOMIC_RELAXED);
 }
 
-/* glibc's large blocks (design §8): once the program has freed LARGE_TUNE_AFTER of them,
- * glibc is tuned to keep their memory (raised thresholds, usi_sys_tune_for_large), and from
- * then on trimmed once they are idle (usi_sys_trim). Until then glibc's defaults hold: a
- * program with a few large blocks has them mmapped and unmapped, or trimmed, at once (cfrac
- * frees 8 and lifetime 4: 1 MB and 0.2 MB less at their peak than with thresholds raised
- * at start), while one that churns them (bench/'s `large`: 10,000; git log -p: 2,000) is
- * tuned after its first 64.
+/* glibc's large blocks (design §8): once the program holds LARGE_TUNE_LIVE of them at once,
+ * or has freed LARGE_TUNE_AFTER, glibc is tuned to keep their memory (raised thresholds,
+ * usi_sys_tune_for_large), and from then on trimmed once they are idle (usi_sys_trim).
+ * Until then glibc's defaults hold: a program with a few large blocks has them mmapped and
+ * unmapped, or trimmed, at once (cfrac holds at most 4 and frees 8, lifetime 4 and 4: 1 MB
+ * and 0.2 MB less at their peak than with thresholds raised at start), while one that
+ * works with many is tuned early: bench/'s `large` (40 held at once, 10,000 frees) and
+ * git log -p (21 held, 2,000 frees) at their 6th block held. Tuned late, a program pays
+ * once for the blocks glibc mmapped before: they are unmapped at their free and the heap
+ * faults their replacements in (`large` tuned at its 64th free took 3,300 more page faults
+ * than tuned at start, +10% of its quick run; at its 6th block, about 1,000).
  *
  * state: OFF (never tuned: the user tuned glibc, USLAB_PURGE_DELAY=0, libuslab), COUNTING,
  * TUNING (one thread is in mallopt), TUNED. Only the thread that moves COUNTING to TUNING
@@ -192,9 +196,13 @@ void usi_purge_poll_live(void)
  * COUNTING to OFF, and waits out a TUNING so that its call comes after ours and wins. */
 enum { LARGE_OFF, LARGE_COUNTING, LARGE_TUNING, LARGE_TUNED };
 #define LARGE_TUNE_AFTER 64
+#define LARGE_TUNE_LIVE  6
 static struct {
     int state;         /* LARGE_* (atomic) */
     unsigned frees;    /* large frees while COUNTING (atomic) */
+    int live;          /* large mallocs less large frees while COUNTING (atomic; a block of
+                        * glibc's below the slab limit, made when slabs could not grow, is
+                        * counted at its free only: an estimate) */
     int pending;       /* a large block was freed since the last trim (atomic) */
     uint64_t freed_ms; /* when the last one was freed (relaxed) */
 } large;
@@ -246,17 +254,29 @@ void usi_purge_large_user_tunes(void)
     }
 }
 
-/* The LARGE_TUNE_AFTER-th large free while counting tunes glibc (one thread does). */
-static void large_count_free(void)
+/* Tunes glibc (one thread does: the one that moves COUNTING to TUNING). */
+static void large_tune(void)
 {
-    if (__atomic_add_fetch(&large.frees, 1, __ATOMIC_RELAXED) < LARGE_TUNE_AFTER)
-        return;
     int s = LARGE_COUNTING;
     if (!__atomic_compare_exchange_n(&large.state, &s, LARGE_TUNING, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_RELAXED))
         return;
     int ok = usi_sys_tune_for_large();
     __atomic_store_n(&large.state, ok ? LARGE_TUNED : LARGE_OFF, __ATOMIC_RELEASE);
+}
+
+static void large_count_free(void)
+{
+    __atomic_sub_fetch(&large.live, 1, __ATOMIC_RELAXED);
+    if (__atomic_add_fetch(&large.frees, 1, __ATOMIC_RELAXED) >= LARGE_TUNE_AFTER)
+        large_tune();
+}
+
+void usi_purge_large_allocated(void)
+{
+    if (USI_UNLIKELY(__atomic_load_n(&large.state, __ATOMIC_RELAXED) == LARGE_COUNTING) &&
+        __atomic_add_fetch(&large.live, 1, __ATOMIC_RELAXED) >= LARGE_TUNE_LIVE)
+        large_tune();
 }
 
 void usi_purge_large_freed(void)
