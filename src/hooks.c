@@ -388,6 +388,27 @@ struct start_slot {
 };
 static struct start_slot start_slots[START_SLOTS];
 
+/* Whether the program's calls reach this library's pthread_create (or thrd_create) first.
+ * Another definition first in lookup order (a sanitizer's interceptor in the executable, a
+ * tracer preloaded before uslab) calls ours as the real one and expects its own start
+ * routine to run first in the new thread: ThreadSanitizer sets up the thread there, and
+ * the trampoline's code before it crashed every threaded test of `make test-tsan`. So the
+ * trampoline is used only where ours is the first: 1 yes, -1 no, 0 not asked yet. */
+static int create_first[2];
+
+static int hook_is_first(int which, const char *name, void *self)
+{
+    int v = __atomic_load_n(&create_first[which], __ATOMIC_ACQUIRE);
+    if (!v) {
+        int e = errno;
+        v = dlsym(RTLD_DEFAULT, name) == self ? 1 : -1;
+        (void)dlerror();
+        errno = e;
+        __atomic_store_n(&create_first[which], v, __ATOMIC_RELEASE);
+    }
+    return v > 0;
+}
+
 /* The lowest idle slot: slots are freed as their threads start, so a process touches only
  * as many of the slots' pages as it has threads being created at once. */
 static struct start_slot *start_slot_claim(void)
@@ -440,13 +461,24 @@ static int start_trampoline_c11(void *p)
     return r;
 }
 
+/* This library's own pthread_create and thrd_create, by hidden aliases: their addresses as
+ * compared with what the lookup finds (a default-visibility name's address would itself be
+ * the first definition's). */
+extern int create_self(pthread_t *restrict t, const pthread_attr_t *restrict attr,
+                       void *(*start)(void *), void *restrict arg)
+    __attribute__((alias("pthread_create"), visibility("hidden"), nonnull(1, 3), nothrow));
+extern int thrd_create_self(thrd_t *t, thrd_start_t start, void *arg)
+    __attribute__((alias("thrd_create"), visibility("hidden")));
+
 EXPORT int pthread_create(pthread_t *restrict t, const pthread_attr_t *restrict attr,
                           void *(*start)(void *), void *restrict arg)
 {
     create_fn f = (create_fn)(uintptr_t)next_fn(NEXT_PTHREAD_CREATE);
     if (!f)
         return ENOSYS;
-    struct start_slot *s = start_slot_claim();
+    struct start_slot *s = hook_is_first(0, "pthread_create", (void *)(uintptr_t)create_self)
+                               ? start_slot_claim()
+                               : NULL;
     if (s) {
         s->start = start;
         s->arg = arg;
@@ -523,7 +555,9 @@ EXPORT int thrd_create(thrd_t *t, thrd_start_t start, void *arg)
     thrd_create_fn f = (thrd_create_fn)(uintptr_t)next_fn(NEXT_THRD_CREATE);
     if (!f)
         return thrd_error;
-    struct start_slot *s = start_slot_claim();
+    struct start_slot *s = hook_is_first(1, "thrd_create", (void *)(uintptr_t)thrd_create_self)
+                               ? start_slot_claim()
+                               : NULL;
     if (s) {
         s->c11_start = start;
         s->arg = arg;
