@@ -370,7 +370,7 @@ typedef int (*detach_fn)(pthread_t);
  * handler: when the routine returns, or pthread_exit or a cancellation unwinds it, the
  * thread is marked as leaving (usi_tcache_thread_leaving), so that a first call into uslab
  * from its exit's destructors makes no thread cache. One made in glibc's last round of
- * thread-specific data destructors would never be flushed (design §7).
+ * thread-specific data destructors would never be flushed (design §4, "Thread exit").
  *
  * The routine and its argument reach the new thread in one of START_SLOTS static slots,
  * never in an allocation: a block freed by the new thread would make it a thread cache,

@@ -1216,7 +1216,7 @@ void usi_tcache_adopt_orphans(void);
 /* The calling thread's start routine has returned (or pthread_exit or a cancellation
  * unwound it): a thread with no cache yet makes none from here on, as only its exit's
  * destructors run now, and the last round of thread-specific data destructors would never
- * run the one that flushes it (design §7). Called by hooks.c's start trampoline. */
+ * run the one that flushes it (design §4, "Thread exit"). Called by hooks.c's start trampoline. */
 void usi_tcache_thread_leaving(void);
 
 static inline void *usi_pair_pop(struct usi_magpair *mp)

@@ -1188,7 +1188,7 @@ static const ElfW(Sym) * gnu_hash_lookup(const uint32_t *gh, const ElfW(Sym) * s
 }
 
 /* glibc's own allocator functions, from libc.so.6 in the dynamic linker's list; 0 if all
- * five were found. */
+ * six were found. */
 static int find_glibc_fns(struct sys_fns *out)
 {
     static const char *const names[6] = {"__libc_malloc",   "__libc_calloc", "__libc_realloc",

@@ -49,7 +49,7 @@ __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec"))) =
 static __thread int tls_exiting __attribute__((tls_model("initial-exec")));
 /* Set once this thread's start routine has returned, or pthread_exit or a cancellation
  * unwound it (hooks.c's start trampoline, usi_tcache_thread_leaving): from then on only
- * its exit's destructors run, and a cache made now might never be flushed (design §7). */
+ * its exit's destructors run, and a cache made now might never be flushed (design §4). */
 static __thread int tls_leaving __attribute__((tls_model("initial-exec")));
 
 /* Lock order: the cache registry's lock, registry_lock (of thread caches), then a tcache
