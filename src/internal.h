@@ -446,6 +446,11 @@ size_t usi_sys_usable_size(const void *p);
  * raises its trim and mmap thresholds, and returns 1 if it did. usi_sys_mallopt is glibc's
  * own mallopt (the preload library exports its own). usi_sys_trim gives glibc's free memory
  * back (malloc_trim). */
+/* Whether an object loaded before the one holding `self` (the executable, a library
+ * preloaded earlier) defines function `name`, found in their symbol tables in the dynamic
+ * linker's order: 1 yes, 0 no, -1 cannot tell. A reference in a non-PIE executable (whose
+ * address dlsym would give) is not a definition. */
+int usi_os_defined_before(const char *name, const void *self);
 int usi_sys_may_tune_for_large(void);
 int usi_sys_tune_for_large(void);
 int usi_sys_mallopt(int param, int value);

@@ -1118,6 +1118,93 @@ int usi_os_after_destructors(void (*fn)(void))
     return 0;
 }
 
+/* ---- symbols of the loaded objects ---------------------------------------------------- */
+
+/* The defined, default-version symbol `name` of an object's GNU hash table, or NULL. */
+static const ElfW(Sym) * gnu_hash_lookup(const uint32_t *gh, const ElfW(Sym) * symtab,
+                                         const char *strtab, const ElfW(Half) * versym,
+                                         const char *name)
+{
+    uint32_t h = 5381;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = h * 33 + *c;
+    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
+    if (nbuckets == 0)
+        return NULL;
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t i = buckets[h % nbuckets];
+    if (i < symoffset)
+        return NULL;
+    for (;; i++) {
+        uint32_t ch = chain[i - symoffset];
+        const ElfW(Sym) *s = &symtab[i];
+        if ((ch | 1) == (h | 1) && strcmp(strtab + s->st_name, name) == 0 &&
+            s->st_shndx != SHN_UNDEF && (s->st_info & 0xf) == STT_FUNC &&
+            (!versym || !(versym[i] & 0x8000)))
+            return s;
+        if (ch & 1)
+            return NULL;
+    }
+}
+
+/* An object's dynamic symbol tables, from its dynamic section: memory only, no lock, no
+ * allocation. */
+struct obj_syms {
+    uintptr_t base;
+    const ElfW(Sym) * symtab;
+    const char *strtab;
+    const uint32_t *gnu_hash;
+    const ElfW(Half) * versym;
+};
+
+/* 0, or -1 when m has no GNU hash table (or no dynamic section). */
+static int obj_syms_of(const struct link_map *m, struct obj_syms *o)
+{
+    if (!m->l_ld)
+        return -1;
+    /* The dynamic linker has made most of these pointers absolute (not in a read-only
+     * dynamic section, such as the vDSO's): an offset is below the load address. */
+    uintptr_t base = (uintptr_t)m->l_addr, symtab = 0, strtab = 0, gnu_hash = 0, versym = 0;
+    for (const ElfW(Dyn) *d = m->l_ld; d->d_tag != DT_NULL; d++) {
+        uintptr_t v = (uintptr_t)d->d_un.d_ptr;
+        v = v < base ? v + base : v;
+        if (d->d_tag == DT_SYMTAB)
+            symtab = v;
+        else if (d->d_tag == DT_STRTAB)
+            strtab = v;
+        else if (d->d_tag == DT_GNU_HASH)
+            gnu_hash = v;
+        else if (d->d_tag == DT_VERSYM)
+            versym = v;
+    }
+    if (!symtab || !strtab || !gnu_hash)
+        return -1;
+    *o = (struct obj_syms){base, (const ElfW(Sym) *)symtab, (const char *)strtab,
+                           (const uint32_t *)gnu_hash, (const ElfW(Half) *)versym};
+    return 0;
+}
+
+static const ElfW(Sym) * obj_lookup(const struct obj_syms *o, const char *name)
+{
+    return gnu_hash_lookup(o->gnu_hash, o->symtab, o->strtab, o->versym, name);
+}
+
+int usi_os_defined_before(const char *name, const void *self)
+{
+    Dl_info info;
+    if (!dladdr(self, &info) || !info.dli_fname)
+        return -1;
+    for (const struct link_map *m = _r_debug.r_map; m; m = m->l_next) {
+        if (m->l_name && strcmp(m->l_name, info.dli_fname) == 0)
+            return 0; /* self's object: none came before */
+        struct obj_syms o;
+        if (obj_syms_of(m, &o) == 0 && obj_lookup(&o, name))
+            return 1;
+    }
+    return -1;
+}
+
 /* ---- the system allocator ------------------------------------------------------------ */
 
 #ifdef USLAB_PRELOAD
@@ -1159,34 +1246,6 @@ static const char *file_base_name(const char *path)
     return b;
 }
 
-/* The defined, default-version symbol `name` of an object's GNU hash table, or NULL. */
-static const ElfW(Sym) * gnu_hash_lookup(const uint32_t *gh, const ElfW(Sym) * symtab,
-                                         const char *strtab, const ElfW(Half) * versym,
-                                         const char *name)
-{
-    uint32_t h = 5381;
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-        h = h * 33 + *c;
-    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
-    if (nbuckets == 0)
-        return NULL;
-    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
-    const uint32_t *chain = buckets + nbuckets;
-    uint32_t i = buckets[h % nbuckets];
-    if (i < symoffset)
-        return NULL;
-    for (;; i++) {
-        uint32_t ch = chain[i - symoffset];
-        const ElfW(Sym) *s = &symtab[i];
-        if ((ch | 1) == (h | 1) && strcmp(strtab + s->st_name, name) == 0 &&
-            s->st_shndx != SHN_UNDEF && (s->st_info & 0xf) == STT_FUNC &&
-            (!versym || !(versym[i] & 0x8000)))
-            return s;
-        if (ch & 1)
-            return NULL;
-    }
-}
-
 /* glibc's own allocator functions, from libc.so.6 in the dynamic linker's list; 0 if all
  * six were found. */
 static int find_glibc_fns(struct sys_fns *out)
@@ -1196,33 +1255,15 @@ static int find_glibc_fns(struct sys_fns *out)
     const struct link_map *m = _r_debug.r_map;
     while (m && !(m->l_name && strcmp(file_base_name(m->l_name), "libc.so.6") == 0))
         m = m->l_next;
-    if (!m || !m->l_ld)
-        return -1;
-    /* The dynamic linker has made most of these pointers absolute (not in a read-only
-     * dynamic section, such as the vDSO's): an offset is below the load address. */
-    uintptr_t base = (uintptr_t)m->l_addr, symtab = 0, strtab = 0, gnu_hash = 0, versym = 0;
-    for (const ElfW(Dyn) *d = m->l_ld; d->d_tag != DT_NULL; d++) {
-        uintptr_t v = (uintptr_t)d->d_un.d_ptr;
-        v = v < base ? v + base : v;
-        if (d->d_tag == DT_SYMTAB)
-            symtab = v;
-        else if (d->d_tag == DT_STRTAB)
-            strtab = v;
-        else if (d->d_tag == DT_GNU_HASH)
-            gnu_hash = v;
-        else if (d->d_tag == DT_VERSYM)
-            versym = v;
-    }
-    if (!symtab || !strtab || !gnu_hash)
+    struct obj_syms o;
+    if (!m || obj_syms_of(m, &o) != 0)
         return -1;
     void *found[6];
     for (int i = 0; i < 6; i++) {
-        const ElfW(Sym) *s =
-            gnu_hash_lookup((const uint32_t *)gnu_hash, (const ElfW(Sym) *)symtab,
-                            (const char *)strtab, (const ElfW(Half) *)versym, names[i]);
+        const ElfW(Sym) *s = obj_lookup(&o, names[i]);
         if (!s)
             return -1;
-        found[i] = (void *)(base + (uintptr_t)s->st_value);
+        found[i] = (void *)(o.base + (uintptr_t)s->st_value);
     }
     out->malloc = (void *(*)(size_t))(uintptr_t)found[0];
     out->calloc = (void *(*)(size_t, size_t))(uintptr_t)found[1];

@@ -199,6 +199,8 @@ enum { LARGE_OFF, LARGE_COUNTING, LARGE_TUNING, LARGE_TUNED };
 #define LARGE_TUNE_LIVE  6
 static struct {
     int state;         /* LARGE_* (atomic) */
+    int user;          /* the program set a threshold of glibc's (mallopt), maybe before
+                        * uslab's initialisation: no tuning, no trim of uslab's (atomic) */
     unsigned frees;    /* large frees while COUNTING (atomic) */
     int live;          /* large mallocs less large frees while COUNTING (atomic; a block of
                         * glibc's below the slab limit, made when slabs could not grow, is
@@ -237,32 +239,42 @@ static int watching(void)
 
 void usi_purge_track_large(int may_tune)
 {
-    __atomic_store_n(&large.state, may_tune ? LARGE_COUNTING : LARGE_OFF, __ATOMIC_RELEASE);
+    int on = may_tune && !__atomic_load_n(&large.user, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&large.state, on ? LARGE_COUNTING : LARGE_OFF, __ATOMIC_SEQ_CST);
 }
 
+/* The program's threshold wins, whenever it comes: before initialisation (a library's
+ * constructor, a .preinit_array function: the flag keeps usi_purge_track_large from
+ * counting), while counting, or after uslab tuned glibc, when uslab's idle trims stop too
+ * (malloc_trim would give back what the program asked glibc to keep). The flag is set
+ * first: a thread about to tune looks at it once it holds TUNING, and this one waits for
+ * such a thread to finish, so its own call comes last either way. */
 void usi_purge_large_user_tunes(void)
 {
+    __atomic_store_n(&large.user, 1, __ATOMIC_SEQ_CST);
     for (;;) {
-        int s = __atomic_load_n(&large.state, __ATOMIC_ACQUIRE);
+        int s = __atomic_load_n(&large.state, __ATOMIC_SEQ_CST);
         if (s == LARGE_TUNING) { /* our mallopt is in flight: the program's comes after it */
             usi_os_sleep_ms(1);
             continue;
         }
-        if (s != LARGE_COUNTING || __atomic_compare_exchange_n(&large.state, &s, LARGE_OFF, 0,
-                                                               __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            return; /* OFF, or TUNED already: the program's call, made next, wins */
+        if (s == LARGE_OFF || __atomic_compare_exchange_n(&large.state, &s, LARGE_OFF, 0,
+                                                          __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            break;
     }
+    __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE); /* no trim on its way either */
 }
 
-/* Tunes glibc (one thread does: the one that moves COUNTING to TUNING). */
+/* Tunes glibc (one thread does: the one that moves COUNTING to TUNING), unless the program
+ * has set a threshold itself by then. */
 static void large_tune(void)
 {
     int s = LARGE_COUNTING;
-    if (!__atomic_compare_exchange_n(&large.state, &s, LARGE_TUNING, 0, __ATOMIC_ACQ_REL,
+    if (!__atomic_compare_exchange_n(&large.state, &s, LARGE_TUNING, 0, __ATOMIC_SEQ_CST,
                                      __ATOMIC_RELAXED))
         return;
-    int ok = usi_sys_tune_for_large();
-    __atomic_store_n(&large.state, ok ? LARGE_TUNED : LARGE_OFF, __ATOMIC_RELEASE);
+    int ok = !__atomic_load_n(&large.user, __ATOMIC_SEQ_CST) && usi_sys_tune_for_large();
+    __atomic_store_n(&large.state, ok ? LARGE_TUNED : LARGE_OFF, __ATOMIC_SEQ_CST);
 }
 
 static void large_count_free(void)
@@ -302,7 +314,8 @@ static int trim_large(uint64_t now, uint64_t idle)
     if (now < __atomic_load_n(&large.freed_ms, __ATOMIC_RELAXED) + idle)
         return 1;
     __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE); /* a free from here on: again */
-    usi_sys_trim();
+    if (!__atomic_load_n(&large.user, __ATOMIC_RELAXED))   /* the program's trim setting */
+        usi_sys_trim();
     return 0;
 }
 
@@ -319,7 +332,8 @@ static int run_pass(uint64_t now, unsigned how)
     if (usi_options.return_policy != USI_RETURN_DELAY && usi_pressure_now()) {
         purge_pass(now, 0, how | USI_PASS_URGENT);
         __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE);
-        usi_sys_trim();
+        if (!__atomic_load_n(&large.user, __ATOMIC_RELAXED)) /* the program's trim setting */
+            usi_sys_trim();
         return 0;
     }
     /* Other caches' empty slabs while new ones are made: those that were empty already

@@ -9,13 +9,20 @@
  * thrd_create hooks marks the thread as leaving once its routine has returned, been left
  * by pthread_exit or thrd_exit, or been cancelled; it then makes no cache (design §7).
  *
- * Usage: key_rounds return|exit|cancel|c11 [threads]. Threads run one after the other;
- * the mappings counted after the first 50 and after all must not grow with the threads.
- * Prints "key_rounds <mode> ok".
+ * Usage: key_rounds return|exit|cancel|c11|sigexit [threads]. Threads run one after the
+ * other; the mappings counted after the first 50 and after all must not grow with the
+ * threads. `sigexit` first makes 400 threads that a signal sent at once makes leave by
+ * pthread_exit(42) in its handler, before their routine (glibc runs the handler as it
+ * unblocks the new thread's signals): each must be joined with 42, and must not keep one of
+ * the trampoline's 256 slots (the twelfth audit: afterwards no thread had the trampoline).
+ * Built with -no-pie and KR_TAKE_ADDRESS as key_rounds_nopie, the program takes
+ * pthread_create's address, so that dlsym would name the executable's stub (the audit's
+ * kr_nopie: the hook was not seen as the first). Prints "key_rounds <mode> ok".
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +56,7 @@ static void key_destructor(void *value)
     }
 }
 
-enum mode { RETURN, EXIT, CANCEL, C11 };
+enum mode { RETURN, EXIT, CANCEL, C11, SIGEXIT };
 static enum mode mode;
 
 static void *worker(void *arg)
@@ -72,6 +79,47 @@ static int worker_c11(void *arg)
     pthread_setspecific(key, &key);
     return 7;
 }
+
+static void leave_in_handler(int sig)
+{
+    (void)sig;
+    pthread_exit((void *)42);
+}
+
+static void *never_runs(void *arg)
+{
+    return arg; /* the signal came first; if not, the join below sees NULL */
+}
+
+/* Threads that leave in a signal handler before their routine runs. */
+static void run_signal_exits(int n)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = leave_in_handler;
+    if (sigaction(SIGUSR1, &sa, NULL) != 0)
+        FAIL("sigaction");
+    int left = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, never_runs, NULL) != 0)
+            FAIL("pthread_create");
+        pthread_kill(t, SIGUSR1);
+        void *ret = NULL;
+        if (pthread_join(t, &ret) != 0)
+            FAIL("pthread_join");
+        left += ret == (void *)42;
+    }
+    printf("%d of %d threads left in their signal handler\n", left, n);
+    if (left < n / 2) /* the signal may come after the routine has returned: rare */
+        FAIL("only %d of %d threads left by pthread_exit in the handler", left, n);
+}
+
+#ifdef KR_TAKE_ADDRESS
+/* Set in code: non-PIE code takes the address as an immediate, which makes the linker give
+ * pthread_create a canonical address in the executable (its PLT stub). */
+int (*volatile kr_create_address)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+#endif
 
 static void run_one(void)
 {
@@ -120,12 +168,21 @@ int main(int argc, char **argv)
         mode = CANCEL;
     else if (strcmp(name, "c11") == 0)
         mode = C11;
+    else if (strcmp(name, "sigexit") == 0)
+        mode = SIGEXIT;
     else
-        FAIL("mode: return, exit, cancel or c11");
+        FAIL("mode: return, exit, cancel, c11 or sigexit");
     if (threads < 100)
         FAIL("at least 100 threads");
     if (pthread_key_create(&key, key_destructor) != 0)
         FAIL("pthread_key_create");
+#ifdef KR_TAKE_ADDRESS
+    kr_create_address = pthread_create;
+#endif
+    if (mode == SIGEXIT) {
+        run_signal_exits(400);
+        mode = RETURN;
+    }
     for (int i = 0; i < 50; i++)
         run_one();
     int early = mapping_count();

@@ -19,7 +19,13 @@
  *  - `user`: the test sets GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072, and the
  *    user's setting wins: the blocks are mmapped (hblks is 100), also after the churn;
  *  - `mallopt`: the program sets mallopt(M_MMAP_THRESHOLD, 128 KiB) before the churn, and
- *    its setting wins (hblks is 100): uslab's tuning at the 64th free must not override it.
+ *    its setting wins (hblks is 100): uslab's tuning at the 64th free must not override it;
+ *  - `preinit`: the same call from the program's .preinit_array, before uslab's own
+ *    initialisation (as a library's constructor may make it): still the program's (the
+ *    twelfth audit: 5 of 40 mmapped, then none);
+ *  - `late`: the blocks are held (uslab tunes glibc at the 6th), then the program sets
+ *    M_TRIM_THRESHOLD to 512 MiB and frees them: the heap must keep them after idling, as
+ *    glibc keeps them, with no trim of uslab's (the audit: malloc_trim gave them back).
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -46,11 +52,23 @@ static void *nothing(void *arg)
         exit(1);                                                                                   \
     } while (0)
 
+/* Runs before every library's initialisation, uslab's included. */
+static void early(int argc, char **argv, char **envp)
+{
+    (void)envp;
+    if (argc > 1 && strcmp(argv[1], "preinit") == 0 && mallopt(M_MMAP_THRESHOLD, 128 << 10) != 1)
+        FAIL("mallopt(M_MMAP_THRESHOLD) in .preinit_array failed");
+}
+__attribute__((section(".preinit_array"), used)) static void (*early_entry)(int, char **,
+                                                                            char **) = early;
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "tuned";
-    int user = strcmp(mode, "user") == 0 || strcmp(mode, "mallopt") == 0;
-    int few = strcmp(mode, "few") == 0, held = strcmp(mode, "held") == 0;
+    int late = strcmp(mode, "late") == 0;
+    int user =
+        strcmp(mode, "user") == 0 || strcmp(mode, "mallopt") == 0 || strcmp(mode, "preinit") == 0;
+    int few = strcmp(mode, "few") == 0, held = strcmp(mode, "held") == 0 || late;
     int n = few ? 4 : N;
     /* The blocks glibc mmaps: all (glibc's defaults, or the user's threshold), the first few
      * (tuned at the 6th held), or none (tuned before). */
@@ -58,7 +76,7 @@ int main(int argc, char **argv)
     size_t mapped_max = user || few ? (size_t)n : held ? 8 : 0;
     if (strcmp(mode, "mallopt") == 0 && mallopt(M_MMAP_THRESHOLD, 128 << 10) != 1)
         FAIL("mallopt(M_MMAP_THRESHOLD) failed");
-    if (!few && !held)
+    if (!few && !held && strcmp(mode, "preinit") != 0)
         for (int i = 0; i < 100; i++) { /* a churn of large blocks: uslab tunes glibc */
             char *q = malloc(64 << 10);
             if (!q)
@@ -84,10 +102,31 @@ int main(int argc, char **argv)
         FAIL("only %zu KiB resident for %d MiB of blocks", (full - base) >> 10, n);
     if (mi.hblks < mapped_min || mi.hblks > mapped_max)
         FAIL("%zu blocks mmapped by glibc, expected %zu to %zu", mi.hblks, mapped_min, mapped_max);
+    if (late && mallopt(M_TRIM_THRESHOLD, 512 << 20) != 1)
+        FAIL("mallopt(M_TRIM_THRESHOLD) failed");
     for (int i = 0; i < n; i++) {
         if (p[i][0] != (unsigned char)i || p[i][MIB - 1] != (unsigned char)i)
             FAIL("block %d changed", i);
         free(p[i]);
+    }
+    if (late) { /* glibc keeps its heap now, and so must uslab's idle passes */
+        struct timespec ts = {1, 500 * 1000000L};
+        nanosleep(&ts, NULL);
+        /* Slow paths, where a single-threaded process runs its due passes inline. */
+        static void *q[4096];
+        for (int r = 0; r < 4; r++) {
+            for (int i = 0; i < 4096; i++)
+                q[i] = malloc(16 + (size_t)(i % 64) * 48);
+            for (int i = 0; i < 4096; i++)
+                free(q[i]);
+        }
+        size_t kept = resident_bytes();
+        printf("1.5 s after the frees: %zu KiB over the baseline\n", (kept - base) >> 10);
+        if (kept < base + 80 * MIB)
+            FAIL("the heap was trimmed against the program's M_TRIM_THRESHOLD: %zu KiB left",
+                 (kept - base) >> 10);
+        printf("large trim ok\n");
+        return 0;
     }
     size_t now = resident_bytes();
     if (few && now > base + MIB) /* unmapped at their free, as under glibc alone */
