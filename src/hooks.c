@@ -502,6 +502,39 @@ static int start_trampoline_c11(void *p)
     return r;
 }
 
+/* A creation through the trampoline, if it may use one: the slot (NULL: none, the routine
+ * starts directly) and the creator's signal mask while glibc's call runs. */
+struct start_call {
+    struct start_slot *slot;
+    int blocked;
+    sigset_t old;
+};
+
+/* Before glibc's call: a slot when the hook is the first definition and one is idle, with
+ * the routine, its argument and the blocked signals (start_block_signals). */
+static void start_begin(struct start_call *call, int which, const char *name, void *self,
+                        const pthread_attr_t *attr, void *(*start)(void *),
+                        int (*c11_start)(void *), void *arg)
+{
+    call->blocked = 0;
+    call->slot = hook_is_first(which, name, self) ? start_slot_claim() : NULL;
+    if (call->slot) {
+        call->slot->start = start;
+        call->slot->c11_start = c11_start;
+        call->slot->arg = arg;
+        call->blocked = start_block_signals(call->slot, attr, &call->old);
+    }
+}
+
+/* After it: the creator's mask back, and the slot freed if no thread will read it. */
+static void start_end(struct start_call *call, int created)
+{
+    if (call->blocked)
+        pthread_sigmask(SIG_SETMASK, &call->old, NULL);
+    if (call->slot && !created)
+        start_slot_release(call->slot);
+}
+
 /* This library's own pthread_create and thrd_create, by hidden aliases: their addresses as
  * compared with what the lookup finds (a default-visibility name's address would itself be
  * the first definition's). */
@@ -517,23 +550,12 @@ EXPORT int pthread_create(pthread_t *restrict t, const pthread_attr_t *restrict 
     create_fn f = (create_fn)(uintptr_t)next_fn(NEXT_PTHREAD_CREATE);
     if (!f)
         return ENOSYS;
-    struct start_slot *s = hook_is_first(0, "pthread_create", (void *)(uintptr_t)create_self)
-                               ? start_slot_claim()
-                               : NULL;
-    sigset_t old;
-    int blocked = 0;
-    if (s) {
-        s->start = start;
-        s->arg = arg;
-        blocked = start_block_signals(s, attr, &old);
-    }
+    struct start_call call;
+    start_begin(&call, 0, "pthread_create", (void *)(uintptr_t)create_self, attr, start, NULL, arg);
     usi_purge_no_start(1);
-    int r = s ? f(t, attr, start_trampoline, s) : f(t, attr, start, arg);
+    int r = call.slot ? f(t, attr, start_trampoline, call.slot) : f(t, attr, start, arg);
     usi_purge_no_start(-1);
-    if (blocked)
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (r != 0 && s)
-        start_slot_release(s);
+    start_end(&call, r == 0);
     return r;
 }
 
@@ -601,23 +623,13 @@ EXPORT int thrd_create(thrd_t *t, thrd_start_t start, void *arg)
     thrd_create_fn f = (thrd_create_fn)(uintptr_t)next_fn(NEXT_THRD_CREATE);
     if (!f)
         return thrd_error;
-    struct start_slot *s = hook_is_first(1, "thrd_create", (void *)(uintptr_t)thrd_create_self)
-                               ? start_slot_claim()
-                               : NULL;
-    sigset_t old;
-    int blocked = 0;
-    if (s) {
-        s->c11_start = start;
-        s->arg = arg;
-        blocked = start_block_signals(s, NULL, &old);
-    }
+    struct start_call call;
+    start_begin(&call, 1, "thrd_create", (void *)(uintptr_t)thrd_create_self, NULL, NULL, start,
+                arg);
     usi_purge_no_start(1);
-    int r = s ? f(t, start_trampoline_c11, s) : f(t, start, arg);
+    int r = call.slot ? f(t, start_trampoline_c11, call.slot) : f(t, start, arg);
     usi_purge_no_start(-1);
-    if (blocked)
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (r != thrd_success && s)
-        start_slot_release(s);
+    start_end(&call, r == thrd_success);
     return r;
 }
 
