@@ -239,9 +239,14 @@ typedef int (*set1_fn)(uid_t);
 typedef int (*set2_fn)(uid_t, uid_t);
 typedef int (*set3_fn)(uid_t, uid_t, uid_t);
 
-/* glibc's four functions, looked up when the library loads: a set*uid call may come in the
- * child of a multi-threaded fork (setuid is async-signal-safe), where dlsym could wait for
- * a lock another thread held at the fork. Looked up at the call only if that failed. */
+/* The next definitions (glibc's, unless another library comes between) of the functions
+ * hooked here, looked up when the library loads in the symbol tables of the objects after
+ * it (usi_os_defined_after: memory only, no lock). Not with dlsym at the first call: that
+ * takes the dynamic linker's lock, so a process's first pthread_create waited for another
+ * thread's dlopen, and a constructor that waited for it deadlocked (session 12's audit;
+ * glibc's own functions take no such lock); and a set*uid call may come in the child of
+ * a multi-threaded fork (setuid is async-signal-safe), where the lock could be held by a
+ * thread that is gone. dlsym only for a name that lookup cannot resolve. */
 enum {
     NEXT_SETUID,
     NEXT_SETEUID,
@@ -252,6 +257,7 @@ enum {
     NEXT_EXECVP,
     NEXT_EXECVPE,
     NEXT_FEXECVE,
+    NEXT_DAEMON,
     NEXT_PTHREAD_CREATE,
     NEXT_PTHREAD_JOIN,
     NEXT_PTHREAD_TRYJOIN,
@@ -272,6 +278,7 @@ static const char *const next_names[NEXT_COUNT] = {"setuid",
                                                    "execvp",
                                                    "execvpe",
                                                    "fexecve",
+                                                   "daemon",
                                                    "pthread_create",
                                                    "pthread_join",
                                                    "pthread_tryjoin_np",
@@ -287,19 +294,20 @@ static void at_quick_exit_handler(void)
     usi_live_quick_exit();
 }
 
-static void *next_daemon;
-
 __attribute__((constructor)) static void hooks_resolve(void)
 {
-    /* The pthread family's are looked up at their first call (next_fn), in the program's
-     * own call: a lookup costs about a thousand instructions at every process's start. */
+    /* The pthread family's at their first call (next_fn): most processes make no thread. */
+    void *found[NEXT_PTHREAD_CREATE];
+    usi_os_defined_after(next_names, found, NEXT_PTHREAD_CREATE);
     for (int i = 0; i < NEXT_PTHREAD_CREATE; i++)
-        __atomic_store_n(&next_fns[i], dlsym(RTLD_NEXT, next_names[i]), __ATOMIC_RELEASE);
-    __atomic_store_n(&next_daemon, dlsym(RTLD_NEXT, "daemon"), __ATOMIC_RELEASE);
+        __atomic_store_n(&next_fns[i], found[i] ? found[i] : dlsym(RTLD_NEXT, next_names[i]),
+                         __ATOMIC_RELEASE);
     /* The purger's pthread_create: the first definition in lookup order (a sanitizer's
      * interceptor must see its thread; else the hook below, which counts the depth). */
     usi_purge_set_thread_create(
-        (usi_thread_create_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_create"));
+        usi_os_defined_before("pthread_create") == 0
+            ? pthread_create
+            : (usi_thread_create_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_create"));
     /* quick_exit runs no destructor, and glibc's reaches its own _exit, not this one. */
     at_quick_exit(at_quick_exit_handler);
 }
@@ -309,7 +317,8 @@ static void *next_fn(int i)
     void *f = __atomic_load_n(&next_fns[i], __ATOMIC_ACQUIRE);
     if (!f) {
         int e = errno; /* a lookup leaves the program's errno as it was */
-        if ((f = dlsym(RTLD_NEXT, next_names[i])) != NULL)
+        usi_os_defined_after(&next_names[i], &f, 1);
+        if (f || (f = dlsym(RTLD_NEXT, next_names[i])) != NULL)
             __atomic_store_n(&next_fns[i], f, __ATOMIC_RELEASE);
         errno = f ? e : ENOSYS;
     }
@@ -400,14 +409,14 @@ static struct start_slot start_slots[START_SLOTS];
  * trampoline is used only where ours is the first: 1 yes, -1 no, 0 not asked yet. */
 static int create_first[2];
 
-static int hook_is_first(int which, const char *name, void *self)
+static int hook_is_first(int which, const char *name)
 {
     int v = __atomic_load_n(&create_first[which], __ATOMIC_ACQUIRE);
     if (!v) {
         /* Not dlsym(RTLD_DEFAULT): in a non-PIE executable that takes the function's
          * address, it answers with the executable's own stub (the audit's kr_nopie). */
         int e = errno;
-        v = usi_os_defined_before(name, self) == 0 ? 1 : -1;
+        v = usi_os_defined_before(name) == 0 ? 1 : -1;
         errno = e;
         __atomic_store_n(&create_first[which], v, __ATOMIC_RELEASE);
     }
@@ -512,12 +521,12 @@ struct start_call {
 
 /* Before glibc's call: a slot when the hook is the first definition and one is idle, with
  * the routine, its argument and the blocked signals (start_block_signals). */
-static void start_begin(struct start_call *call, int which, const char *name, void *self,
+static void start_begin(struct start_call *call, int which, const char *name,
                         const pthread_attr_t *attr, void *(*start)(void *),
                         int (*c11_start)(void *), void *arg)
 {
     call->blocked = 0;
-    call->slot = hook_is_first(which, name, self) ? start_slot_claim() : NULL;
+    call->slot = hook_is_first(which, name) ? start_slot_claim() : NULL;
     if (call->slot) {
         call->slot->start = start;
         call->slot->c11_start = c11_start;
@@ -535,15 +544,6 @@ static void start_end(struct start_call *call, int created)
         start_slot_release(call->slot);
 }
 
-/* This library's own pthread_create and thrd_create, by hidden aliases: their addresses as
- * compared with what the lookup finds (a default-visibility name's address would itself be
- * the first definition's). */
-extern int create_self(pthread_t *restrict t, const pthread_attr_t *restrict attr,
-                       void *(*start)(void *), void *restrict arg)
-    __attribute__((alias("pthread_create"), visibility("hidden"), nonnull(1, 3), nothrow));
-extern int thrd_create_self(thrd_t *t, thrd_start_t start, void *arg)
-    __attribute__((alias("thrd_create"), visibility("hidden")));
-
 EXPORT int pthread_create(pthread_t *restrict t, const pthread_attr_t *restrict attr,
                           void *(*start)(void *), void *restrict arg)
 {
@@ -551,7 +551,7 @@ EXPORT int pthread_create(pthread_t *restrict t, const pthread_attr_t *restrict 
     if (!f)
         return ENOSYS;
     struct start_call call;
-    start_begin(&call, 0, "pthread_create", (void *)(uintptr_t)create_self, attr, start, NULL, arg);
+    start_begin(&call, 0, "pthread_create", attr, start, NULL, arg);
     usi_purge_no_start(1);
     int r = call.slot ? f(t, attr, start_trampoline, call.slot) : f(t, attr, start, arg);
     usi_purge_no_start(-1);
@@ -624,8 +624,7 @@ EXPORT int thrd_create(thrd_t *t, thrd_start_t start, void *arg)
     if (!f)
         return thrd_error;
     struct start_call call;
-    start_begin(&call, 1, "thrd_create", (void *)(uintptr_t)thrd_create_self, NULL, NULL, start,
-                arg);
+    start_begin(&call, 1, "thrd_create", NULL, NULL, start, arg);
     usi_purge_no_start(1);
     int r = call.slot ? f(t, start_trampoline_c11, call.slot) : f(t, start, arg);
     usi_purge_no_start(-1);
@@ -744,12 +743,9 @@ EXECL(execle, execve(file, argv, envp), 1)
  * the profile's counts (its parent's included), which its exit writes. */
 EXPORT int daemon(int nochdir, int noclose)
 {
-    int (*f)(int, int) =
-        (int (*)(int, int))(uintptr_t)__atomic_load_n(&next_daemon, __ATOMIC_ACQUIRE);
-    if (!f) {
-        errno = ENOSYS;
+    int (*f)(int, int) = (int (*)(int, int))(uintptr_t)next_fn(NEXT_DAEMON);
+    if (!f)
         return -1;
-    }
     before_sandbox(USER);
     int parent = usi_os_getpid();
     int r = f(nochdir, noclose);

@@ -275,7 +275,8 @@ void usi_os_unmap_guarded(void *addr, size_t size);
  * reveals nothing of what glibc derives from them (stack and pointer guards); each call
  * gives another. No system call, no allocation. */
 uint64_t usi_os_random64(void);
-const char *usi_os_getenv(const char *name); /* no allocation, no interposable call */
+const char *usi_os_getenv(const char *name);   /* no allocation, no interposable call */
+int usi_os_env_has_prefix(const char *prefix); /* a variable whose name starts so: 1 */
 void usi_os_write_err(const char *buf, size_t len);
 /* Reads up to len bytes of a regular file (open, read, close: no allocation); returns how
  * many, or -1 with errno: EINVAL when path is not a regular file (a FIFO, a directory, a
@@ -441,16 +442,20 @@ void *usi_sys_realloc(void *p, size_t size);
 void *usi_sys_memalign(size_t align, size_t size);
 void usi_sys_free(void *p);
 size_t usi_sys_usable_size(const void *p);
+/* Functions in the symbol tables of the objects the dynamic linker loaded before this
+ * library (the executable, a library preloaded earlier) or after it, in its order (default
+ * versions; a reference in a non-PIE executable, whose address dlsym would give, is not a
+ * definition). Memory only: no lock, no allocation, so no wait for another thread's dlopen.
+ * usi_os_defined_before: whether one before defines `name`: 1 yes, 0 no, -1 cannot tell.
+ * usi_os_defined_after: found[i] is the first definition of names[i] after this library
+ * (what dlsym(RTLD_NEXT) finds), or NULL where it cannot tell; returns how many are NULL. */
+int usi_os_defined_before(const char *name);
+int usi_os_defined_after(const char *const *names, void **found, int n);
 /* Preload library: whether glibc may be tuned for its role as the allocator of large
  * blocks only (0: the user tuned it, or not the preload library); usi_sys_tune_for_large
  * raises its trim and mmap thresholds, and returns 1 if it did. usi_sys_mallopt is glibc's
  * own mallopt (the preload library exports its own). usi_sys_trim gives glibc's free memory
  * back (malloc_trim). */
-/* Whether an object loaded before the one holding `self` (the executable, a library
- * preloaded earlier) defines function `name`, found in their symbol tables in the dynamic
- * linker's order: 1 yes, 0 no, -1 cannot tell. A reference in a non-PIE executable (whose
- * address dlsym would give) is not a definition. */
-int usi_os_defined_before(const char *name, const void *self);
 int usi_sys_may_tune_for_large(void);
 int usi_sys_tune_for_large(void);
 int usi_sys_mallopt(int param, int value);

@@ -61,6 +61,9 @@ static void invalid(const struct usi_setting *set, const char *value)
 
 void usi_options_read(void)
 {
+    /* One pass over the environment instead of one a setting where none is set. */
+    if (!usi_os_env_has_prefix("USLAB_"))
+        return;
     for (unsigned i = 0; i < USI_SETTING_COUNT; i++) {
         const struct usi_setting *set = &usi_settings_table[i];
         if (!option_field[i])

@@ -493,6 +493,22 @@ static int secure_execution(void)
     return getauxval(AT_SECURE) != 0;
 }
 
+int usi_os_env_has_prefix(const char *prefix)
+{
+    if (!environ)
+        return 0;
+    for (char **e = environ; *e; e++) {
+        const char *v = *e, *k = prefix;
+        while (*k && *v == *k) {
+            v++;
+            k++;
+        }
+        if (*k == '\0')
+            return 1;
+    }
+    return 0;
+}
+
 const char *usi_os_getenv(const char *name)
 {
     if (!environ || (strncmp(name, "USLAB_", 6) == 0 && secure_execution()))
@@ -1120,18 +1136,32 @@ int usi_os_after_destructors(void (*fn)(void))
 
 /* ---- symbols of the loaded objects ---------------------------------------------------- */
 
-/* The defined, default-version symbol `name` of an object's GNU hash table, or NULL. */
-static const ElfW(Sym) * gnu_hash_lookup(const uint32_t *gh, const ElfW(Sym) * symtab,
-                                         const char *strtab, const ElfW(Half) * versym,
-                                         const char *name)
+/* The GNU hash of a symbol name (its tables' hash function). */
+static uint32_t gnu_hash_of(const char *name)
 {
     uint32_t h = 5381;
     for (const unsigned char *c = (const unsigned char *)name; *c; c++)
         h = h * 33 + *c;
-    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
-    if (nbuckets == 0)
+    return h;
+}
+
+/* The defined, default-version function `name` (whose hash is h) of an object's GNU hash
+ * table, or NULL. The table's Bloom filter turns most absent names away in a few loads. */
+static const ElfW(Sym) * gnu_hash_lookup(const uint32_t *gh, const ElfW(Sym) * symtab,
+                                         const char *strtab, const ElfW(Half) * versym,
+                                         const char *name, uint32_t h)
+{
+    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2], bloom_shift = gh[3];
+    if (nbuckets == 0 || bloom_words == 0)
         return NULL;
-    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
+    const ElfW(Addr) *bloom = (const ElfW(Addr) *)(gh + 4);
+    const unsigned bits = sizeof(ElfW(Addr)) * 8;
+    ElfW(Addr) word = bloom[(h / bits) % bloom_words];
+    ElfW(Addr) mask =
+        ((ElfW(Addr))1 << (h % bits)) | ((ElfW(Addr))1 << ((h >> bloom_shift) % bits));
+    if ((word & mask) != mask)
+        return NULL;
+    const uint32_t *buckets = (const uint32_t *)(bloom + bloom_words);
     const uint32_t *chain = buckets + nbuckets;
     uint32_t i = buckets[h % nbuckets];
     if (i < symoffset)
@@ -1187,22 +1217,67 @@ static int obj_syms_of(const struct link_map *m, struct obj_syms *o)
 
 static const ElfW(Sym) * obj_lookup(const struct obj_syms *o, const char *name)
 {
-    return gnu_hash_lookup(o->gnu_hash, o->symtab, o->strtab, o->versym, name);
+    return gnu_hash_lookup(o->gnu_hash, o->symtab, o->strtab, o->versym, name, gnu_hash_of(name));
 }
 
-int usi_os_defined_before(const char *name, const void *self)
+/* This object's own dynamic section: the dynamic linker's list names each object by its
+ * (link_map.l_ld), so this library finds itself there without dladdr or a lock. Weak: a
+ * static executable has none. */
+extern ElfW(Dyn) _DYNAMIC[] __attribute__((weak, visibility("hidden")));
+
+/* This object's entry in the dynamic linker's list of the base namespace, or NULL. The
+ * objects up to it and the one after it (libc.so.6 comes before anything a later dlopen
+ * adds) were loaded at start and do not change; a concurrent dlopen only appends. */
+static const struct link_map *self_map(void)
 {
-    Dl_info info;
-    if (!dladdr(self, &info) || !info.dli_fname)
+    if (!_DYNAMIC)
+        return NULL;
+    for (const struct link_map *m = _r_debug.r_map; m; m = m->l_next)
+        if (m->l_ld == _DYNAMIC)
+            return m;
+    return NULL;
+}
+
+int usi_os_defined_before(const char *name)
+{
+    const struct link_map *self = self_map();
+    if (!self)
         return -1;
-    for (const struct link_map *m = _r_debug.r_map; m; m = m->l_next) {
-        if (m->l_name && strcmp(m->l_name, info.dli_fname) == 0)
-            return 0; /* self's object: none came before */
+    for (const struct link_map *m = _r_debug.r_map; m != self; m = m->l_next) {
         struct obj_syms o;
         if (obj_syms_of(m, &o) == 0 && obj_lookup(&o, name))
             return 1;
     }
-    return -1;
+    return 0;
+}
+
+int usi_os_defined_after(const char *const *names, void **found, int n)
+{
+    enum { MAX_NAMES = 32 };
+    const struct link_map *self = self_map();
+    if (!self || n > MAX_NAMES)
+        return n;
+    uint32_t hashes[MAX_NAMES];
+    for (int i = 0; i < n; i++) {
+        hashes[i] = gnu_hash_of(names[i]);
+        found[i] = NULL;
+    }
+    int left = n;
+    for (const struct link_map *m = self->l_next; m && left; m = m->l_next) {
+        struct obj_syms o;
+        if (obj_syms_of(m, &o) != 0)
+            break; /* a table this lookup cannot read: leave the rest to dlsym */
+        for (int i = 0; i < n; i++) {
+            const ElfW(Sym) *s = found[i] ? NULL
+                                          : gnu_hash_lookup(o.gnu_hash, o.symtab, o.strtab,
+                                                            o.versym, names[i], hashes[i]);
+            if (s) {
+                found[i] = (void *)(o.base + (uintptr_t)s->st_value);
+                left--;
+            }
+        }
+    }
+    return left;
 }
 
 /* ---- the system allocator ------------------------------------------------------------ */
