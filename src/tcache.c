@@ -202,6 +202,24 @@ static struct usi_mag *fit_empty(struct uslab_cache *c, const struct usi_magpair
     return big;
 }
 
+/* m, an empty magazine from the depot for a pair past the bound, or in its place a new one
+ * of floor capacity when m is bigger (m is freed then; with no memory for the small one
+ * the bigger one will do). */
+static struct usi_mag *fit_floor(struct uslab_cache *c, struct usi_mag *m)
+{
+    uint32_t cap = floor_capacity(c);
+    if (m->capacity <= cap)
+        return m;
+    int saved = errno;
+    struct usi_mag *small = usi_mag_new_cap(c, cap);
+    if (!small) {
+        errno = saved;
+        return m;
+    }
+    usi_mag_delete(m);
+    return small;
+}
+
 /* Makes m the loaded magazine of mp. */
 static void pair_load(struct usi_magpair *mp, struct usi_mag *m)
 {
@@ -516,25 +534,18 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     if (prev->rounds == 0 && prev != &usi_mag_empty) { /* swap: the previous one is empty */
         mp->prev = loaded;
         pair_load(mp, prev);
-    } else if (past_bound) {
-        /* The previous one goes to the depot; a floor magazine takes the loaded one's
-         * place (see floor_capacity). */
-        int saved = errno;
-        struct usi_mag *fresh = usi_mag_new_cap(c, floor_capacity(c));
-        if (fresh) {
-            mp->prev = &usi_mag_empty; /* from here on the depot owns it */
-            usi_depot_put(c, prev, &over);
-            mp->prev = loaded;
-            pair_load(mp, fresh);
-        } else {
-            errno = saved;
-            pushed = 0;
-        }
     } else {
-        /* Both full (or missing): give the previous one to the depot for an empty one. */
+        /* Both full (or missing): give the previous one to the depot for an empty one; past
+         * the bound, one of floor capacity (see floor_capacity). That one too comes from
+         * the depot's empty magazines where it has one: made anew at each exchange, the
+         * floor magazines piled up there without bound (the overflow of full ones comes
+         * back emptied; test tcache_floor). */
         mp->prev = &usi_mag_empty; /* from here on the depot owns it */
         int saved = errno;
-        struct usi_mag *empty = usi_depot_get_empty(c, prev, pair_level(c, mp), &over);
+        struct usi_mag *empty =
+            usi_depot_get_empty(c, prev, past_bound ? floor_capacity(c) : pair_level(c, mp), &over);
+        if (empty && past_bound)
+            empty = fit_floor(c, empty);
         if (empty) {
             mp->prev = loaded;
             pair_load(mp, empty);
