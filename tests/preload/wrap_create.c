@@ -10,6 +10,10 @@
  * this pthread_create, whose small malloc nested an exchange into the interrupted one and
  * handed a magazine back twice ("double free ... in cache uslab-magazine", in 1-2% of the
  * stress's children; the seventh audit). Now no kick starts the thread during an exchange.
+ *
+ * Preloaded after uslab, it is the next definition that uslab's own pthread_create must
+ * call (what dlsym(RTLD_NEXT) would find; hooks.c looks it up in the objects' symbol
+ * tables): preload_next_hook counts its calls (wrap_create_calls).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -32,6 +36,8 @@ static void *trampoline(void *p)
     return r.start(r.arg);
 }
 
+__attribute__((visibility("default"))) unsigned long wrap_create_calls;
+
 int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*start)(void *), void *arg)
 {
     static create_fn next;
@@ -42,6 +48,7 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*start)(void
             return ENOSYS;
         __atomic_store_n(&next, f, __ATOMIC_RELEASE);
     }
+    __atomic_fetch_add(&wrap_create_calls, 1, __ATOMIC_RELAXED);
     struct record *r = malloc(sizeof *r);
     if (!r)
         return EAGAIN;
