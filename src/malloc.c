@@ -373,30 +373,40 @@ static USI_COLD USI_NORETURN void bad_block(const struct uslab_cache *c, const v
     usi_report_fatal("%s", what);
 }
 
-static USI_COLD USI_NORETURN void double_free(const struct uslab_cache *c, const void *p)
+/* fn: "free" (a double free) or "realloc" (of a block already freed). */
+static USI_COLD USI_NORETURN void double_free(const struct uslab_cache *c, const void *p,
+                                              const char *fn)
 {
     char what[160];
-    snprintf(what, sizeof what, "free(%p): double free (the %s block is already free)", p, c->name);
+    snprintf(what, sizeof what, "%s(%p): %s (the %s block is already free)", fn, p,
+             fn[0] == 'f' ? "double free" : "use after free", c->name);
     if (usi_debug_enabled)
         usi_debug_bug(c->name, what);
     usi_report_fatal("%s", what);
 }
 
-/* The exact checks of a malloc block p of class c (page-map entry e) that the fast path
- * did not take: the start of a block, then, when the key is there, whether it is free
- * already; then the key is written. Debug classes have no magazines: the slab layer checks
- * their frees exactly, and their words belong to red zones and poison. */
-static void check_block(struct uslab_cache *c, uintptr_t e, void *p)
+/* The exact checks of a malloc block p of class c (page-map entry e) given to fn (free or
+ * realloc): the start of a block, then, when the key is there, whether it is free already.
+ * Debug classes have no magazines: the slab layer checks their frees exactly, and their
+ * words belong to red zones and poison. */
+static void check_live(struct uslab_cache *c, uintptr_t e, void *p, const char *fn)
 {
     const void *block;
     if (c->debug)
         return;
     if (USI_UNLIKELY(usi_slab_index_of(c, e, p, &block) == UINT32_MAX))
-        bad_block(c, p, block, "free");
+        bad_block(c, p, block, fn);
     USI_VG_DEFINED(key_of(p), sizeof(uintptr_t));
     if (USI_UNLIKELY(*key_of(p) == usi_free_key(p)) && usi_tcache_block_is_free(c, e, p))
-        double_free(c, p);
-    *key_of(p) = usi_free_key(p);
+        double_free(c, p, fn);
+}
+
+/* free's checks that the fast path did not take (check_live), then the key is written. */
+static void check_block(struct uslab_cache *c, uintptr_t e, void *p)
+{
+    check_live(c, e, p, "free");
+    if (!c->debug)
+        *key_of(p) = usi_free_key(p);
 }
 
 /* `tag`: the unit tag usi_free read (0: it did not take the block back from memcheck). */
@@ -489,8 +499,11 @@ static void *usi_calloc(size_t n, size_t size)
         return sys_tracked(usi_sys_calloc(n, size), total);
     }
     void *p = usi_malloc(total);
+    /* The whole block, as glibc's calloc clears its whole chunk: a program may use what
+     * malloc_usable_size reports beyond the request (the audit of session 13: a block of a
+     * freed one's class kept its old bytes there). */
     if (p)
-        memset(p, 0, total);
+        memset(p, 0, usi_malloc_usable_size(p));
     return p;
 }
 
@@ -517,6 +530,10 @@ static void *usi_realloc(void *p, size_t size)
         sys_tracked(q ? q : p, q ? size : had);
         return q;
     }
+    /* Before the block is kept or copied: an interior pointer was handed back as it was,
+     * or copied past its block's end (a crash at a slab's end), and a freed block was
+     * copied from; free's report came later, naming free (the audit of session 13). */
+    check_live(&usi_class_caches[id], e, p, "realloc");
     size_t have = usi_class_caches[id].size;
     if (size <= have) {
         /* In place unless the block would be less than half used. */

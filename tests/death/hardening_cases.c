@@ -228,6 +228,41 @@ static int case_interior(size_t size, size_t offset)
     return 1;
 }
 
+/* ---- realloc of a pointer that is not a live block ---------------------------------------- */
+
+static void *realloc_impl(void *p, size_t n)
+{
+    return realloc(p, n);
+}
+static void *(*volatile do_realloc)(void *, size_t) = realloc_impl;
+
+/* realloc(q + offset, n): kept in place (n below the class size) or moved (above it); both
+ * must stop with realloc's report before the block is kept or read. `last`: the block is
+ * the last of a fresh slab of 32 KiB blocks, where a copy of a whole block from an
+ * interior pointer reads past the slab's end (a SIGSEGV before the fix). */
+static int case_realloc_interior(size_t size, size_t offset, size_t n, int last)
+{
+    char *volatile q = malloc(size);
+    if (last)
+        for (int i = 0; i < 4; i++) /* a slab of the 32 KiB class holds 4 (the 5th: a new one) */
+            q = malloc(size);
+    char *volatile r = do_realloc(q + offset, n);
+    fprintf(stderr, "hardening_cases: realloc(%p + %zu, %zu) not caught: it returned %p\n",
+            (void *)q, offset, n, (void *)r);
+    return r != NULL ? 0 : 1;
+}
+
+/* realloc of a block already freed: it must not be copied from or handed back. */
+static int case_realloc_freed(size_t n)
+{
+    char *volatile q = malloc(64);
+    do_free(q);
+    char *volatile r = do_realloc(q, n);
+    fprintf(stderr, "hardening_cases: realloc of freed %p not caught: it returned %p\n", (void *)q,
+            (void *)r);
+    return r != NULL ? 0 : 1;
+}
+
 /* ---- slab free lists ---------------------------------------------------------------------- */
 
 #define POISON_BLOCKS 4000
@@ -414,6 +449,18 @@ int main(int argc, char **argv)
         return case_interior(48, 16);
     if (strcmp(c, "interior_32") == 0)
         return case_interior(96, 32);
+    if (strcmp(c, "realloc_interior_keep") == 0)
+        return case_realloc_interior(64, 16, 40, 0);
+    if (strcmp(c, "realloc_misaligned_keep") == 0)
+        return case_realloc_interior(64, 1, 40, 0);
+    if (strcmp(c, "realloc_interior_move") == 0)
+        return case_realloc_interior(64, 16, 200, 0);
+    if (strcmp(c, "realloc_interior_slab_end") == 0)
+        return case_realloc_interior(32768, 16, 40000, 1);
+    if (strcmp(c, "realloc_freed_keep") == 0)
+        return case_realloc_freed(40);
+    if (strcmp(c, "realloc_freed_move") == 0)
+        return case_realloc_freed(200);
     if (strcmp(c, "poison_freelist") == 0)
         return case_poison(TARGET_LIVE);
     if (strcmp(c, "poison_freelist_global") == 0)

@@ -115,6 +115,24 @@ int main(void)
         free(p);
     }
 
+    /* calloc clears the whole usable block (malloc_usable_size), as glibc clears its whole
+     * chunk, also where a freed block of the same size left its bytes there. */
+    const size_t dirty[] = {1, 17, 20, 100, 1000, 1025, 5000, 30000};
+    for (size_t i = 0; i < sizeof dirty / sizeof dirty[0]; i++) {
+        unsigned char *d = malloc(v(dirty[i]));
+        volatile unsigned char *w = d; /* not a dead store before the free */
+        for (size_t k = 0; k < malloc_usable_size(d); k++)
+            w[k] = 0xAA;
+        free(d);
+        unsigned char *z = calloc(1, v(dirty[i]));
+        size_t usable = malloc_usable_size(z), nonzero = 0;
+        for (size_t k = 0; k < usable; k++)
+            nonzero += z[k] != 0;
+        printf("calloc(1, %zu) after a dirty free: usable bytes all zero: %s\n", dirty[i],
+               nonzero ? "no" : "yes");
+        free(z);
+    }
+
     /* realloc and reallocarray: NULL, zero, overflow; a failed call keeps the block. */
     errno = SENTINEL;
     p = realloc(NULL, v(10));
