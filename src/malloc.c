@@ -533,8 +533,10 @@ static void *usi_realloc(void *p, size_t size)
     /* Before the block is kept or copied: an interior pointer was handed back as it was,
      * or copied past its block's end (a crash at a slab's end), and a freed block was
      * copied from; free's report came later, naming free (the audit of session 13). */
-    check_live(&usi_class_caches[id], e, p, "realloc");
-    size_t have = usi_class_caches[id].size;
+    struct uslab_cache *c = &usi_class_caches[id];
+    if (USI_UNLIKELY(!on_lattice(p, c->lattice, c->lattice) || *key_of(p) == usi_free_key(p)))
+        check_live(c, e, p, "realloc"); /* what free's fast path leaves to free_slow */
+    size_t have = c->size;
     if (size <= have) {
         /* In place unless the block would be less than half used. */
         if (size > have / 2 || have <= 16) {
