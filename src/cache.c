@@ -104,8 +104,7 @@ void uslab_cache_destroy(uslab_cache_t *c)
 {
     if (!c)
         return;
-    usi_tcache_flush_all(c);
-    usi_depot_drain(c, 1);
+    usi_reclaim_return(c, 1);
     usi_lock(&c->lock);
     if (c->slab_inuse != 0)
         usi_report_fatal("cache %s destroyed with %zu live objects", c->name, c->slab_inuse);

@@ -1287,8 +1287,12 @@ static inline void usi_tcache_free(struct uslab_cache *c, void *p)
  * Returns whether anything remains to be given back later. */
 int usi_reclaim_pass(uint64_t now_ms, uint64_t idle_ms, unsigned how);
 #define USI_PURGE_MULT_MAX 16
-/* uslab_cache_reap: the calling thread's magazines and the depot back to the slabs, every
- * empty slab to the system; returns the bytes released. */
+/* The objects cached in the calling thread's magazines of c (every thread's: every_thread,
+ * uslab_cache_destroy, which also waits for flushes in flight) and in its depot back to
+ * their slabs, destructed; again while the destructors freed objects of c into them. */
+void usi_reclaim_return(struct uslab_cache *c, int every_thread);
+/* uslab_cache_reap: usi_reclaim_return of this thread's magazines, then every empty slab to
+ * the system; returns the bytes released. */
 size_t usi_reclaim_cache(struct uslab_cache *c);
 /* uslab_reap: usi_reclaim_cache of every cache. */
 size_t usi_reclaim_all(void);

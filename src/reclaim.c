@@ -79,12 +79,38 @@ int usi_reclaim_pass(uint64_t now_ms, uint64_t idle_ms, unsigned how)
     return p.more;
 }
 
+/* Most rounds of usi_reclaim_return: each must have given objects back to the slabs (a
+ * destructor that frees one of its own cache makes one more round; one whose frees never
+ * end would loop for ever). */
+#define RETURN_ROUNDS 64
+
+void usi_reclaim_return(struct uslab_cache *c, int every_thread)
+{
+    if (!__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED))
+        return;
+    /* The destructors that the drain runs may free objects of c itself (uslab.h allows it):
+     * into this thread's pair, after it was flushed, so they are flushed in another round,
+     * as long as rounds give objects back (the session 13 audit: a node whose destructor
+     * freed its spare node made destroy report one live object, and reap keep it). */
+    size_t before = SIZE_MAX;
+    for (int round = 0; round < RETURN_ROUNDS; round++) {
+        if (every_thread)
+            usi_tcache_flush_all(c);
+        else
+            usi_tcache_flush_own(c);
+        usi_depot_drain(c, every_thread);
+        usi_lock(&c->lock);
+        size_t now = c->slab_inuse;
+        usi_unlock(&c->lock);
+        if (now == 0 || now >= before)
+            break;
+        before = now;
+    }
+}
+
 size_t usi_reclaim_cache(struct uslab_cache *c)
 {
-    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED)) {
-        usi_tcache_flush_own(c);
-        usi_depot_drain(c, 0);
-    }
+    usi_reclaim_return(c, 0);
     return release_empty(c, 1, 0, 0, 0, NULL);
 }
 

@@ -831,6 +831,63 @@ static void test_callbacks_allocate(void)
     uslab_cache_destroy(helper_cache); /* aborts if a helper object leaked */
 }
 
+/* Callbacks may allocate and free objects of their own cache (uslab.h): each node's
+ * constructor takes a spare node of the same cache (the spare itself takes none), and its
+ * destructor frees the spare. Reap and destroy run the destructors, which free the spares
+ * into the cache again: both must go on until those are back too (the audit of session 13:
+ * destroy reported "1 live objects" and aborted, reap kept the spare cached). */
+static uslab_cache_t *node_cache;
+static int node_depth;
+static long nodes_constructed, nodes_destructed;
+
+static int node_ctor(void *obj, void *arg)
+{
+    (void)arg;
+    void **spare = obj;
+    *spare = NULL;
+    if (node_depth == 0) {
+        node_depth++;
+        *spare = uslab_cache_alloc(node_cache);
+        node_depth--;
+        if (!*spare)
+            return -1;
+    }
+    nodes_constructed++;
+    return 0;
+}
+
+static void node_dtor(void *obj, void *arg)
+{
+    (void)arg;
+    void **spare = obj;
+    nodes_destructed++;
+    if (*spare)
+        uslab_cache_free(node_cache, *spare);
+}
+
+static void test_dtor_frees_own(int reap_first, unsigned flags)
+{
+    node_cache = uslab_cache_create("node", 16, 0, node_ctor, node_dtor, NULL, NULL, flags);
+    CHECK(node_cache != NULL, "create");
+    void *objs[100];
+    for (int i = 0; i < 100; i++)
+        CHECK((objs[i] = uslab_cache_alloc(node_cache)) != NULL, "alloc");
+    for (int i = 0; i < 100; i++)
+        uslab_cache_free(node_cache, objs[i]);
+    if (reap_first) {
+        uslab_cache_reap(node_cache);
+        struct uslab_cache_stats st;
+        uslab_cache_stats(node_cache, &st);
+        CHECK(st.active_objects == 0 && st.cached_objects == 0 && st.slabs == 0,
+              "after reap: %zu active, %zu cached, %zu slabs", st.active_objects, st.cached_objects,
+              st.slabs);
+    }
+    uslab_cache_destroy(node_cache); /* aborted: "destroyed with 1 live objects" */
+    CHECK(nodes_constructed == nodes_destructed, "%ld constructed, %ld destructed",
+          nodes_constructed, nodes_destructed);
+    nodes_constructed = nodes_destructed = 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "reclaim-child") == 0)
@@ -850,6 +907,9 @@ int main(int argc, char **argv)
     test_null();
     test_many_caches();
     test_callbacks_allocate();
+    test_dtor_frees_own(0, 0);
+    test_dtor_frees_own(1, 0);
+    test_dtor_frees_own(0, USLAB_CACHE_NOMAGAZINE);
     test_reclaim();
     TEST_DONE();
 }
