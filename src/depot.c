@@ -127,11 +127,42 @@ void usi_mag_delete(struct usi_mag *m)
         usi_objects_unfill(mag_cache(m->capacity), 1, (void *const *)&m);
 }
 
+/*
+ * Magazines in flight: one taken out to be flushed (counted in depot_flushing) is on the
+ * cache's in_flight list from then (under the lock) until its objects are back in their
+ * slabs, when it leaves the list under the same hold of the lock that puts them back. A
+ * fork meets each such magazine either listed with all its objects out, or off the list
+ * with all of them in: the child puts the listed ones' objects back (their flushing
+ * thread is not there; before session 13 they stayed out for good, and the child's
+ * uslab_cache_destroy took them for live objects and aborted: the audit's fork_flush).
+ * Invariant: a listed magazine's rounds objects are all outside their slabs.
+ */
+static void in_flight_add(struct uslab_cache *c, struct usi_mag *m)
+{
+    m->flight_next = c->in_flight;
+    c->in_flight = m;
+}
+
+static void in_flight_remove(struct uslab_cache *c, void *m)
+{
+    for (struct usi_mag **pp = &c->in_flight; *pp; pp = &(*pp)->flight_next)
+        if (*pp == m) {
+            *pp = (*pp)->flight_next;
+            return;
+        }
+    USI_ASSERT(!"a magazine in flight is on its cache's list");
+}
+
 /* Destructs a magazine's objects into their slabs; no lock held. */
 static void flush_objects(struct uslab_cache *c, struct usi_mag *m)
 {
-    if (m->rounds)
-        usi_objects_unfill(c, m->rounds, m->objs);
+    if (m->rounds) {
+        usi_objects_unfill_then(c, m->rounds, m->objs, in_flight_remove, m);
+    } else {
+        usi_lock(&c->lock);
+        in_flight_remove(c, m);
+        usi_unlock(&c->lock);
+    }
 #ifdef USLAB_VALGRIND
     memset(m->objs, 0, m->rounds * sizeof(void *)); /* no stale pointers for the leak scan */
 #endif
@@ -193,6 +224,7 @@ static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *
         /* Full: the magazine given goes back to the caller to be flushed (its objects,
          * freed last, return to slabs together: the slab layer's batch is cheapest). */
         c->depot_flushing++;
+        in_flight_add(c, m);
         m->next = NULL; /* usi_depot_dispose follows the chain */
         return m;
     }
@@ -273,6 +305,7 @@ void usi_depot_flush_later(struct uslab_cache *c, struct usi_mag *m, struct usi_
     USI_ASSERT(m != &usi_mag_empty); /* the shared empty one is in no depot */
     usi_lock(&c->lock);
     c->depot_flushing++; /* its objects are on their way back to the slabs */
+    in_flight_add(c, m);
     usi_unlock(&c->lock);
     m->next = *over;
     *over = m;
@@ -296,8 +329,29 @@ int usi_depot_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p)
     for (const struct usi_mag *m = c->depot_full; m && !found; m = m->next)
         for (uint32_t i = 0; i < m->rounds && !found; i++)
             found = m->objs[i] == p;
+    for (const struct usi_mag *m = c->in_flight; m && !found; m = m->flight_next)
+        for (uint32_t i = 0; i < m->rounds && !found; i++)
+            found = m->objs[i] == p;
     usi_unlock(&c->lock);
     return found;
+}
+
+void usi_depot_postfork_child(struct uslab_cache *c)
+{
+    usi_lock(&c->lock);
+    struct usi_mag *m = c->in_flight;
+    c->in_flight = NULL;
+    usi_unlock(&c->lock);
+    while (m) {
+        struct usi_mag *next = m->flight_next;
+        if (m->rounds)
+            usi_objects_put_back(c, m->rounds, m->objs);
+        m->rounds = 0;
+        usi_lock(&c->lock);
+        depot_push_locked(c, m); /* empty: kept for the next exchange */
+        usi_unlock(&c->lock);
+        m = next;
+    }
 }
 
 void usi_depot_dispose(struct uslab_cache *c, struct usi_mag *m)
@@ -347,6 +401,8 @@ void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes)
         c->depot_rounds = 0;
         depot_recount(c);
         c->depot_flushing += taken;
+        for (struct usi_mag *m = full; m; m = m->next)
+            in_flight_add(c, m);
         /* Flushes by other threads (a handed-back magazine, a purger pass) still running? */
         int others = c->depot_flushing > taken;
         usi_unlock(&c->lock);
@@ -370,6 +426,7 @@ size_t usi_depot_reap_unused(struct uslab_cache *c)
         c->depot_nfull--;
         c->depot_rounds -= m->rounds;
         c->depot_flushing++;
+        in_flight_add(c, m);
         m->next = full;
         full = m;
     }

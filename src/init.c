@@ -99,6 +99,12 @@ static void postfork_parent(void)
     usi_os_postfork_parent();
 }
 
+static void depot_postfork_one(struct uslab_cache *c, void *arg)
+{
+    (void)arg;
+    usi_depot_postfork_child(c);
+}
+
 static void postfork_child(void)
 {
     usi_live_postfork_child(); /* takes no lock: also where none was taken */
@@ -111,6 +117,7 @@ static void postfork_child(void)
     usi_tcache_postfork(1);
     usi_debug_postfork(1);
     usi_purge_postfork_child();
+    usi_registry_read_each(depot_postfork_one, NULL);
     usi_tcache_adopt_orphans();
 }
 

@@ -208,8 +208,11 @@ struct uslab_cache {
     const void *depot_miss_thread; /* the thread of the last miss (depot.c's thread mark) */
     int depot_grew;                /* the limit grew under `lock`: kick the purger after it */
     size_t depot_flushing;         /* magazines taken out to flush, not yet back */
-    size_t slab_inuse;             /* objects outside slabs: live + cached in magazines */
-    int purge_pending;             /* empty slabs beyond the reserve await the purger */
+    /* Those of them whose objects are not back in their slabs yet (under `lock`, linked by
+     * flight_next): a fork child puts their objects back (usi_depot_postfork_child). */
+    struct usi_mag *in_flight;
+    size_t slab_inuse; /* objects outside slabs: live + cached in magazines */
+    int purge_pending; /* empty slabs beyond the reserve await the purger */
     size_t depot_rounds;
     size_t depot_surplus; /* bytes of depot_rounds beyond the first limit, counted in
                            * usi_slab_surplus_bytes (depot.c) */
@@ -1039,7 +1042,6 @@ static inline void usi_objects_reclaim_wanted(struct uslab_cache *c)
 /* n objects, constructed; all or nothing; returns n or 0 (errno set). `reclaim`: whether
  * the reclaim callback may run when slabs run out. Runs the constructor (if any). */
 size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim);
-/* Destructs n objects and returns them to their slabs. Runs the destructor (if any). */
 /* How many malloc slow paths skip a starved cache (see uslab_cache.starved). */
 #define USI_STARVED_SKIP 64
 /* Whether c's slabs could not grow lately; counts the skip down (a racy hint). */
@@ -1051,7 +1053,15 @@ static inline int usi_objects_starved(struct uslab_cache *c)
     __atomic_store_n(&c->starved, s - 1, __ATOMIC_RELAXED);
     return 1;
 }
+/* Destructs n objects and returns them to their slabs. Runs the destructor (if any). */
 void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs);
+/* usi_objects_unfill, then locked(c, arg) under the same hold of the cache lock that puts
+ * the objects back (the depot's in-flight list). */
+void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
+                             void (*locked)(struct uslab_cache *, void *), void *arg);
+/* Objects back to their slabs with no destructor: a fork child's share of the magazines
+ * that other threads of its parent were flushing (their destructors ran there, or not). */
+void usi_objects_put_back(struct uslab_cache *c, size_t n, void *const *objs);
 
 /* ------------------------------------------------------------------------------------ */
 /* depot.c (rank 13): magazines and the per-cache depot                                 */
@@ -1059,7 +1069,8 @@ void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs);
 
 /* A magazine: a stack of constructed objects; objs[0 .. rounds) are valid. */
 struct usi_mag {
-    struct usi_mag *next; /* depot stack link */
+    struct usi_mag *next;        /* depot stack link */
+    struct usi_mag *flight_next; /* the cache's in_flight list, while it is on it */
     uint32_t rounds;
     uint32_t capacity; /* 0 only for usi_mag_empty, the shared sentinel */
     void *objs[];      /* capacity slots: magazines of up to 64 and of up to USI_MAG_MAX */
@@ -1100,6 +1111,10 @@ void usi_depot_dispose(struct uslab_cache *c, struct usi_mag *m);
  * With wait_for_flushes, then waits until no flush of this cache's magazines is in flight
  * anywhere (cache destroy: their objects are not live, they are on their way back). */
 void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes);
+/* Fork child: the objects of the magazines other threads were flushing at the fork go back
+ * to their slabs without their destructors (those threads are not in the child), and the
+ * magazines to the depot, empty. */
+void usi_depot_postfork_child(struct uslab_cache *c);
 /* Working-set reaping (Bonwick & Adams §3.6): the magazines the depot did not need since
  * the last call (its minimum counts) are flushed and freed (runs destructors). Returns
  * magazines reaped. */

@@ -160,7 +160,11 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
     return got;
 }
 
-static void put_raw(struct uslab_cache *c, size_t n, void *const *objs)
+/* Returns objs to their slabs; `locked`, if given, runs under the same hold of the cache
+ * lock (the depot's in-flight list: a fork never sees the objects back and the magazine
+ * still listed, or the reverse). */
+static void put_raw_then(struct uslab_cache *c, size_t n, void *const *objs,
+                         void (*locked)(struct uslab_cache *, void *), void *arg)
 {
     if (USI_UNLIKELY(c->debug))
         usi_debug_capture();
@@ -168,6 +172,8 @@ static void put_raw(struct uslab_cache *c, size_t n, void *const *objs)
     usi_lock(&c->lock);
     int was_pending = c->purge_pending;
     usi_slab_put(c, n, objs, &release);
+    if (locked)
+        locked(c, arg);
     if (USI_UNLIKELY(__atomic_load_n(&c->starved, __ATOMIC_RELAXED)))
         __atomic_store_n(&c->starved, 0, __ATOMIC_RELAXED); /* a slab has room again */
     int kick = c->purge_pending && !was_pending;
@@ -176,6 +182,16 @@ static void put_raw(struct uslab_cache *c, size_t n, void *const *objs)
         usi_slab_release(c, release);
     if (kick)
         usi_purge_kick();
+}
+
+static void put_raw(struct uslab_cache *c, size_t n, void *const *objs)
+{
+    put_raw_then(c, n, objs, NULL, NULL);
+}
+
+void usi_objects_put_back(struct uslab_cache *c, size_t n, void *const *objs)
+{
+    put_raw(c, n, objs);
 }
 
 /* ---- constructed objects -------------------------------------------------------------- */
@@ -221,10 +237,16 @@ size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclai
     return n;
 }
 
-void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs)
+void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
+                             void (*locked)(struct uslab_cache *, void *), void *arg)
 {
     if (c->dtor)
         for (size_t i = 0; i < n; i++)
             destruct(c, objs[i]);
-    put_raw(c, n, objs);
+    put_raw_then(c, n, objs, locked, arg);
+}
+
+void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs)
+{
+    usi_objects_unfill_then(c, n, objs, NULL, NULL);
 }
