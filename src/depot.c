@@ -139,6 +139,7 @@ void usi_mag_delete(struct usi_mag *m)
  */
 static void in_flight_add(struct uslab_cache *c, struct usi_mag *m)
 {
+    m->destructed = 0;
     m->flight_next = c->in_flight;
     c->in_flight = m;
 }
@@ -157,7 +158,7 @@ static void in_flight_remove(struct uslab_cache *c, void *m)
 static void flush_objects(struct uslab_cache *c, struct usi_mag *m)
 {
     if (m->rounds) {
-        usi_objects_unfill_then(c, m->rounds, m->objs, in_flight_remove, m);
+        usi_objects_unfill_then(c, m->rounds, m->objs, &m->destructed, in_flight_remove, m);
     } else {
         usi_lock(&c->lock);
         in_flight_remove(c, m);
@@ -344,11 +345,25 @@ void usi_depot_postfork_child(struct uslab_cache *c)
     usi_unlock(&c->lock);
     while (m) {
         struct usi_mag *next = m->flight_next;
-        if (m->rounds)
-            usi_objects_put_back(c, m->rounds, m->objs);
-        m->rounds = 0;
+        /* Those whose destructor returned, and the one it was running on (if any: partly
+         * destructed, it can be neither handed out nor destructed again), go back to their
+         * slabs; the rest are still constructed and go to the depot as a full magazine, to
+         * be handed out or destructed there like any cached object. */
+        uint32_t done = m->destructed, back = done < m->rounds && c->dtor ? done + 1 : m->rounds;
+        if (back)
+            usi_objects_put_back(c, back, m->objs);
+        memmove(m->objs, m->objs + back, (m->rounds - back) * sizeof(void *));
+        m->rounds -= back;
         usi_lock(&c->lock);
-        depot_push_locked(c, m); /* empty: kept for the next exchange */
+        if (m->rounds) { /* past the depot's limit if need be: a pass trims it */
+            m->next = c->depot_full;
+            c->depot_full = m;
+            c->depot_nfull++;
+            c->depot_rounds += m->rounds;
+            depot_recount(c);
+        } else {
+            depot_push_locked(c, m); /* empty: kept for the next exchange */
+        }
         usi_unlock(&c->lock);
         m = next;
     }

@@ -1055,10 +1055,12 @@ static inline int usi_objects_starved(struct uslab_cache *c)
 }
 /* Destructs n objects and returns them to their slabs. Runs the destructor (if any). */
 void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs);
-/* usi_objects_unfill, then locked(c, arg) under the same hold of the cache lock that puts
- * the objects back (the depot's in-flight list). */
+/* usi_objects_unfill, counting in *destructed the objects whose destructor returned, then
+ * locked(c, arg) under the same hold of the cache lock that puts them back (the depot's
+ * in-flight list). */
 void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
-                             void (*locked)(struct uslab_cache *, void *), void *arg);
+                             uint32_t *destructed, void (*locked)(struct uslab_cache *, void *),
+                             void *arg);
 /* Objects back to their slabs with no destructor: a fork child's share of the magazines
  * that other threads of its parent were flushing (their destructors ran there, or not). */
 void usi_objects_put_back(struct uslab_cache *c, size_t n, void *const *objs);
@@ -1071,6 +1073,7 @@ void usi_objects_put_back(struct uslab_cache *c, size_t n, void *const *objs);
 struct usi_mag {
     struct usi_mag *next;        /* depot stack link */
     struct usi_mag *flight_next; /* the cache's in_flight list, while it is on it */
+    uint32_t destructed;         /* in flight: objs[0 .. destructed) went through the destructor */
     uint32_t rounds;
     uint32_t capacity; /* 0 only for usi_mag_empty, the shared sentinel */
     void *objs[];      /* capacity slots: magazines of up to 64 and of up to USI_MAG_MAX */

@@ -238,15 +238,19 @@ size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclai
 }
 
 void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
-                             void (*locked)(struct uslab_cache *, void *), void *arg)
+                             uint32_t *destructed, void (*locked)(struct uslab_cache *, void *),
+                             void *arg)
 {
     if (c->dtor)
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             destruct(c, objs[i]);
+            if (destructed) /* read by a fork child: a plain store, after the call */
+                __atomic_store_n(destructed, (uint32_t)(i + 1), __ATOMIC_RELAXED);
+        }
     put_raw_then(c, n, objs, locked, arg);
 }
 
 void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs)
 {
-    usi_objects_unfill_then(c, n, objs, NULL, NULL);
+    usi_objects_unfill_then(c, n, objs, NULL, NULL, NULL);
 }
