@@ -144,6 +144,24 @@ static void in_flight_add(struct uslab_cache *c, struct usi_mag *m)
     c->in_flight = m;
 }
 
+/* A chain of magazines (linked by next) to be flushed in its order: listed in that order
+ * at the head, so that each one's removal finds it first (a drain of thousands of
+ * magazines would otherwise scan the list for each). */
+static void in_flight_add_chain(struct uslab_cache *c, struct usi_mag *chain)
+{
+    if (!chain)
+        return;
+    struct usi_mag *m = chain;
+    for (;; m = m->next) {
+        m->destructed = 0;
+        if (!m->next)
+            break;
+        m->flight_next = m->next;
+    }
+    m->flight_next = c->in_flight;
+    c->in_flight = chain;
+}
+
 static void in_flight_remove(struct uslab_cache *c, void *m)
 {
     for (struct usi_mag **pp = &c->in_flight; *pp; pp = &(*pp)->flight_next)
@@ -416,8 +434,7 @@ void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes)
         c->depot_rounds = 0;
         depot_recount(c);
         c->depot_flushing += taken;
-        for (struct usi_mag *m = full; m; m = m->next)
-            in_flight_add(c, m);
+        in_flight_add_chain(c, full);
         /* Flushes by other threads (a handed-back magazine, a purger pass) still running? */
         int others = c->depot_flushing > taken;
         usi_unlock(&c->lock);
@@ -441,10 +458,10 @@ size_t usi_depot_reap_unused(struct uslab_cache *c)
         c->depot_nfull--;
         c->depot_rounds -= m->rounds;
         c->depot_flushing++;
-        in_flight_add(c, m);
         m->next = full;
         full = m;
     }
+    in_flight_add_chain(c, full);
     for (size_t i = 0; i < c->depot_min_empty && c->depot_empty; i++, n++) {
         struct usi_mag *m = c->depot_empty;
         c->depot_empty = m->next;
