@@ -86,7 +86,9 @@ int usi_reclaim_pass(uint64_t now_ms, uint64_t idle_ms, unsigned how)
 
 void usi_reclaim_return(struct uslab_cache *c, int every_thread)
 {
-    if (!__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED))
+    /* Without magazines there is nothing cached; destroy still drains (and waits for
+     * flushes in flight), as before rounds. */
+    if (!every_thread && !__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED))
         return;
     /* The destructors that the drain runs may free objects of c itself (uslab.h allows it):
      * into this thread's pair, after it was flushed, so they are flushed in another round,
