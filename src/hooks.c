@@ -288,8 +288,14 @@ static const char *const next_names[NEXT_COUNT] = {"setuid",
                                                    "thrd_create",
                                                    "thrd_join"};
 
-static void at_quick_exit_handler(void)
+/* libc.so.6's own registration: at_quick_exit is a stub of libc_nonshared.a that the link
+ * puts at the end of our text, a page no other start-up code touches (design §7). No owner
+ * (dso NULL), as the fork handlers: the library is never unloaded. */
+extern int __cxa_at_quick_exit(void (*fn)(void *), void *dso);
+
+static void at_quick_exit_handler(void *unused)
 {
+    (void)unused;
     usi_profile_write();
     usi_live_quick_exit();
 }
@@ -309,7 +315,7 @@ __attribute__((constructor)) static void hooks_resolve(void)
             ? pthread_create
             : (usi_thread_create_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "pthread_create"));
     /* quick_exit runs no destructor, and glibc's reaches its own _exit, not this one. */
-    at_quick_exit(at_quick_exit_handler);
+    __cxa_at_quick_exit(at_quick_exit_handler, NULL);
 }
 
 static void *next_fn(int i)

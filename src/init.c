@@ -36,22 +36,36 @@ int usi_init_cache(struct uslab_cache *c, const char *name, size_t size, size_t 
     return 0;
 }
 
-/* The malloc classes take ids 1..n; each class's slabs carry its pair offset as their
+/* Set when this thread is in usi_class_setup: a signal handler that interrupted it there
+ * must not wait for init_lock, which its own thread may hold. */
+static __thread int tls_class_setup __attribute__((tls_model("initial-exec")));
+
+/* The malloc classes own ids 1..n; each is set up at its first allocation, not here: a
+ * process uses a few of them, and each set-up costs about 700 instructions and touches its
+ * descriptor (design §7, "Start-up cost"). Each class's slabs carry its pair offset as their
  * unit tag, which is how free() finds the pair without a lookup (design §8). */
-static void init_classes(void)
+int usi_class_setup(unsigned id)
 {
-    unsigned n = usi_sizeclass_init();
-    for (unsigned id = 1; id <= n; id++) {
+    USI_ASSERT(id >= 1 && id <= usi_nclasses);
+    struct uslab_cache *c = &usi_class_caches[id];
+    if (tls_class_setup)
+        return -1;
+    tls_class_setup = 1;
+    usi_lock(&init_lock);
+    if (!c->class_ready) {
         size_t s = usi_sizeclass_size(id);
         size_t align = (s & (s - 1)) == 0 ? (s < USI_PAGE_SIZE ? s : USI_PAGE_SIZE) : 16;
         char name[32];
         usi_sizeclass_name(id, name);
-        struct uslab_cache *c = &usi_class_caches[id];
         if (usi_init_cache(c, name, s, align, NULL, NULL, NULL, NULL,
                            USI_CACHE_KEEP_ERRNO | USI_CACHE_LATTICE, id, id) != 0)
             usi_report_fatal("size class %u: its cache id is taken", id);
         c->unit_tag = (uint16_t)c->pair_offset;
+        __atomic_store_n(&c->class_ready, 1, __ATOMIC_RELEASE);
     }
+    usi_unlock(&init_lock);
+    tls_class_setup = 0;
+    return 0;
 }
 
 /* Lock order (design §6): cache registry, tcache registry, each tcache, each cache by id,
@@ -74,6 +88,7 @@ static void prefork(void)
     }
     fork_skipped &= ~bit;
     usi_os_prefork();
+    usi_lock(&init_lock); /* no class is half set up in the child */
     usi_debug_prefork();
     usi_registry_prefork();
     usi_tcache_prefork();
@@ -96,6 +111,7 @@ static void postfork_parent(void)
     usi_registry_postfork(0);
     usi_tcache_postfork(0);
     usi_debug_postfork(0);
+    usi_unlock(&init_lock);
     usi_os_postfork_parent();
 }
 
@@ -112,6 +128,7 @@ static void postfork_child(void)
     if (!fork_took_locks())
         return; /* one thread: nothing held, nobody orphaned, no purger thread */
     usi_os_postfork_child();
+    pthread_mutex_init(&init_lock, NULL);
     usi_pages_postfork(1);
     usi_registry_postfork(1);
     usi_tcache_postfork(1);
@@ -182,8 +199,10 @@ int usi_init_slow(void)
         usi_unlock(&init_lock);
         return state > 0 ? 0 : -1;
     }
-    usi_options_read();
-    usi_debug_read_options();
+    /* Without a USLAB_ variable nothing is debugged: debug.c's code is not even run (it is
+     * laid out with the seldom-run code, design §7). */
+    if (usi_options_read())
+        usi_debug_read_options();
     /* Notes only when asked for: a guest does not write to its host's stderr. */
     __atomic_store_n(&usi_report_verbose, usi_debug_enabled || usi_os_getenv("USLAB_STATS"),
                      __ATOMIC_RELAXED);
@@ -198,7 +217,7 @@ int usi_init_slow(void)
     usi_slab_seed = (uintptr_t)usi_os_random64();       /* keys first (docs/security.md) */
     usi_free_secret = (uintptr_t)usi_os_random64() | 1; /* never 0: never the bare address */
     usi_objects_set_key(usi_os_random64());
-    init_classes(); /* the malloc classes take the first ids */
+    usi_sizeclass_init(); /* the classes' sizes; each is set up at its first allocation */
     if (usi_init_cache(&usi_descriptor_cache, "uslab-cache", sizeof(struct uslab_cache), 64, NULL,
                        NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL,
                        USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0)
@@ -211,7 +230,8 @@ int usi_init_slow(void)
     __atomic_store_n(&usi_initialized, 1, __ATOMIC_RELEASE);
     usi_unlock(&init_lock);
     register_fork_handlers();
-    usi_debug_after_init();
+    if (usi_debug_enabled)
+        usi_debug_after_init();
     /* The system allocator sets itself up on its first call (glibc 2.36: a getrandom for
      * its tcache key). Without uslab that is the program's first malloc; so it is here,
      * not the first large block, which may come after the program entered a sandbox that

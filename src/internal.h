@@ -192,6 +192,9 @@ struct uslab_cache {
      * sends up to this many slow paths straight to the system allocator before it tries
      * the slabs again (design §8). A hint: relaxed loads and stores, no lock. */
     uint32_t starved;
+    /* The malloc classes: 1 (a release store) once usi_class_setup has set the descriptor
+     * up, at the class's first allocation; every other field is zero before (design §7). */
+    uint32_t class_ready;
     /* objects.c: an inline pass saw memory pressure but runs no user code; the reclaim
      * callback runs on the cache's next allocation slow path instead (design §3). Set by a
      * pass, taken by that slow path; relaxed, no lock. */
@@ -511,7 +514,7 @@ struct usi_options {
     size_t debug_continue; /* USLAB_DEBUG_CONTINUE: continue after a BUG report (debug.c) */
 };
 extern struct usi_options usi_options;
-void usi_options_read(void);
+int usi_options_read(void); /* 1 if some USLAB_ variable is set */
 
 /* ------------------------------------------------------------------------------------ */
 /* sizeclass.c (rank 5): the malloc size-class tables (design §8)                       */
@@ -1373,6 +1376,18 @@ int usi_init_cache(struct uslab_cache *c, const char *name, size_t size, size_t 
                    unsigned flags, unsigned lo, unsigned hi);
 /* The internal cache user caches' descriptors come from. */
 extern struct uslab_cache usi_descriptor_cache;
+/* Sets up malloc class `id` (1..usi_nclasses) at its first allocation (design §7): 0 when
+ * it is ready, -1 when it cannot be now (a signal handler interrupted its own thread's
+ * set-up of a class; the caller falls back to the system allocator). */
+int usi_class_setup(unsigned id);
+/* The descriptor of malloc class `id`, set up if it was not yet; NULL as above. */
+static inline struct uslab_cache *usi_class_cache(unsigned id)
+{
+    struct uslab_cache *c = &usi_class_caches[id];
+    if (USI_LIKELY(__atomic_load_n(&c->class_ready, __ATOMIC_ACQUIRE)) || usi_class_setup(id) == 0)
+        return c;
+    return NULL;
+}
 
 /* ------------------------------------------------------------------------------------ */
 /* malloc.c (rank 19): the malloc front end (design §8)                                */

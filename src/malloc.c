@@ -290,8 +290,8 @@ __attribute__((destructor)) static void profile_at_exit(void)
  * fallback then costs no lock. */
 static inline __attribute__((always_inline)) void *class_alloc(unsigned id)
 {
-    struct uslab_cache *c = &usi_class_caches[id];
-    if (USI_UNLIKELY(usi_objects_starved(c)))
+    struct uslab_cache *c = usi_class_cache(id); /* set up at its first allocation */
+    if (USI_UNLIKELY(!c || usi_objects_starved(c)))
         return NULL;
     void *p = usi_tcache_alloc(c); /* errno untouched: USI_CACHE_KEEP_ERRNO */
     if (USI_LIKELY(p != NULL)) {

@@ -65,7 +65,7 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
     c->stride = (size + align - 1) & ~(align - 1);
     if (c->stride < USI_MIN_STRIDE) /* the side bitmaps have a bit per 16 bytes (§3) */
         c->stride = USI_MIN_STRIDE;
-    c->debug = usi_debug_flags_for(c->name, flags);
+    c->debug = usi_debug_enabled ? usi_debug_flags_for(c->name, flags) : 0;
     if (c->debug)
         usi_debug_layout(c); /* red zones and tracking records widen the slot */
     c->ctor = ctor;

@@ -59,11 +59,11 @@ static void invalid(const struct usi_setting *set, const char *value)
                     set->def_text);
 }
 
-void usi_options_read(void)
+int usi_options_read(void)
 {
     /* One pass over the environment instead of one a setting where none is set. */
     if (!usi_os_env_has_prefix("USLAB_"))
-        return;
+        return 0;
     for (unsigned i = 0; i < USI_SETTING_COUNT; i++) {
         const struct usi_setting *set = &usi_settings_table[i];
         if (!option_field[i])
@@ -97,4 +97,5 @@ void usi_options_read(void)
         }
         *option_field[i] = v;
     }
+    return 1;
 }

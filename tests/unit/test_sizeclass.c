@@ -26,7 +26,7 @@ int main(void)
           usi_sizeclass_size(usi_nclasses), max);
     for (unsigned id = 1; id <= usi_nclasses; id++) {
         size_t s = usi_sizeclass_size(id);
-        const struct uslab_cache *c = &usi_class_caches[id];
+        const struct uslab_cache *c = usi_class_cache(id);
         CHECK(c->id == id, "class %u has cache id %lu", id, (unsigned long)c->id);
         CHECK(c->size == s, "class %u size %zu, cache size %zu", id, s, c->size);
         CHECK(id == 1 || s > usi_sizeclass_size(id - 1), "classes increase");
@@ -58,7 +58,7 @@ int main(void)
                 CHECK(need > max / 2, "size %zu align %zu: no class", size, align);
                 continue;
             }
-            const struct uslab_cache *c = &usi_class_caches[id];
+            const struct uslab_cache *c = usi_class_cache(id);
             CHECK(c->size >= size && c->align >= align && c->stride % align == 0,
                   "size %zu align %zu: class %zu align %zu", size, align, c->size, c->align);
         }

@@ -319,7 +319,7 @@ static void test_lattice(void)
     uslab_free(warm);
     struct rng r = {11};
     for (unsigned id = 1; id <= usi_nclasses; id++) {
-        const struct uslab_cache *c = &usi_class_caches[id];
+        const struct uslab_cache *c = usi_class_cache(id);
         uint64_t m = c->lattice;
         CHECK(c->flags & USI_CACHE_LATTICE, "%s is a lattice cache", c->name);
         CHECK(m == UINT64_MAX / c->stride + 1, "%s: lattice constant", c->name);
