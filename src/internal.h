@@ -1184,7 +1184,9 @@ struct usi_tcache {
     size_t map_bytes;                       /* 0 for the static sentinel */
     size_t pairs_bytes;                     /* npairs * sizeof(struct usi_magpair) */
     uint32_t npairs;
-    uint32_t exchanging; /* id of the pair its owner is changing, 0: none (fork, §7) */
+    /* id of the pair a lockless (nested, signal handler) exchange of its owner is changing,
+     * 0: none; a fork child leaves that pair alone (§7) */
+    uint32_t exchanging;
     /* Odd while the owner changes a pair's magazines (base, limit, prev, a magazine's
      * rounds), even otherwise: a sequence count that lets another thread's free() read this
      * thread's pairs without a lock (usi_tcache_block_is_free, design §8). Its fast paths

@@ -100,35 +100,69 @@ static size_t pair_reserve(struct uslab_cache *c, const struct usi_magpair *mp)
 }
 
 /*
- * The owner changes its pairs without a lock (only it uses them), so a fork by another
- * thread can copy a pair mid-change: a magazine already given to the depot but still named
- * by the pair, or base/top/limit of two magazines. `exchanging` names the pair being
- * changed (0: none), written before the first change and cleared after the last, with
- * release ordering; the fork child leaves that one pair alone (its magazines are lost to
- * the child, never handed out twice), design §7. Cleared before any callback runs.
- * `exchange_seq` is odd from the first change to the last: other threads' free() reads
- * the pairs between two even readings of it (other_pair_holds, design §8).
+ * The owner changes its pairs under its own thread cache's lock (tc->lock, uncontended but
+ * for a destroy's or a thread exit's flush and another thread's double-free check: a few
+ * dozen instructions per magazine exchange). The fork handler takes every thread cache's
+ * lock, so fork never copies another thread's pair in the middle of a change (design §7).
+ * Until session 14 the owner changed its pairs without a lock, and a fork could copy a
+ * magazine already given to the depot but still named by the pair, or base/top/limit of two
+ * magazines; the child then left that pair alone, and the objects of its magazines counted
+ * as live for good (a child's uslab_cache_destroy aborted: 49 of 200 children of session
+ * 13's audit stress; test fork_mid_exchange).
+ *
  * A signal handler whose malloc or free interrupted an exchange of its own thread nests
- * one: exchange_begin returns the exchange it interrupted (0: none), which exchange_end
- * restores, and the sequence stays odd until the outer one ends.
+ * one (tls_exchange_depth, thread-local, counted before the lock is taken and after it is
+ * released): without the lock, which its thread holds or is about to take. Such a lockless
+ * exchange names its pair in `exchanging` (0: none), which a fork child reads: it leaves
+ * that one pair alone (a leak, never a magazine handed out twice). A fork by such a handler
+ * (fork is async-signal-safe) leaves its own thread cache's lock to the exchange it
+ * interrupted. Cleared before any callback runs.
+ *
+ * `exchange_seq` is odd while a pair is being changed: other threads' free() reads the
+ * pairs between two even readings of it (other_pair_holds, design §8). The lock's holder
+ * makes it odd; a lockless exchange makes it odd only where it was even (its thread had
+ * not taken the lock yet), and even again at its end.
+ *
+ * exchange_begin returns what exchange_end needs: the pair named before (the low 31 bits)
+ * and whether this exchange took the lock or made the sequence odd (the top bits).
  */
+static __thread unsigned tls_exchange_depth __attribute__((tls_model("initial-exec")));
+
+#define EXCHANGE_LOCKED   0x80000000u
+#define EXCHANGE_MADE_ODD 0x40000000u
+#define EXCHANGE_ID_MASK  0x3fffffffu
+
 static inline uint32_t exchange_begin(struct usi_tcache *tc, uintptr_t id)
 {
-    uint32_t outer = tc->exchanging; /* only this thread writes it */
-    usi_purge_no_start(1);           /* a handler's kick meanwhile starts no thread (design §3) */
-    __atomic_store_n(&tc->exchanging, (uint32_t)id, __ATOMIC_RELAXED);
-    if (!outer)
+    uint32_t state = tc->exchanging; /* only this thread writes it */
+    unsigned depth = tls_exchange_depth++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* counted before locked: a handler nests */
+    usi_purge_no_start(1); /* a handler's kick meanwhile starts no thread (design §3) */
+    if (depth == 0) {
+        usi_lock(&tc->lock);
+        state |= EXCHANGE_LOCKED;
+    } else {
+        __atomic_store_n(&tc->exchanging, (uint32_t)id, __ATOMIC_RELAXED); /* no lock */
+    }
+    if (!(tc->exchange_seq & 1)) {
         __atomic_store_n(&tc->exchange_seq, tc->exchange_seq + 1, __ATOMIC_RELAXED); /* odd */
+        state |= EXCHANGE_MADE_ODD;
+    }
     __atomic_thread_fence(__ATOMIC_RELEASE); /* before any store to the pair */
-    return outer;
+    return state;
 }
 
-static inline void exchange_end(struct usi_tcache *tc, uint32_t outer)
+static inline void exchange_end(struct usi_tcache *tc, uint32_t state)
 {
     /* after every store to the pair (release) */
-    if (!outer)
+    if (state & EXCHANGE_MADE_ODD)
         __atomic_store_n(&tc->exchange_seq, tc->exchange_seq + 1, __ATOMIC_RELEASE); /* even */
-    __atomic_store_n(&tc->exchanging, outer, __ATOMIC_RELEASE);
+    if (state & EXCHANGE_LOCKED)
+        usi_unlock(&tc->lock);
+    else
+        __atomic_store_n(&tc->exchanging, state & EXCHANGE_ID_MASK, __ATOMIC_RELEASE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* released before uncounted */
+    tls_exchange_depth--;
     usi_purge_no_start(-1);
 }
 
@@ -305,6 +339,10 @@ static struct usi_tcache *tcache_get(uintptr_t id)
         return NULL;
     if (tc != &sentinel.tc && id < tc->npairs)
         return tc;
+    /* A signal handler inside an exchange of its own thread: growing would wait for the
+     * lock that exchange holds, and unmap the pairs it is changing. No cache this time. */
+    if (tc != &sentinel.tc && tls_exchange_depth)
+        return NULL;
     uint32_t want =
         (uint32_t)(id + 1 > SENTINEL_PAIRS + 64 ? id + 1 + id / 2 : SENTINEL_PAIRS + 64);
     if (tc == &sentinel.tc) {
@@ -475,11 +513,11 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
         p = usi_objects_alloc(c);
     } else {
         struct usi_magpair *mp = &tc->pairs[c->id];
-        uint32_t outer = exchange_begin(tc, c->id);
+        uint32_t ex = exchange_begin(tc, c->id);
         pair_open(tc, c, mp);
         int ok = alloc_exchange(c, mp);
         p = ok ? usi_pair_pop(mp) : NULL;
-        exchange_end(tc, outer);
+        exchange_end(tc, ex);
         if (!ok)
             p = usi_objects_alloc(c); /* last: may run the constructor and reclaim */
         usi_purge_poll();
@@ -498,7 +536,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         return;
     }
     struct usi_magpair *mp = &tc->pairs[c->id];
-    uint32_t outer = exchange_begin(tc, c->id);
+    uint32_t ex = exchange_begin(tc, c->id);
     if (pair_is_blank(mp)) {
         /* The thread's first use of this cache is a free: another thread allocated the
          * block. Kept here, it would be this thread's next block, in a cache line the
@@ -507,13 +545,13 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
          * thread's first magazine, filled from the slabs, hands out its top object first,
          * a magazine's length away from it. */
         pair_open(tc, c, mp);
-        exchange_end(tc, outer);
+        exchange_end(tc, ex);
         usi_objects_unfill(c, 1, &p);
         usi_purge_poll();
         return;
     }
     if (usi_pair_push(mp, p)) {
-        exchange_end(tc, outer);
+        exchange_end(tc, ex);
         return;
     }
     size_t before = pair_reserve(c, mp);
@@ -573,7 +611,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     pair_account(c, mp, before);
     if (pushed)
         usi_pair_push(mp, p);
-    exchange_end(tc, outer);
+    exchange_end(tc, ex);
     /* The pair is whole: callbacks may run now. The depot's surplus runs destructors,
      * which may free into this pair. */
     usi_depot_dispose(c, over);
@@ -591,13 +629,13 @@ size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs)
     struct usi_magpair *mp = usi_tcache_pair(tc, c->pair_offset);
     if (pair_is_blank(mp))
         return 0;
-    uint32_t outer = exchange_begin(tc, c->id);
+    uint32_t ex = exchange_begin(tc, c->id);
     void *p;
     while (i < n && (p = usi_pair_pop(mp)) != NULL)
         objs[i++] = p;
     while (i < n && mp->prev->rounds)
         objs[i++] = mp->prev->objs[--mp->prev->rounds];
-    exchange_end(tc, outer);
+    exchange_end(tc, ex);
     return i;
 }
 
@@ -714,24 +752,42 @@ void usi_tcache_init_cache(struct uslab_cache *c)
     c->pair_offset = c->id * sizeof(struct usi_magpair);
 }
 
+/* The calling thread's own cache when a signal handler of its forks inside one of its
+ * exchanges: the exchange holds that lock (or is about to take it), not the fork. */
+static struct usi_tcache *interrupted_exchange(void)
+{
+    struct usi_tcache *own = usi_tls;
+    return own != &sentinel.tc && tls_exchange_depth ? own : NULL;
+}
+
 void usi_tcache_prefork(void)
 {
     usi_lock(&registry_lock);
+    struct usi_tcache *skip = interrupted_exchange();
     for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next)
-        usi_lock(&tc->lock);
+        if (tc != skip)
+            usi_lock(&tc->lock); /* waits for the owner's exchange to end */
 }
 
 void usi_tcache_postfork(int child)
 {
+    struct usi_tcache *skip = interrupted_exchange();
     if (!child) {
         for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next)
-            usi_unlock(&tc->lock);
+            if (tc != skip)
+                usi_unlock(&tc->lock);
         usi_unlock(&registry_lock);
         return;
     }
     pthread_mutex_init(&registry_lock, NULL);
     for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next)
         pthread_mutex_init(&tc->lock, NULL);
+    /* The interrupted exchange goes on in the child once the handler returns, and
+     * releases the lock it took (or takes it first: then it finds it free). A handler
+     * that came between the sequence's last store and the unlock is not told apart: that
+     * exchange then releases a free lock, and the child's lock count stays off by one. */
+    if (skip && skip->exchange_seq % 2)
+        usi_lock(&skip->lock);
 }
 
 void usi_tcache_adopt_orphans(void)
