@@ -61,6 +61,7 @@ int usi_class_setup(unsigned id)
                            USI_CACHE_KEEP_ERRNO | USI_CACHE_LATTICE, id, id) != 0)
             usi_report_fatal("size class %u: its cache id is taken", id);
         c->unit_tag = (uint16_t)c->pair_offset;
+        USI_ASSERT(c->pair_offset == id * sizeof(struct usi_magpair)); /* malloc.c's pop */
         __atomic_store_n(&c->class_ready, 1, __ATOMIC_RELEASE);
     }
     usi_unlock(&init_lock);

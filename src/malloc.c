@@ -287,18 +287,25 @@ __attribute__((destructor)) static void profile_at_exit(void)
  * (the class caches are USI_CACHE_KEEP_ERRNO; the caller falls back to the system
  * allocator, which sets it if it fails too). A class
  * whose slabs could not grow lately is skipped for a while (usi_objects_starved): the
- * fallback then costs no lock. */
+ * fallback then costs no lock. The pair first, without the descriptor: a class's pair is
+ * at its id's offset (usi_class_setup), and a class not set up yet has a blank pair in
+ * every thread, on which the pop misses. */
 static inline __attribute__((always_inline)) void *class_alloc(unsigned id)
 {
-    struct uslab_cache *c = usi_class_cache(id); /* set up at its first allocation */
-    if (USI_UNLIKELY(!c || usi_objects_starved(c)))
-        return NULL;
-    void *p = usi_tcache_alloc(c); /* errno untouched: USI_CACHE_KEEP_ERRNO */
-    if (USI_LIKELY(p != NULL)) {
-        USI_VG_HANDOUT(c, p);
-        *key_of(p) = 0;
-        USI_VG_UNDEFINED(key_of(p), sizeof(uintptr_t));
+    struct usi_tcache *tc = usi_tls;
+    uintptr_t offset = (uintptr_t)id * sizeof(struct usi_magpair);
+    void *p = offset < tc->pairs_bytes ? usi_pair_pop(usi_tcache_pair(tc, offset)) : NULL;
+    if (USI_UNLIKELY(p == NULL)) {
+        struct uslab_cache *c = usi_class_cache(id); /* set up at its first allocation */
+        if (USI_UNLIKELY(!c || usi_objects_starved(c)))
+            return NULL;
+        p = usi_tcache_alloc_slow(c); /* errno untouched: USI_CACHE_KEEP_ERRNO */
+        if (USI_UNLIKELY(p == NULL))
+            return NULL;
     }
+    USI_VG_HANDOUT(&usi_class_caches[id], p);
+    *key_of(p) = 0;
+    USI_VG_UNDEFINED(key_of(p), sizeof(uintptr_t));
     return p;
 }
 

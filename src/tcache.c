@@ -824,20 +824,20 @@ mag_holds(const struct usi_mag *m, uint32_t n, const void *p)
 }
 
 /*
- * Whether p is in another thread's pair of cache c: read without the owner's help, which
- * changes its pair without a lock. Its fast paths move only `top`; a slow path changes the
- * rest between exchange_begin and exchange_end, which make exchange_seq odd and then even
- * again. So the pair is read between two readings of an even, unchanged exchange_seq, and
- * only slots below the `top` read there: each held a free object at some moment after the
- * read of `top` (a pop and a push may have replaced it since, by another free object), so
- * a match means p was free at that moment. The caller frees p and is inside that call: p
- * was live when the call began, so a free of it in between is a double free. The only
- * false answer is "not there" (a magazine in passage to the depot, an owner that kept
- * exchanging), never "there". tc->lock keeps out the flushes (thread exit, cache destroy)
- * that change pairs without the sequence. A magazine the owner swapped out while this
- * reads it stays mapped until its slab is freed and the span reused, which the sequence's
- * second reading answers for anyway (the result is thrown away).
- * Under registry_lock, with tc->lock held.
+ * Whether p is in another thread's pair of cache c: read without the owner's help. Its fast
+ * paths move only `top`, without a lock; a slow path changes the rest between
+ * exchange_begin and exchange_end, under tc->lock (held here) or, nested in a signal
+ * handler of the owner, without it; both make exchange_seq odd and then even again. So the pair is
+ * read between two readings of an even, unchanged exchange_seq, and only slots below the `top` read
+ * there: each held a free object at some moment after the read of `top` (a pop and a push may have
+ * replaced it since, by another free object), so a match means p was free at that moment. The
+ * caller frees p and is inside that call: p was live when the call began, so a free of it in
+ * between is a double free. The only false answer is "not there" (a magazine in passage to the
+ * depot, an owner that kept exchanging), never "there". tc->lock keeps out the flushes (thread
+ * exit, cache destroy) that change pairs without the sequence. A magazine the owner swapped out
+ * while this reads it stays mapped until its slab is freed and the span reused, which the
+ * sequence's second reading answers for anyway (the result is thrown away). Under registry_lock,
+ * with tc->lock held.
  */
 #if USI_TSAN
 __attribute__((no_sanitize("thread")))
