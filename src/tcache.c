@@ -663,7 +663,9 @@ static void pair_flush(struct uslab_cache *c, struct usi_magpair *mp, struct usi
 void usi_tcache_flush_own(struct uslab_cache *c)
 {
     struct usi_tcache *tc = usi_tls;
-    if (tc == &sentinel.tc || c->id >= tc->npairs)
+    /* Not from a signal handler inside an exchange of this thread: that exchange holds the
+     * lock (or is about to take it), and the pair is its to change. */
+    if (tc == &sentinel.tc || c->id >= tc->npairs || tls_exchange_depth)
         return;
     struct usi_mag *over = NULL;
     usi_lock(&tc->lock);
