@@ -135,6 +135,11 @@ USLAB_API size_t uslab_cache_reap(uslab_cache_t *cache);
  * returned. Every object must have been freed first; destroying a cache with live objects
  * prints a message and aborts. No thread may use the cache during or after the call.
  * NULL is ignored.
+ *
+ * Handles: every uslab_cache_* call but uslab_cache_alloc and uslab_cache_free (the fast
+ * paths, which do not check: a NULL handle crashes there) reports a handle that is not a
+ * live cache (NULL, destroyed already, or not from uslab_cache_create) and aborts. A
+ * destroyed handle whose memory a later uslab_cache_create reused names that new cache.
  */
 USLAB_API void uslab_cache_destroy(uslab_cache_t *cache);
 

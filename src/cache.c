@@ -13,6 +13,33 @@
 
 #define USLAB_CACHE_KNOWN_FLAGS (USLAB_CACHE_NOMAGAZINE | USLAB_CACHE_NOCOLOUR)
 
+/* ---- the handle check ------------------------------------------------------------------ */
+
+/* Whether c is a cache that uslab_cache_create returned and uslab_cache_destroy has not
+ * destroyed: a live object of the descriptor cache (the exact page map, so a pointer into
+ * memory given back is never read) whose id names it in the registry. A destroyed
+ * descriptor that a later create reused is live again: that double destroy cannot be told
+ * from a first one (as a double free of a reused block cannot). */
+int usi_cache_is_live(const struct uslab_cache *c)
+{
+    uintptr_t e = c ? usi_pagemap_lookup(c) : 0;
+    if (e == 0 || (e & USI_ID_MASK) != usi_descriptor_cache.id)
+        return 0;
+    unsigned id = c->id;
+    return id > USI_RESERVED_IDS && id < USI_MAX_IDS &&
+           __atomic_load_n(&usi_caches[id], __ATOMIC_ACQUIRE) == c;
+}
+
+/* The object-cache calls off the fast paths refuse a handle that is not a live cache with
+ * a message, instead of reading a freed descriptor (or NULL). */
+void usi_cache_check_live(const struct uslab_cache *c, const char *call)
+{
+    if (USI_UNLIKELY(!usi_cache_is_live(c)))
+        usi_report_fatal("%s(%p): not a live cache (NULL, destroyed already, or not made by "
+                         "uslab_cache_create)",
+                         call, (const void *)c);
+}
+
 /* ---- public API ------------------------------------------------------------------------ */
 
 uslab_cache_t *uslab_cache_create(const char *name, size_t size, size_t align, uslab_ctor_fn ctor,
@@ -69,6 +96,7 @@ __attribute__((aligned(64))) void uslab_cache_free(uslab_cache_t *c, void *obj)
 
 size_t uslab_cache_alloc_bulk(uslab_cache_t *c, size_t n, void **objs)
 {
+    usi_cache_check_live(c, "uslab_cache_alloc_bulk");
     /* First what the thread's magazines hold, then the rest straight from the slabs. */
     size_t i = usi_tcache_take_cached(c, n, objs);
     if (i < n && usi_objects_fill(c, n - i, objs + i, 1) == 0) {
@@ -85,12 +113,14 @@ size_t uslab_cache_alloc_bulk(uslab_cache_t *c, size_t n, void **objs)
 
 void uslab_cache_free_bulk(uslab_cache_t *c, size_t n, void **objs)
 {
+    usi_cache_check_live(c, "uslab_cache_free_bulk");
     for (size_t i = 0; i < n; i++)
         uslab_cache_free(c, objs[i]);
 }
 
 size_t uslab_cache_reap(uslab_cache_t *c)
 {
+    usi_cache_check_live(c, "uslab_cache_reap");
     size_t bytes = usi_reclaim_cache(c);
     usi_live_publish(); /* the live page shows the memory given back (design §10.1) */
     return bytes;
@@ -104,6 +134,7 @@ void uslab_cache_destroy(uslab_cache_t *c)
 {
     if (!c)
         return;
+    usi_cache_check_live(c, "uslab_cache_destroy");
     usi_reclaim_return(c, 1);
     usi_lock(&c->lock);
     if (c->slab_inuse != 0)
@@ -130,10 +161,12 @@ size_t uslab_reap(void)
 
 const char *uslab_cache_name(const uslab_cache_t *c)
 {
+    usi_cache_check_live(c, "uslab_cache_name");
     return c->name;
 }
 
 size_t uslab_cache_object_size(const uslab_cache_t *c)
 {
+    usi_cache_check_live(c, "uslab_cache_object_size");
     return c->size;
 }

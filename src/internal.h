@@ -1392,6 +1392,16 @@ static inline struct uslab_cache *usi_class_cache(unsigned id)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* cache.c (rank 18): the object-cache API                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* Whether c is a cache that uslab_cache_create made and uslab_cache_destroy has not
+ * destroyed (a NULL or freed descriptor is never read); the check reports and aborts,
+ * naming `call`, where it is not. */
+int usi_cache_is_live(const struct uslab_cache *c);
+void usi_cache_check_live(const struct uslab_cache *c, const char *call);
+
+/* ------------------------------------------------------------------------------------ */
 /* malloc.c (rank 19): the malloc front end (design §8)                                */
 /* ------------------------------------------------------------------------------------ */
 

@@ -19,6 +19,7 @@
 
 int uslab_cache_stats(const uslab_cache_t *cache, struct uslab_cache_stats *out)
 {
+    usi_cache_check_live(cache, "uslab_cache_stats");
     struct usi_live_cache r;
     usi_live_snap_cache(cache, &r);
     memset(out, 0, sizeof *out);

@@ -146,6 +146,52 @@ int main(int argc, char **argv)
         uslab_cache_destroy(nm);
         return survived("destroying a cache with a live object");
     }
+    /* Calls with a handle that is not a live cache: each names the call. */
+    if (strcmp(k, "destroy_twice") == 0) {
+        uslab_cache_t *c = make("cache-twice", 48, 0);
+        uslab_cache_free(c, get(c));
+        uslab_cache_destroy(c);
+        uslab_cache_destroy(c);
+        return survived("destroying a cache twice");
+    }
+    if (strcmp(k, "reap_destroyed") == 0) {
+        uslab_cache_t *c = make("cache-gone", 48, USLAB_CACHE_NOMAGAZINE);
+        uslab_cache_destroy(c);
+        uslab_cache_reap(c);
+        return survived("reaping a destroyed cache");
+    }
+    if (strcmp(k, "stats_destroyed") == 0) {
+        uslab_cache_t *c = make("cache-gone", 48, 0);
+        uslab_cache_destroy(c);
+        struct uslab_cache_stats st;
+        uslab_cache_stats(c, &st);
+        return survived("statistics of a destroyed cache");
+    }
+    if (strcmp(k, "reap_null") == 0) {
+        uslab_cache_reap(NULL);
+        return survived("reaping a NULL cache");
+    }
+    if (strcmp(k, "name_null") == 0) {
+        printf("%s\n", uslab_cache_name(NULL));
+        return survived("the name of a NULL cache");
+    }
+    if (strcmp(k, "size_of_object") == 0) { /* an object's address is not a cache */
+        printf("%zu\n", uslab_cache_object_size((uslab_cache_t *)pa));
+        return survived("an object passed as a cache");
+    }
+    if (strcmp(k, "bulk_null") == 0) {
+        void *objs[4];
+        uslab_cache_alloc_bulk(NULL, 4, objs);
+        return survived("a bulk allocation from a NULL cache");
+    }
+    if (strcmp(k, "free_bulk_destroyed") == 0) {
+        uslab_cache_t *c = make("cache-gone", 48, 0);
+        void *objs[2] = {get(c), get(c)};
+        uslab_cache_free_bulk(c, 2, objs);
+        uslab_cache_destroy(c);
+        uslab_cache_free_bulk(c, 2, objs);
+        return survived("a bulk free to a destroyed cache");
+    }
     if (strcmp(k, "destroy_live_many") == 0) {
         for (int i = 0; i < 1000; i++)
             uslab_cache_free(b, get(b));
