@@ -1068,6 +1068,33 @@ void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
  * that other threads of its parent were flushing (their destructors ran there, or not). */
 void usi_objects_put_back(struct uslab_cache *c, size_t n, void *const *objs);
 
+/*
+ * A thread's objects in passage (design §7, "Objects in passage at a fork"): objects taken
+ * from their slabs and not yet handed out while the constructor (or the reclaim callback)
+ * runs, or handed back and not yet in their slabs while the destructor runs. Outside both
+ * slab and user, a fork child would count them as live for good (no thread of the child
+ * holds them): the child puts them back raw. A thread has USI_LIMBO_SLOTS records: a
+ * callback may allocate or free objects of other caches (or a signal handler may), which
+ * takes the next free one; passages deeper than that keep none. Invariants: cache != NULL
+ * iff the record is in use; the objects, all outside their slabs, are `one` where n == 1
+ * (objs NULL: the caller's array may be on its stack), else objs[0 .. n). Written by its owner
+ * only; set in the same hold of cache->lock as the take, cleared in the same hold as the put, so a
+ * fork (which holds every cache lock) sees either both or neither.
+ */
+struct usi_limbo {
+    struct uslab_cache *cache;
+    void *const *objs;
+    size_t n;
+    void *one;
+};
+#define USI_LIMBO_SLOTS 4
+/* Where the calling thread records its passages: USI_LIMBO_SLOTS records in its thread
+ * cache (tcache.c sets it when the thread gets one, moves it when that grows), NULL when
+ * it has none. */
+void usi_objects_set_limbo(struct usi_limbo *slots);
+/* In a fork child: puts an orphaned thread's objects in passage back in their slabs. */
+void usi_objects_limbo_return(struct usi_limbo *slots);
+
 /* ------------------------------------------------------------------------------------ */
 /* depot.c (rank 13): magazines and the per-cache depot                                 */
 /* ------------------------------------------------------------------------------------ */
@@ -1201,6 +1228,7 @@ struct usi_tcache {
      * by the owner's slow path (relaxed), read by statistics, which read other threads'
      * pairs only on those pages and so never make the others resident (blank pairs). */
     uint64_t pair_pages[USI_TCACHE_PAGE_WORDS];
+    struct usi_limbo limbo[USI_LIMBO_SLOTS]; /* the owner's objects in passage (objects.c) */
     struct usi_magpair pairs[];
 };
 _Static_assert((USI_RESERVED_IDS + 1) * sizeof(struct usi_magpair) <= UINT16_MAX,

@@ -133,16 +133,68 @@ void usi_objects_reclaim_now(struct uslab_cache *c)
     errno = e;
 }
 
+/* ---- objects in passage (a fork child puts an orphaned thread's back) ------------------ */
+
+static __thread struct usi_limbo *tls_limbo __attribute__((tls_model("initial-exec")));
+
+void usi_objects_set_limbo(struct usi_limbo *slots)
+{
+    tls_limbo = slots;
+}
+
+/* A passage is named by its record's slot (+1; 0: none), never by the record's address:
+ * a callback may grow the thread cache, which moves the records (tcache.c). */
+typedef uintptr_t limbo_slot;
+
+/* Records objs[0 .. n) of c as this thread's objects in passage (the record is updated
+ * where *slot names one already), under c->lock for a take. *slot stays 0 where the
+ * thread has no thread cache or all its records are in use (design §12). */
+static void limbo_note(limbo_slot *slot, struct uslab_cache *c, void *const *objs, size_t n)
+{
+    struct usi_limbo *slots = tls_limbo;
+    if (!slots || n == 0)
+        return;
+    if (!*slot) {
+        for (unsigned i = 0; !*slot && i < USI_LIMBO_SLOTS; i++)
+            if (!__atomic_load_n(&slots[i].cache, __ATOMIC_RELAXED))
+                *slot = i + 1;
+        if (!*slot)
+            return;
+    }
+    struct usi_limbo *l = &slots[*slot - 1];
+    l->n = n;
+    l->one = objs[0];
+    l->objs = n == 1 ? NULL : objs; /* NULL: the object is `one` */
+    __atomic_store_n(&l->cache, c, __ATOMIC_RELEASE);
+}
+
+static void limbo_end(limbo_slot slot)
+{
+    struct usi_limbo *slots = tls_limbo;
+    if (slot && slots)
+        __atomic_store_n(&slots[slot - 1].cache, NULL, __ATOMIC_RELEASE);
+}
+
+/* put_raw_then's `locked` step that ends a passage: in the hold that puts the objects. */
+static void limbo_end_locked(struct uslab_cache *c, void *arg)
+{
+    (void)c;
+    limbo_end((limbo_slot)arg);
+}
+
 /* ---- raw objects to and from the slabs ----------------------------------------------- */
 
 /* Takes n raw objects; when the slabs cannot grow and `reclaim` allows it, calls the
- * reclaim callback once and tries again. */
-static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim)
+ * reclaim callback once and tries again. Where a constructor will run on them (`lp`
+ * non-NULL), they are recorded as in passage in the hold that takes them. */
+static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim, limbo_slot *lp)
 {
     if (USI_UNLIKELY(c->debug))
         usi_debug_capture();
     usi_lock(&c->lock);
     size_t got = usi_slab_take(c, n, objs);
+    if (lp)
+        limbo_note(lp, c, objs, got);
     usi_unlock(&c->lock);
     if (got < n && reclaim && c->reclaim) {
         USI_ASSERT_NO_LOCK();
@@ -150,6 +202,8 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
         c->reclaim(c->arg);
         usi_lock(&c->lock);
         got += usi_slab_take(c, n - got, objs + got);
+        if (lp)
+            limbo_note(lp, c, objs, got);
         usi_unlock(&c->lock);
     }
     if (USI_UNLIKELY(got < n))
@@ -199,26 +253,33 @@ void usi_objects_put_back(struct uslab_cache *c, size_t n, void *const *objs)
 void *usi_objects_alloc(struct uslab_cache *c)
 {
     void *obj;
-    if (take_raw(c, 1, &obj, 1) == 0) {
+    limbo_slot l = 0;
+    /* In passage from the take (and the reclaim callback) to the constructor's return. */
+    if (take_raw(c, 1, &obj, 1, c->ctor || c->reclaim ? &l : NULL) == 0) {
+        limbo_end(l);
         if (!(c->flags & USI_CACHE_KEEP_ERRNO))
             errno = ENOMEM;
         return NULL;
     }
     if (c->ctor && construct(c, obj) != 0) {
         int e = errno;
-        put_raw(c, 1, &obj);
+        put_raw_then(c, 1, &obj, limbo_end_locked, (void *)l);
         errno = e;
         return NULL;
     }
+    limbo_end(l);
     return obj;
 }
 
 size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim)
 {
-    size_t got = take_raw(c, n, objs, reclaim);
+    limbo_slot l = 0;
+    size_t got = take_raw(c, n, objs, reclaim, c->ctor || (reclaim && c->reclaim) ? &l : NULL);
     if (got < n) {
         if (got)
-            put_raw(c, got, objs);
+            put_raw_then(c, got, objs, limbo_end_locked, (void *)l);
+        else
+            limbo_end(l);
         if (!(c->flags & USI_CACHE_KEEP_ERRNO))
             errno = ENOMEM;
         return 0;
@@ -229,11 +290,12 @@ size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclai
             if (c->dtor)
                 for (size_t j = 0; j < i; j++)
                     destruct(c, objs[j]);
-            put_raw(c, n, objs);
+            put_raw_then(c, n, objs, limbo_end_locked, (void *)l);
             errno = e;
             return 0;
         }
     }
+    limbo_end(l);
     return n;
 }
 
@@ -241,6 +303,16 @@ void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
                              uint32_t *destructed, void (*locked)(struct uslab_cache *, void *),
                              void *arg)
 {
+    /* A magazine in flight is on its cache's list (the depot's `locked`); other objects
+     * are recorded as in passage while the destructor runs on them. */
+    if (c->dtor && !locked && n) {
+        limbo_slot l = 0;
+        limbo_note(&l, c, objs, n);
+        if (l) {
+            locked = limbo_end_locked;
+            arg = (void *)l;
+        }
+    }
     if (c->dtor)
         for (size_t i = 0; i < n; i++) {
             destruct(c, objs[i]);
@@ -253,4 +325,17 @@ void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
 void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs)
 {
     usi_objects_unfill_then(c, n, objs, NULL, NULL, NULL);
+}
+
+void usi_objects_limbo_return(struct usi_limbo *slots)
+{
+    for (unsigned i = 0; i < USI_LIMBO_SLOTS; i++) {
+        struct usi_limbo *l = &slots[i];
+        struct uslab_cache *c = __atomic_load_n(&l->cache, __ATOMIC_ACQUIRE);
+        if (!c)
+            continue;
+        /* Raw: a constructor or destructor may have been half way through any of them. */
+        put_raw(c, l->n, l->n == 1 ? (void *const *)&l->one : l->objs);
+        __atomic_store_n(&l->cache, NULL, __ATOMIC_RELAXED);
+    }
 }

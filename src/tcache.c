@@ -313,8 +313,10 @@ static struct usi_tcache *tcache_map(uint32_t want_pairs)
             nspare--;
         }
         usi_unlock(&registry_lock);
-        if (tc)
+        if (tc) {
+            memset(tc->limbo, 0, sizeof tc->limbo); /* an exit inside a passage left one */
             return tc;
+        }
     }
     size_t bytes = sizeof(struct usi_tcache) + (size_t)want_pairs * sizeof(struct usi_magpair);
     bytes = (bytes + USI_PAGE_SIZE - 1) & ~(size_t)(USI_PAGE_SIZE - 1);
@@ -366,11 +368,14 @@ static struct usi_tcache *tcache_get(uintptr_t id)
         usi_lock(&tc->lock);
         memcpy(fresh->pairs, tc->pairs, tc->npairs * sizeof(struct usi_magpair));
         memcpy(fresh->pair_pages, tc->pair_pages, sizeof fresh->pair_pages); /* same offsets */
+        /* Passages under way (a callback grew it) end in the copy: they name their slot. */
+        memcpy(fresh->limbo, tc->limbo, sizeof fresh->limbo);
         registry_remove(tc);
         usi_unlock(&tc->lock);
     }
     registry_insert(fresh);
     usi_tls = fresh;
+    usi_objects_set_limbo(fresh->limbo);
     usi_unlock(&registry_lock);
     if (tc != &sentinel.tc)
         usi_os_unmap_guarded(tc, tc->map_bytes);
@@ -510,6 +515,8 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
     struct usi_tcache *tc =
         __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) ? tcache_get(c->id) : NULL;
     if (!tc) {
+        if (c->ctor && usi_tls == &sentinel.tc)
+            tcache_get(0); /* the records of its passages (design §7): one a thread */
         p = usi_objects_alloc(c);
     } else {
         struct usi_magpair *mp = &tc->pairs[c->id];
@@ -532,6 +539,8 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     struct usi_tcache *tc =
         __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) ? tcache_get(c->id) : NULL;
     if (!tc) {
+        if (c->dtor && usi_tls == &sentinel.tc)
+            tcache_get(0); /* as in the alloc slow path */
         usi_objects_unfill(c, 1, &p);
         return;
     }
@@ -624,6 +633,8 @@ size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs)
 {
     struct usi_tcache *tc = usi_tls;
     size_t i = 0;
+    if (tc == &sentinel.tc && (c->ctor || c->reclaim))
+        tcache_get(0); /* the rest come from the slabs: a record of their passage (§7) */
     if (c->pair_offset >= tc->pairs_bytes || tc == &sentinel.tc)
         return 0;
     struct usi_magpair *mp = usi_tcache_pair(tc, c->pair_offset);
@@ -722,6 +733,7 @@ static void tcache_thread_exit(void *arg)
     /* From here on this thread's calls go straight to the slab layer. */
     tls_exiting = 1;
     usi_tls = &sentinel.tc;
+    usi_objects_set_limbo(NULL); /* its passages from here on are not recorded (§12) */
     tcache_flush_every(tc, 1, 0);
     int keep = 0;
     usi_lock(&registry_lock);
@@ -798,6 +810,8 @@ void usi_tcache_adopt_orphans(void)
     while (tc) {
         struct usi_tcache *next = tc->reg_next;
         if (tc != usi_tls) {
+            /* Its objects between slab and user while a callback ran (design §7). */
+            usi_objects_limbo_return(tc->limbo);
             /* A pair its owner was changing when fork copied it is left alone: its
              * magazines are lost to the child, never put back twice (design §7). */
             tcache_flush_every(tc, 0, __atomic_load_n(&tc->exchanging, __ATOMIC_ACQUIRE));
