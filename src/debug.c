@@ -121,7 +121,12 @@ void usi_debug_read_options(void)
      * a glob with a bracket makes the whole value ignored. */
     int rc = usi_settings_parse_debug(v, &dbg.letters, &globs, &bad);
     if (rc == -1)
-        usi_report_warn("%s: unknown letter '%c' ignored", set->name, bad);
+        usi_report_warn("%s: unknown letter '%c' ignored (the letters are F, Z, P, U and T; "
+                        "an empty value means FZPU): %s%s%s%s%s%s",
+                        set->name, bad, dbg.letters ? "debugging with " : "debugging is off",
+                        dbg.letters & USI_DEBUG_F ? "F" : "", dbg.letters & USI_DEBUG_Z ? "Z" : "",
+                        dbg.letters & USI_DEBUG_P ? "P" : "", dbg.letters & USI_DEBUG_U ? "U" : "",
+                        dbg.letters & USI_DEBUG_T ? "T" : "");
     else if (rc == -2)
         usi_report_warn("ignoring %s=%s (a glob has '%c': globs have only `*` and `?`); using "
                         "the default, %s",

@@ -285,6 +285,13 @@ debug_spec)
     run_status 0 run --env USLAB_DEBUG=FX -- "$probe"
     grep -qF "unknown letter 'X' ignored" "$tmp/err" ||
         { cat "$tmp/err" >&2; fail "the library did not warn about USLAB_DEBUG=FX"; }
+    grep -qF "debugging with F" "$tmp/err" ||
+        { cat "$tmp/err" >&2; fail "the warning about USLAB_DEBUG=FX does not say what is on"; }
+    # A value with no letter at all ("1", as other allocators' switches) leaves debugging off,
+    # and the warning says so.
+    run_status 0 run --env USLAB_DEBUG=1 -- "$probe"
+    grep -qF "unknown letter '1' ignored" "$tmp/err" && grep -qF "debugging is off" "$tmp/err" ||
+        { cat "$tmp/err" >&2; fail "USLAB_DEBUG=1: no warning that debugging is off"; }
     ;;
 readme_settings)
     # README.md's settings table, between its markers, is `uslab settings --markdown`.
