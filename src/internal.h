@@ -283,6 +283,9 @@ void usi_os_unmap_guarded(void *addr, size_t size);
 uint64_t usi_os_random64(void);
 const char *usi_os_getenv(const char *name);   /* no allocation, no interposable call */
 int usi_os_env_has_prefix(const char *prefix); /* a variable whose name starts so: 1 */
+/* The next "NAME=VALUE" of the environment from index *pos on whose name starts with
+ * prefix (advancing *pos past it), or NULL; none under secure execution (setuid). */
+const char *usi_os_env_next(const char *prefix, size_t *pos);
 void usi_os_write_err(const char *buf, size_t len);
 /* Reads up to len bytes of a regular file (open, read, close: no allocation); returns how
  * many, or -1 with errno: EINVAL when path is not a regular file (a FIFO, a directory, a

@@ -97,5 +97,18 @@ int usi_options_read(void)
         }
         *option_field[i] = v;
     }
+    /* A name that is nearly a setting's is a typo that would be ignored without a word
+     * (other USLAB_ names are left alone: programs and scripts may have their own). */
+    size_t pos = 0;
+    for (const char *e; (e = usi_os_env_next("USLAB_", &pos)) != NULL;) {
+        size_t len = 0;
+        while (e[len] && e[len] != '=')
+            len++;
+        int exact;
+        const struct usi_setting *near = usi_settings_lookup(e, len, &exact);
+        if (near && !exact)
+            usi_report_warn("%.*s is not a setting of uslab (ignored); did you mean %s?", (int)len,
+                            e, near->name);
+    }
     return 1;
 }

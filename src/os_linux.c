@@ -509,6 +509,23 @@ int usi_os_env_has_prefix(const char *prefix)
     return 0;
 }
 
+const char *usi_os_env_next(const char *prefix, size_t *pos)
+{
+    if (!environ || secure_execution())
+        return NULL;
+    for (const char *v; (v = environ[*pos]) != NULL;) {
+        ++*pos;
+        const char *k = prefix;
+        while (*k && *v == *k) {
+            v++;
+            k++;
+        }
+        if (*k == '\0')
+            return environ[*pos - 1];
+    }
+    return NULL;
+}
+
 const char *usi_os_getenv(const char *name)
 {
     if (!environ || (strncmp(name, "USLAB_", 6) == 0 && secure_execution()))

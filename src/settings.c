@@ -431,3 +431,61 @@ size_t usi_settings_values(const struct usi_setting *s, char *buf, size_t len)
     }
     return o.used;
 }
+
+/* The edit distance of a[0..la) and b[0..lb) (optimal string alignment: an insertion, a
+ * deletion, a replacement or a swap of neighbours each count 1); names longer than 40
+ * count as far from every setting. */
+static unsigned name_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    enum { MAXLEN = 40 };
+    if (la > MAXLEN || lb > MAXLEN)
+        return MAXLEN;
+    unsigned rows[3][MAXLEN + 1];
+    unsigned *two = rows[0], *one = rows[1], *cur = rows[2];
+    for (size_t j = 0; j <= lb; j++)
+        one[j] = (unsigned)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (unsigned)i;
+        for (size_t j = 1; j <= lb; j++) {
+            unsigned d = one[j - 1] + (a[i - 1] != b[j - 1]);
+            if (one[j] + 1 < d)
+                d = one[j] + 1;
+            if (cur[j - 1] + 1 < d)
+                d = cur[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                two[j - 2] + 1 < d)
+                d = two[j - 2] + 1;
+            cur[j] = d;
+        }
+        unsigned *t = two;
+        two = one;
+        one = cur;
+        cur = t;
+    }
+    return one[lb];
+}
+
+const struct usi_setting *usi_settings_lookup(const char *name, size_t len, int *exact)
+{
+    const struct usi_setting *near = NULL;
+    unsigned best = ~0u;
+    *exact = 0;
+    for (unsigned i = 0; i < USI_SETTING_COUNT; i++) {
+        const struct usi_setting *set = &usi_settings_table[i];
+        size_t n = strlen(set->name);
+        if (n == len && memcmp(set->name, name, len) == 0) {
+            *exact = 1;
+            return set;
+        }
+        /* A setting's name with a word added (USLAB_PURGE_DELAY_MS), or a typo: within one
+         * edit for short names (what follows USLAB_ up to 5 letters), two for longer ones. */
+        unsigned d = len > n && name[n] == '_' && memcmp(set->name, name, n) == 0
+                         ? 1
+                         : name_distance(name, len, set->name, n);
+        if (d <= (n - 6 <= 5 ? 1u : 2u) && d < best) {
+            best = d;
+            near = set;
+        }
+    }
+    return near;
+}

@@ -293,6 +293,24 @@ debug_spec)
     grep -qF "unknown letter '1' ignored" "$tmp/err" && grep -qF "debugging is off" "$tmp/err" ||
         { cat "$tmp/err" >&2; fail "USLAB_DEBUG=1: no warning that debugging is off"; }
     ;;
+setting_typos)
+    # A USLAB_ name that is nearly a setting's (a typo, or the name with a word added) is
+    # reported with the setting it resembles; the settings themselves and other USLAB_
+    # names (a program's or a script's own) pass without a word.
+    for pair in USLAB_DEBUGG=F:USLAB_DEBUG USLAB_PURGE_DELAY_MS=5:USLAB_PURGE_DELAY \
+        USLAB_STAT=1:USLAB_STATS USLAB_TCACHEMAX=1M:USLAB_TCACHE_MAX USLAB_LIEV=never:USLAB_LIVE; do
+        v=${pair%:*}
+        near=${pair##*:}
+        run_status 0 run --env "$v" -- "$probe"
+        grep -qF "uslab: ${v%%=*} is not a setting of uslab (ignored); did you mean $near?" \
+            "$tmp/err" || { cat "$tmp/err" >&2; fail "$v: no warning naming $near"; }
+        expect_line "$tmp/out" "malloc=uslab"
+    done
+    run_status 0 run --env USLAB_MY_PROGRAM=1 --env USLAB_PURGE_DELAY=100 --env USLAB_TOOL=x \
+        -- "$probe"
+    expect_no_match "$tmp/err" "not a setting"
+    expect_line "$tmp/out" "malloc=uslab"
+    ;;
 readme_settings)
     # README.md's settings table, between its markers, is `uslab settings --markdown`.
     [ -n "$readme" ] && [ -f "$readme" ] || fail "no README given"
