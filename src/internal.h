@@ -1080,7 +1080,7 @@ void usi_objects_put_back(struct uslab_cache *c, size_t n, void *const *objs);
  * callback may allocate or free objects of other caches (or a signal handler may), which
  * takes the next free one; passages deeper than that keep none. Invariants: cache != NULL
  * iff the record is in use; the objects, all outside their slabs, are `one` where n == 1
- * (objs NULL: the caller's array may be on its stack), else objs[0 .. n). Written by its owner
+ * (the caller's array may be on its stack), else objs[0 .. n). Written by its owner
  * only; set in the same hold of cache->lock as the take, cleared in the same hold as the put, so a
  * fork (which holds every cache lock) sees either both or neither.
  */

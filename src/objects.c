@@ -136,6 +136,9 @@ void usi_objects_reclaim_now(struct uslab_cache *c)
 /* ---- objects in passage (a fork child puts an orphaned thread's back) ------------------ */
 
 static __thread struct usi_limbo *tls_limbo __attribute__((tls_model("initial-exec")));
+/* Records in use: passages nest (a callback's or a signal handler's ends before the one it
+ * interrupted), so the records are a stack. */
+static __thread unsigned tls_limbo_depth __attribute__((tls_model("initial-exec")));
 
 void usi_objects_set_limbo(struct usi_limbo *slots)
 {
@@ -149,29 +152,32 @@ typedef uintptr_t limbo_slot;
 /* Records objs[0 .. n) of c as this thread's objects in passage (the record is updated
  * where *slot names one already), under c->lock for a take. *slot stays 0 where the
  * thread has no thread cache or all its records are in use (design §12). */
-static void limbo_note(limbo_slot *slot, struct uslab_cache *c, void *const *objs, size_t n)
+static inline void limbo_note(limbo_slot *slot, struct uslab_cache *c, void *const *objs, size_t n)
 {
     struct usi_limbo *slots = tls_limbo;
     if (!slots || n == 0)
         return;
     if (!*slot) {
-        for (unsigned i = 0; !*slot && i < USI_LIMBO_SLOTS; i++)
-            if (!__atomic_load_n(&slots[i].cache, __ATOMIC_RELAXED))
-                *slot = i + 1;
-        if (!*slot)
+        unsigned depth = tls_limbo_depth;
+        if (depth >= USI_LIMBO_SLOTS)
             return;
+        tls_limbo_depth = depth + 1;
+        *slot = depth + 1;
     }
     struct usi_limbo *l = &slots[*slot - 1];
     l->n = n;
     l->one = objs[0];
-    l->objs = n == 1 ? NULL : objs; /* NULL: the object is `one` */
+    l->objs = objs; /* read only where n > 1: the caller's array may be on its stack */
     __atomic_store_n(&l->cache, c, __ATOMIC_RELEASE);
 }
 
-static void limbo_end(limbo_slot slot)
+static inline void limbo_end(limbo_slot slot)
 {
     struct usi_limbo *slots = tls_limbo;
-    if (slot && slots)
+    if (!slot)
+        return;
+    tls_limbo_depth = (unsigned)slot - 1;
+    if (slots)
         __atomic_store_n(&slots[slot - 1].cache, NULL, __ATOMIC_RELEASE);
 }
 
