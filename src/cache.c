@@ -99,7 +99,7 @@ size_t uslab_cache_alloc_bulk(uslab_cache_t *c, size_t n, void **objs)
     usi_cache_check_live(c, "uslab_cache_alloc_bulk");
     /* First what the thread's magazines hold, then the rest straight from the slabs. */
     size_t i = usi_tcache_take_cached(c, n, objs);
-    if (i < n && usi_objects_fill(c, n - i, objs + i, 1) == 0) {
+    if (i < n && usi_objects_fill_bulk(c, i, n, objs) == 0) {
         int e = errno;
         for (size_t j = 0; j < i; j++) /* never handed out: back without the user checks */
             usi_tcache_free(c, objs[j]);

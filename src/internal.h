@@ -1048,6 +1048,11 @@ static inline void usi_objects_reclaim_wanted(struct uslab_cache *c)
 /* n objects, constructed; all or nothing; returns n or 0 (errno set). `reclaim`: whether
  * the reclaim callback may run when slabs run out. Runs the constructor (if any). */
 size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim);
+/* uslab_cache_alloc_bulk's rest: objs[held .. n) filled as by usi_objects_fill (reclaim
+ * allowed), the caller's objs[0 .. held) (from its magazines) recorded with them as in
+ * passage meanwhile (design §7). Returns n or 0 (errno set; objs[0 .. held) are still the
+ * caller's). */
+size_t usi_objects_fill_bulk(struct uslab_cache *c, size_t held, size_t n, void **objs);
 /* How many malloc slow paths skip a starved cache (see uslab_cache.starved). */
 #define USI_STARVED_SKIP 64
 /* Whether c's slabs could not grow lately; counts the skip down (a racy hint). */

@@ -192,15 +192,17 @@ static void limbo_end_locked(struct uslab_cache *c, void *arg)
 
 /* Takes n raw objects; when the slabs cannot grow and `reclaim` allows it, calls the
  * reclaim callback once and tries again. Where a constructor will run on them (`lp`
- * non-NULL), they are recorded as in passage in the hold that takes them. */
-static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim, limbo_slot *lp)
+ * non-NULL), they are recorded as in passage in the hold that takes them, with the
+ * `held` objects before objs[0] (the caller's, recorded already). */
+static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim, limbo_slot *lp,
+                       size_t held)
 {
     if (USI_UNLIKELY(c->debug))
         usi_debug_capture();
     usi_lock(&c->lock);
     size_t got = usi_slab_take(c, n, objs);
     if (lp)
-        limbo_note(lp, c, objs, got);
+        limbo_note(lp, c, objs - held, held + got);
     usi_unlock(&c->lock);
     if (got < n && reclaim && c->reclaim) {
         USI_ASSERT_NO_LOCK();
@@ -209,7 +211,7 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
         usi_lock(&c->lock);
         got += usi_slab_take(c, n - got, objs + got);
         if (lp)
-            limbo_note(lp, c, objs, got);
+            limbo_note(lp, c, objs - held, held + got);
         usi_unlock(&c->lock);
     }
     if (USI_UNLIKELY(got < n))
@@ -261,7 +263,7 @@ void *usi_objects_alloc(struct uslab_cache *c)
     void *obj;
     limbo_slot l = 0;
     /* In passage from the take (and the reclaim callback) to the constructor's return. */
-    if (take_raw(c, 1, &obj, 1, c->ctor || c->reclaim ? &l : NULL) == 0) {
+    if (take_raw(c, 1, &obj, 1, c->ctor || c->reclaim ? &l : NULL, 0) == 0) {
         limbo_end(l);
         if (!(c->flags & USI_CACHE_KEEP_ERRNO))
             errno = ENOMEM;
@@ -277,10 +279,16 @@ void *usi_objects_alloc(struct uslab_cache *c)
     return obj;
 }
 
-size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim)
+/* usi_objects_fill into objs[0 .. n), where the `held` objects before objs[0] are the
+ * caller's (constructed, from its magazines): they are recorded with the new ones as in
+ * passage while constructors or the reclaim callback run (design §7). */
+static size_t fill(struct uslab_cache *c, size_t held, size_t n, void **objs, int reclaim)
 {
     limbo_slot l = 0;
-    size_t got = take_raw(c, n, objs, reclaim, c->ctor || (reclaim && c->reclaim) ? &l : NULL);
+    int record = c->ctor || (reclaim && c->reclaim);
+    if (record && held)
+        limbo_note(&l, c, objs - held, held);
+    size_t got = take_raw(c, n, objs, reclaim, record ? &l : NULL, held);
     if (got < n) {
         if (got)
             put_raw_then(c, got, objs, limbo_end_locked, (void *)l);
@@ -303,6 +311,16 @@ size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclai
     }
     limbo_end(l);
     return n;
+}
+
+size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim)
+{
+    return fill(c, 0, n, objs, reclaim);
+}
+
+size_t usi_objects_fill_bulk(struct uslab_cache *c, size_t held, size_t n, void **objs)
+{
+    return fill(c, held, n - held, objs + held, 1) ? n : 0;
 }
 
 void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,

@@ -511,6 +511,10 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
 
 void *usi_tcache_alloc_slow(struct uslab_cache *c)
 {
+    /* The reclaim callback an inline pass asked for under pressure, first: the pair is
+     * whole, and no object is yet outside every magazine and record (a fork in the
+     * callback would find the one this call takes nowhere, design §7). */
+    usi_objects_reclaim_wanted(c);
     void *p;
     struct usi_tcache *tc =
         __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) ? tcache_get(c->id) : NULL;
@@ -529,8 +533,6 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
             p = usi_objects_alloc(c); /* last: may run the constructor and reclaim */
         usi_purge_poll();
     }
-    /* The pair is whole: the reclaim callback an inline pass asked for under pressure. */
-    usi_objects_reclaim_wanted(c);
     return p;
 }
 
@@ -621,11 +623,12 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     if (pushed)
         usi_pair_push(mp, p);
     exchange_end(tc, ex);
-    /* The pair is whole: callbacks may run now. The depot's surplus runs destructors,
-     * which may free into this pair. */
-    usi_depot_dispose(c, over);
+    /* The pair is whole: callbacks may run now. This object first (its destructor runs
+     * with it recorded as in passage, design §7), then the depot's surplus, whose
+     * destructors may free into this pair. */
     if (!pushed)
         usi_objects_unfill(c, 1, &p);
+    usi_depot_dispose(c, over);
     usi_purge_poll();
 }
 

@@ -11,6 +11,10 @@
  *                leave their slab one at a time, constructed by the allocating thread;
  *   free_nomag   the destructor of a cache without magazines, at each free;
  *   bulk         uslab_cache_alloc_bulk of 8 objects, the constructor waiting at the 5th;
+ *   bulk_warm    the same after the thread freed 3 objects into its magazines: the bulk
+ *                call takes those first, and they wait outside the magazines, with the
+ *                caller, while the constructors of the other 5 run (the audit of session
+ *                15: the child counted those 3 as live);
  *   nested       a constructor that allocates from a second cache, whose constructor waits:
  *                two passages at once, one in each cache.
  */
@@ -75,7 +79,14 @@ static void *held[BULK]; /* the worker's objects, freed by the parent afterwards
 static void *worker(void *arg)
 {
     (void)arg;
-    if (strcmp(mode, "bulk") == 0) {
+    if (strcmp(mode, "bulk_warm") == 0) {
+        void *warm[3];
+        for (int i = 0; i < 3; i++)
+            CHECK((warm[i] = uslab_cache_alloc(outer)) != NULL, "alloc");
+        for (int i = 0; i < 3; i++)
+            uslab_cache_free(outer, warm[i]); /* into this thread's magazine */
+    }
+    if (strncmp(mode, "bulk", 4) == 0) {
         CHECK(uslab_cache_alloc_bulk(outer, BULK, held) == BULK, "bulk");
     } else if (strcmp(mode, "free_nomag") == 0) {
         uslab_cache_free(outer, held[0]);
@@ -132,6 +143,9 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "bulk") == 0) {
         flags = 0;
         wait_at = 5;
+    } else if (strcmp(mode, "bulk_warm") == 0) {
+        flags = 0;
+        wait_at = 4; /* the first constructor of the bulk call (3 ran before it) */
     } else if (strcmp(mode, "nested") == 0) {
         inner = uslab_cache_create("passage-inner", 64, 0, ctor_wait, NULL, NULL, NULL,
                                    USLAB_CACHE_NOMAGAZINE);
