@@ -136,10 +136,12 @@ USLAB_API size_t uslab_cache_reap(uslab_cache_t *cache);
  * prints a message and aborts. No thread may use the cache during or after the call.
  * NULL is ignored.
  *
- * Handles: every uslab_cache_* call but uslab_cache_alloc and uslab_cache_free (the fast
- * paths, which do not check: a NULL handle crashes there) reports a handle that is not a
- * live cache (NULL, destroyed already, or not from uslab_cache_create) and aborts. A
- * destroyed handle whose memory a later uslab_cache_create reused names that new cache.
+ * Handles: every uslab_cache_* call reports a handle that is not a live cache (NULL,
+ * destroyed already, or not from uslab_cache_create) and aborts, but for a NULL handle
+ * given to uslab_cache_alloc or uslab_cache_free, whose fast paths do not check: it
+ * crashes there. A destroyed handle is known as such until 64 more caches have been
+ * destroyed or uslab_reap runs; after that a new cache may have its memory, and the old handle
+ * names it.
  */
 USLAB_API void uslab_cache_destroy(uslab_cache_t *cache);
 

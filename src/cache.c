@@ -40,6 +40,40 @@ void usi_cache_check_live(const struct uslab_cache *c, const char *call)
                          call, (const void *)c);
 }
 
+/* ---- destroyed descriptors, kept back --------------------------------------------------- */
+
+/* The descriptor cache hands out its lowest free slot, so the next create after a destroy
+ * took the destroyed cache's descriptor at once: a second destroy, or a late alloc or free
+ * on the old handle, then acted on the new cache. So a destroyed descriptor is kept back
+ * until DESCRIPTORS_KEPT more caches have been destroyed (or uslab_reap runs): until then
+ * its handle is not a live cache (the registry no longer names it, whoever has its id
+ * now), and it has no pair, so its fast paths miss and their slow paths report (tcache.c).
+ * A ring of slots exchanged atomically: no lock (a fork child may find one descriptor out
+ * of it, which it then never frees). */
+#define DESCRIPTORS_KEPT 64
+static struct uslab_cache *kept[DESCRIPTORS_KEPT];
+static unsigned kept_next;
+
+static void retire(struct uslab_cache *c)
+{
+    c->pair_offset = 0; /* pair 0: always empty, every fast path misses */
+    unsigned slot = __atomic_fetch_add(&kept_next, 1, __ATOMIC_RELAXED) % DESCRIPTORS_KEPT;
+    struct uslab_cache *old = __atomic_exchange_n(&kept[slot], c, __ATOMIC_ACQ_REL);
+    if (old)
+        usi_objects_unfill(&usi_descriptor_cache, 1, (void *const *)&old);
+}
+
+/* uslab_reap gives back everything held for nothing: the kept descriptors too (their
+ * handles are then no longer known as destroyed). */
+static void free_kept(void)
+{
+    for (unsigned i = 0; i < DESCRIPTORS_KEPT; i++) {
+        struct uslab_cache *old = __atomic_exchange_n(&kept[i], NULL, __ATOMIC_ACQ_REL);
+        if (old)
+            usi_objects_unfill(&usi_descriptor_cache, 1, (void *const *)&old);
+    }
+}
+
 /* ---- public API ------------------------------------------------------------------------ */
 
 uslab_cache_t *uslab_cache_create(const char *name, size_t size, size_t align, uslab_ctor_fn ctor,
@@ -147,13 +181,14 @@ void uslab_cache_destroy(uslab_cache_t *c)
     usi_unlock(&c->lock);
     usi_slab_release(c, release);
     pthread_mutex_destroy(&c->lock);
-    usi_objects_unfill(&usi_descriptor_cache, 1, (void *const *)&c);
+    retire(c);
 }
 
 size_t uslab_reap(void)
 {
     if (__atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE) <= 0)
         return 0;
+    free_kept(); /* first: the reap gives their slab back */
     size_t bytes = usi_reclaim_all();
     usi_live_publish();
     return bytes;

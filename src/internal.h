@@ -553,6 +553,12 @@ extern struct uslab_cache *usi_caches[USI_MAX_IDS];
 int usi_registry_add(struct uslab_cache *c, unsigned lo, unsigned hi);
 /* Unpublishes c, then waits until no iterator holds a pin on it. The caller then owns c. */
 void usi_registry_remove(struct uslab_cache *c);
+/* Whether c is the cache its id names (a relaxed read): not once it was destroyed, its
+ * descriptor kept back for a while (cache.c) so that a late call on it is caught. */
+static inline int usi_registry_names(const struct uslab_cache *c)
+{
+    return c->id < USI_MAX_IDS && __atomic_load_n(&usi_caches[c->id], __ATOMIC_RELAXED) == c;
+}
 /* Calls fn for every registered cache, in id order, with NO lock held during the call: the
  * cache is pinned (usi_registry_remove waits for it), so fn may run callbacks, take
  * application locks and call any uslab function but destroying that very cache. */

@@ -509,8 +509,17 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
     return ok;
 }
 
+/* A call on a destroyed object cache: its descriptor is kept back with no pair (cache.c),
+ * so its fast paths always miss and come here. */
+static USI_COLD USI_NORETURN void dead_cache(const struct uslab_cache *c, const char *call)
+{
+    usi_report_fatal("%s(%p): not a live cache (destroyed already?)", call, (const void *)c);
+}
+
 void *usi_tcache_alloc_slow(struct uslab_cache *c)
 {
+    if (USI_UNLIKELY(!usi_registry_names(c)))
+        dead_cache(c, "uslab_cache_alloc");
     /* The reclaim callback an inline pass asked for under pressure, first: the pair is
      * whole, and no object is yet outside every magazine and record (a fork in the
      * callback would find the one this call takes nowhere, design §7). */
@@ -538,6 +547,8 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
 
 void usi_tcache_free_slow(struct uslab_cache *c, void *p)
 {
+    if (USI_UNLIKELY(!usi_registry_names(c)))
+        dead_cache(c, "uslab_cache_free");
     struct usi_tcache *tc =
         __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) ? tcache_get(c->id) : NULL;
     if (!tc) {

@@ -154,6 +154,30 @@ int main(int argc, char **argv)
         uslab_cache_destroy(c);
         return survived("destroying a cache twice");
     }
+    if (strcmp(k, "destroy_twice_reused") == 0) { /* a create in between: not the same slot */
+        uslab_cache_t *c = make("cache-twice", 48, 0);
+        uslab_cache_destroy(c);
+        uslab_cache_t *d = make("cache-next", 48, 0);
+        if (d == c)
+            return survived("a destroyed descriptor handed out again at once");
+        uslab_cache_destroy(c);
+        return survived("destroying a cache twice, with another created in between");
+    }
+    if (strcmp(k, "alloc_destroyed") == 0) {
+        uslab_cache_t *c = make("cache-gone", 48, 0);
+        uslab_cache_free(c, get(c));
+        uslab_cache_destroy(c);
+        make("cache-next", 48, 0); /* may take the destroyed cache's id */
+        get(c);
+        return survived("allocating from a destroyed cache");
+    }
+    if (strcmp(k, "free_destroyed") == 0) {
+        uslab_cache_t *c = make("cache-gone", 64, 0);
+        uslab_cache_destroy(c);
+        uslab_cache_t *d = make("cache-next", 64, 0); /* takes the destroyed cache's id */
+        uslab_cache_free(c, get(d)); /* an object whose page-map id is c's old one */
+        return survived("freeing to a destroyed cache");
+    }
     if (strcmp(k, "reap_destroyed") == 0) {
         uslab_cache_t *c = make("cache-gone", 48, USLAB_CACHE_NOMAGAZINE);
         uslab_cache_destroy(c);
