@@ -136,12 +136,13 @@ USLAB_API size_t uslab_cache_reap(uslab_cache_t *cache);
  * prints a message and aborts. No thread may use the cache during or after the call.
  * NULL is ignored.
  *
- * Handles: every uslab_cache_* call reports a handle that is not a live cache (NULL,
- * destroyed already, or not from uslab_cache_create) and aborts, but for a NULL handle
- * given to uslab_cache_alloc or uslab_cache_free, whose fast paths do not check: it
- * crashes there. A destroyed handle is known as such until 64 more caches have been
- * destroyed or uslab_reap runs; after that a new cache may have its memory, and the old handle
- * names it.
+ * Handles: every uslab_cache_* call but uslab_cache_alloc and uslab_cache_free reports a
+ * handle that is not a live cache (NULL, destroyed already, or not from
+ * uslab_cache_create) and aborts. Those two do not check what is not a cache at all (NULL
+ * crashes there, and so may any other pointer); they report a destroyed handle. A
+ * destroyed handle is known as such until 64 more caches have been destroyed or
+ * uslab_reap runs; after that a new cache may have its memory, and the old handle names
+ * it.
  */
 USLAB_API void uslab_cache_destroy(uslab_cache_t *cache);
 

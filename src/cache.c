@@ -122,6 +122,7 @@ __attribute__((aligned(64))) void uslab_cache_free(uslab_cache_t *c, void *obj)
     if (USI_UNLIKELY((e & USI_ID_MASK) != c->id)) {
         if (obj == NULL)
             return;
+        usi_cache_check_live(c, "uslab_cache_free"); /* blame the handle first */
         usi_slab_bad_pointer(c, obj, e);
     }
     USI_VG_TAKEBACK(obj);

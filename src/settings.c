@@ -465,6 +465,18 @@ static unsigned name_distance(const char *a, size_t la, const char *b, size_t lb
     return one[lb];
 }
 
+/* Whether w[0..len) is a unit a user may add to a setting's name (MS, BYTES, ...). */
+static int unit_word(const char *w, size_t len)
+{
+    static const char *const units[] = {
+        "MS",  "US", "NS", "S",   "SEC", "SECS", "SECONDS", "B",    "BYTES", "K",   "KB",
+        "KIB", "M",  "MB", "MIB", "G",   "GB",   "GIB",     "SIZE", "COUNT", "NUM", "N"};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strlen(units[i]) == len && memcmp(units[i], w, len) == 0)
+            return 1;
+    return 0;
+}
+
 const struct usi_setting *usi_settings_lookup(const char *name, size_t len, int *exact)
 {
     const struct usi_setting *near = NULL;
@@ -477,9 +489,11 @@ const struct usi_setting *usi_settings_lookup(const char *name, size_t len, int 
             *exact = 1;
             return set;
         }
-        /* A setting's name with a word added (USLAB_PURGE_DELAY_MS), or a typo: within one
-         * edit for short names (what follows USLAB_ up to 5 letters), two for longer ones. */
-        unsigned d = len > n && name[n] == '_' && memcmp(set->name, name, n) == 0
+        /* A setting's name with a unit added (USLAB_PURGE_DELAY_MS), or a typo: within one
+         * edit for short names (what follows USLAB_ up to 5 letters), two for longer ones.
+         * Other words added (USLAB_STATS_FILE) may well be a program's own variable. */
+        unsigned d = len > n && name[n] == '_' && memcmp(set->name, name, n) == 0 &&
+                             unit_word(name + n + 1, len - n - 1)
                          ? 1
                          : name_distance(name, len, set->name, n);
         if (d <= (n - 6 <= 5 ? 1u : 2u) && d < best) {

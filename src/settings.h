@@ -198,7 +198,7 @@ const char *usi_classes_parse(const char *text, size_t len, size_t *sizes, unsig
 /* The letter for a bit, or 0. */
 char usi_settings_letter_of(unsigned bit);
 /* The setting named name[0..len) (*exact = 1), else the one whose name is nearly that
- * (a typo: one or two edits; or the name with a word added) with *exact = 0, else NULL. */
+ * (a typo: one or two edits; or the name with a unit added, _MS) with *exact = 0, else NULL. */
 const struct usi_setting *usi_settings_lookup(const char *name, size_t len, int *exact);
 
 /*

@@ -307,7 +307,7 @@ setting_typos)
         expect_line "$tmp/out" "malloc=uslab"
     done
     run_status 0 run --env USLAB_MY_PROGRAM=1 --env USLAB_PURGE_DELAY=100 --env USLAB_TOOL=x \
-        -- "$probe"
+        --env USLAB_STATS_FILE=x --env USLAB_DEBUG_LOG=1 -- "$probe"
     expect_no_match "$tmp/err" "not a setting"
     expect_line "$tmp/out" "malloc=uslab"
     ;;
