@@ -116,14 +116,21 @@ __attribute__((aligned(64))) void *uslab_cache_alloc(uslab_cache_t *c)
     return p;
 }
 
+/* uslab_cache_free of an object that is not c's: the handle is blamed first if it is not
+ * a live cache. One call off the fast path (two would cost it a frame). */
+static USI_COLD USI_NORETURN void free_refused(uslab_cache_t *c, void *obj, uintptr_t e)
+{
+    usi_cache_check_live(c, "uslab_cache_free");
+    usi_slab_bad_pointer(c, obj, e);
+}
+
 __attribute__((aligned(64))) void uslab_cache_free(uslab_cache_t *c, void *obj)
 {
     uintptr_t e = usi_pagemap_lookup(obj); /* 0 for NULL: handled off the fast path */
     if (USI_UNLIKELY((e & USI_ID_MASK) != c->id)) {
         if (obj == NULL)
             return;
-        usi_cache_check_live(c, "uslab_cache_free"); /* blame the handle first */
-        usi_slab_bad_pointer(c, obj, e);
+        free_refused(c, obj, e);
     }
     USI_VG_TAKEBACK(obj);
     usi_tcache_free(c, obj);

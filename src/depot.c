@@ -137,9 +137,27 @@ void usi_mag_delete(struct usi_mag *m)
  * uslab_cache_destroy took them for live objects and aborted: the audit's fork_flush).
  * Invariant: a listed magazine's rounds objects are all outside their slabs.
  */
+/* This thread's number for the in-flight lists (1, 2, ...; given at its first flush): a
+ * fork child's thread has its parent thread's, and so tells its own flushes apart. */
+static uint32_t flight_next_thread;
+static __thread uint32_t tls_flight_thread __attribute__((tls_model("initial-exec")));
+
+static uint32_t flight_thread(void)
+{
+    uint32_t t = tls_flight_thread;
+    if (USI_UNLIKELY(t == 0)) {
+        do
+            t = __atomic_add_fetch(&flight_next_thread, 1, __ATOMIC_RELAXED);
+        while (t == 0);
+        tls_flight_thread = t;
+    }
+    return t;
+}
+
 static void in_flight_add(struct uslab_cache *c, struct usi_mag *m)
 {
     m->destructed = 0;
+    m->flusher = flight_thread();
     m->flight_next = c->in_flight;
     c->in_flight = m;
 }
@@ -152,8 +170,10 @@ static void in_flight_add_chain(struct uslab_cache *c, struct usi_mag *chain)
     if (!chain)
         return;
     struct usi_mag *m = chain;
+    uint32_t self = flight_thread();
     for (;; m = m->next) {
         m->destructed = 0;
+        m->flusher = self;
         if (!m->next)
             break;
         m->flight_next = m->next;
@@ -357,10 +377,29 @@ int usi_depot_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p)
 
 void usi_depot_postfork_child(struct uslab_cache *c)
 {
+    /* The forking thread's own flushes (a fork from a destructor they run) go on in the
+     * child, by that thread: they stay listed. Before session 15 the child put their
+     * objects back here and the thread again when it went on: a double free (a helper's
+     * audit). The others' flushing threads are not in the child. */
+    uint32_t self = tls_flight_thread;
     usi_lock(&c->lock);
-    struct usi_mag *m = c->in_flight;
-    c->in_flight = NULL;
+    struct usi_mag *m = c->in_flight, *orphans = NULL, **own = &c->in_flight, **orphan = &orphans;
+    c->depot_flushing = 0; /* the registry reset it; the thread counts its own down */
+    for (struct usi_mag *next; m; m = next) {
+        next = m->flight_next;
+        if (self && m->flusher == self) {
+            *own = m;
+            own = &m->flight_next;
+            c->depot_flushing++;
+        } else {
+            *orphan = m;
+            orphan = &m->flight_next;
+        }
+    }
+    *own = NULL; /* kept in their order: each removal still finds its own first */
+    *orphan = NULL;
     usi_unlock(&c->lock);
+    m = orphans;
     while (m) {
         struct usi_mag *next = m->flight_next;
         /* Those whose destructor returned, and the one it was running on (if any: partly
@@ -394,8 +433,8 @@ void usi_depot_dispose(struct uslab_cache *c, struct usi_mag *m)
         struct usi_mag *next = m->next;
         flush_objects(c, m);
         usi_lock(&c->lock);
-        USI_ASSERT(c->depot_flushing > 0);
-        c->depot_flushing--;
+        if (c->depot_flushing) /* 0 in a fork child that came between the put and here */
+            c->depot_flushing--;
         depot_push_locked(c, m); /* empty now: kept for the next exchange */
         usi_unlock(&c->lock);
         m = next;
@@ -410,7 +449,8 @@ static void free_mag_lists(struct uslab_cache *c, struct usi_mag *full, struct u
         struct usi_mag *next = full->next;
         flush_objects(c, full);
         usi_lock(&c->lock);
-        c->depot_flushing--;
+        if (c->depot_flushing) /* as in usi_depot_dispose */
+            c->depot_flushing--;
         usi_unlock(&c->lock);
         usi_mag_delete(full);
         full = next;

@@ -1120,6 +1120,8 @@ struct usi_mag {
     uint32_t destructed;         /* in flight: objs[0 .. destructed) went through the destructor */
     uint32_t rounds;
     uint32_t capacity; /* 0 only for usi_mag_empty, the shared sentinel */
+    uint32_t flusher;  /* in flight: the listing thread's number (depot.c), which a fork
+                        * child's own thread keeps flushing itself */
     void *objs[];      /* capacity slots: magazines of up to 64 and of up to USI_MAG_MAX */
 };
 extern struct usi_mag usi_mag_empty;
