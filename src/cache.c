@@ -177,6 +177,9 @@ void uslab_cache_destroy(uslab_cache_t *c)
     if (!c)
         return;
     usi_cache_check_live(c, "uslab_cache_destroy");
+    /* First no purger pass or uslab_reap on c: their destructors could free into their
+     * own thread's pair while the return below moves it (design §5). */
+    usi_registry_close(c);
     usi_reclaim_return(c, 1);
     usi_lock(&c->lock);
     if (c->slab_inuse != 0)

@@ -187,6 +187,8 @@ struct uslab_cache {
     uint32_t mag_capacity;
     uint32_t depot_contended; /* waits for `lock` in depot exchanges since the last growth */
     uint32_t pins;            /* registry iterators working on the cache (registry lock) */
+    uint32_t closing;         /* being destroyed: walks that run callbacks skip it (registry
+                               * lock; set once, by usi_registry_close) */
     /* objects.c: set when the slabs could not grow (no span: the reservation is full, or
      * the kernel refused), cleared when an object goes back to a slab. While set, malloc
      * sends up to this many slow paths straight to the system allocator before it tries
@@ -551,6 +553,10 @@ extern struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
 extern struct uslab_cache *usi_caches[USI_MAX_IDS];
 /* Gives c the lowest free id in [lo, hi] and publishes it; -1 (ENOMEM) if none is free. */
 int usi_registry_add(struct uslab_cache *c, unsigned lo, unsigned hi);
+/* Marks c as being destroyed, so that no walk that runs callbacks (a purger pass,
+ * uslab_reap) pins it from now on, then waits for those that do: destroy then flushes
+ * every thread's magazines with no such walk freeing into its own meanwhile. */
+void usi_registry_close(struct uslab_cache *c);
 /* Unpublishes c, then waits until no iterator holds a pin on it. The caller then owns c. */
 void usi_registry_remove(struct uslab_cache *c);
 /* Whether c is the cache its id names (a relaxed read): not once it was destroyed, its

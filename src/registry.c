@@ -63,6 +63,17 @@ int usi_registry_add(struct uslab_cache *c, unsigned lo, unsigned hi)
     return 0;
 }
 
+/* Waits until no walk holds a pin on c, under the registry lock (cancellation off: a
+ * pending cancel must not take the caller out with the lock held). */
+static void wait_unpinned(struct uslab_cache *c)
+{
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    while (c->pins)
+        pthread_cond_wait(&unpinned, &registry_lock);
+    pthread_setcancelstate(cancel, NULL);
+}
+
 void usi_registry_remove(struct uslab_cache *c)
 {
     usi_lock(&registry_lock);
@@ -70,26 +81,37 @@ void usi_registry_remove(struct uslab_cache *c)
     __atomic_store_n(&usi_caches[c->id], NULL, __ATOMIC_RELEASE);
     if (c->reclaim)
         __atomic_store_n(&reclaimers, reclaimers - 1, __ATOMIC_RELAXED);
-    /* pthread_cond_wait is a cancellation point: a pending cancel must not take the caller
-     * out of uslab_cache_destroy with the registry lock held. */
-    int cancel;
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-    while (c->pins)
-        pthread_cond_wait(&unpinned, &registry_lock);
-    pthread_setcancelstate(cancel, NULL);
+    wait_unpinned(c);
     usi_unlock(&registry_lock);
 }
 
-struct uslab_cache *usi_registry_pin(unsigned id)
+/* The cache with this id, pinned; NULL if none, or if `open` and it is closing (a walk
+ * that runs callbacks leaves a cache being destroyed alone). */
+static struct uslab_cache *pin(unsigned id, int open)
 {
     if (id == 0 || id >= USI_MAX_IDS)
         return NULL;
     usi_lock(&registry_lock);
     struct uslab_cache *c = usi_caches[id];
+    if (c && open && c->closing)
+        c = NULL;
     if (c)
         c->pins++;
     usi_unlock(&registry_lock);
     return c;
+}
+
+struct uslab_cache *usi_registry_pin(unsigned id)
+{
+    return pin(id, 0);
+}
+
+void usi_registry_close(struct uslab_cache *c)
+{
+    usi_lock(&registry_lock);
+    c->closing = 1;
+    wait_unpinned(c);
+    usi_unlock(&registry_lock);
 }
 
 void usi_registry_unpin(struct uslab_cache *c)
@@ -110,7 +132,7 @@ static void for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg, in
     for (unsigned id = 1; id < top; id++) {
         if (!__atomic_load_n(&usi_caches[id], __ATOMIC_RELAXED))
             continue; /* most of the table is empty: skip it without the lock */
-        struct uslab_cache *c = usi_registry_pin(id);
+        struct uslab_cache *c = pin(id, callbacks);
         if (!c)
             continue;
         if (callbacks)
