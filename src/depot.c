@@ -127,16 +127,6 @@ void usi_mag_delete(struct usi_mag *m)
         usi_objects_unfill(mag_cache(m->capacity), 1, (void *const *)&m);
 }
 
-/*
- * Magazines in flight: one taken out to be flushed (counted in depot_flushing) is on the
- * cache's in_flight list from then (under the lock) until its objects are back in their
- * slabs, when it leaves the list under the same hold of the lock that puts them back. A
- * fork meets each such magazine either listed with all its objects out, or off the list
- * with all of them in: the child puts the listed ones' objects back (their flushing
- * thread is not there; before session 13 they stayed out for good, and the child's
- * uslab_cache_destroy took them for live objects and aborted: the audit's fork_flush).
- * Invariant: a listed magazine's rounds objects are all outside their slabs.
- */
 /* This thread's number for the in-flight lists (1, 2, ...; given at its first flush): a
  * fork child's thread has its parent thread's, and so tells its own flushes apart. */
 static uint32_t flight_next_thread;
@@ -154,6 +144,16 @@ static uint32_t flight_thread(void)
     return t;
 }
 
+/*
+ * Magazines in flight: one taken out to be flushed (counted in depot_flushing) is on the
+ * cache's in_flight list from then (under the lock) until its objects are back in their
+ * slabs, when it leaves the list under the same hold of the lock that puts them back. A
+ * fork meets each such magazine either listed with all its objects out, or off the list
+ * with all of them in: the child puts the listed ones' objects back (their flushing
+ * thread is not there; before session 13 they stayed out for good, and the child's
+ * uslab_cache_destroy took them for live objects and aborted: the audit's fork_flush).
+ * Invariant: a listed magazine's rounds objects are all outside their slabs.
+ */
 static void in_flight_add(struct uslab_cache *c, struct usi_mag *m)
 {
     m->destructed = 0;
