@@ -128,6 +128,22 @@ static size_t pair_reserve(struct uslab_cache *c, const struct usi_magpair *mp)
  */
 static __thread unsigned tls_exchange_depth __attribute__((tls_model("initial-exec")));
 
+/* Calls on the slab path of caches without magazines (and of debugged caches) since this
+ * thread's last poll there. Those calls have no other slow path, so they poll for due
+ * purger passes and live updates themselves (design §3), every SLAB_PATH_POLL_EVERY of
+ * them: a poll reads the clock while a live statistics page exists, about 10% of a
+ * constructed pair's time if done at every call. */
+#define SLAB_PATH_POLL_EVERY 64
+static __thread unsigned tls_slab_path_calls __attribute__((tls_model("initial-exec")));
+
+static inline void slab_path_poll(void)
+{
+    if (USI_UNLIKELY(++tls_slab_path_calls >= SLAB_PATH_POLL_EVERY)) {
+        tls_slab_path_calls = 0;
+        usi_purge_poll();
+    }
+}
+
 #define EXCHANGE_LOCKED   0x80000000u
 #define EXCHANGE_MADE_ODD 0x40000000u
 #define EXCHANGE_ID_MASK  0x3fffffffu
@@ -531,6 +547,10 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
         if (c->ctor && usi_tls == &sentinel.tc)
             tcache_get(0); /* the records of its passages (design §7): one a thread */
         p = usi_objects_alloc(c);
+        /* A cache without magazines (or debugged) has no other slow path: a one-thread
+         * program that uses only such caches would never run an inline pass, and never
+         * hear of pressure (design §3). */
+        slab_path_poll();
     } else {
         struct usi_magpair *mp = &tc->pairs[c->id];
         uint32_t ex = exchange_begin(tc, c->id);
@@ -555,6 +575,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         if (c->dtor && usi_tls == &sentinel.tc)
             tcache_get(0); /* as in the alloc slow path */
         usi_objects_unfill(c, 1, &p);
+        slab_path_poll(); /* as in the alloc slow path */
         return;
     }
     struct usi_magpair *mp = &tc->pairs[c->id];

@@ -17,6 +17,9 @@
  *    it allocates 600 more objects of the cache (more than two magazines: slow paths); the
  *    callback must run, on this thread, inside one of those allocations, and the process
  *    must still have one thread.
+ *  - `inline_nomag`: as `inline`, with a cache without magazines (USLAB_CACHE_NOMAGAZINE),
+ *    whose every call takes the slab path with no thread cache; before session 16 those
+ *    paths ran no inline pass, so the callback never came (design §12 said so);
  *  - `fork`: as `thread`, but first a fork child (one thread, no purger) must get its
  *    callback as `inline` does, from the parent's watch carried over the fork;
  *  - `unshare`: with USLAB_PURGER=always and no thread of its own (the purger is the only
@@ -167,10 +170,11 @@ static void fork_child(uslab_cache_t *c)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "thread";
-    int inline_mode = strcmp(mode, "inline") == 0;
+    int nomag = strcmp(mode, "inline_nomag") == 0;
+    int inline_mode = strcmp(mode, "inline") == 0 || nomag;
     int fork_mode = strcmp(mode, "fork") == 0, unshare_mode = strcmp(mode, "unshare") == 0;
     CHECK(inline_mode || fork_mode || unshare_mode || strcmp(mode, "thread") == 0,
-          "mode: thread, inline, fork or unshare");
+          "mode: thread, inline, inline_nomag, fork or unshare");
     source = getenv("USLAB_PRESSURE_SOURCE");
     CHECK(source && *source, "USLAB_PRESSURE_SOURCE must be set by the test");
     const char *policy = getenv("USLAB_RETURN");
@@ -182,7 +186,8 @@ int main(int argc, char **argv)
      * where no thread may stay, USLAB_PURGER=always (the test's environment). */
     if (!inline_mode && !unshare_mode)
         CHECK(mt_park_thread(), "thread");
-    uslab_cache_t *c = uslab_cache_create("watched", OBJ, 0, NULL, NULL, reclaim, NULL, 0);
+    uslab_cache_t *c = uslab_cache_create("watched", OBJ, 0, NULL, NULL, reclaim, NULL,
+                                          nomag ? USLAB_CACHE_NOMAGAZINE : 0);
     CHECK(c != NULL, "create");
     alloc_more(c, KEPT);
     CHECK(__atomic_load_n(&reclaims, __ATOMIC_ACQUIRE) == 0, "reclaim callback before pressure");
