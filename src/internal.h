@@ -465,12 +465,13 @@ int usi_os_defined_after(const char *const *names, void **found, int n);
 /* Preload library: whether glibc may be tuned for its role as the allocator of large
  * blocks only (0: the user tuned it, or not the preload library); usi_sys_tune_for_large
  * raises its trim and mmap thresholds, and returns 1 if it did. usi_sys_mallopt is glibc's
- * own mallopt (the preload library exports its own). usi_sys_trim gives glibc's free memory
- * back (malloc_trim). */
+ * own mallopt (the preload library exports its own). */
 int usi_sys_may_tune_for_large(void);
 int usi_sys_tune_for_large(void);
+/* glibc's trim threshold: 1 the raised one of usi_sys_tune_for_large, 0 glibc's default;
+ * returns 1 if set (errno untouched). */
+int usi_sys_tune_trim(int tuned);
 int usi_sys_mallopt(int param, int value);
-void usi_sys_trim(void);
 /* glibc's own malloc_trim(pad) (the preload library exports its own malloc_trim, so this
  * one is found with dlsym(RTLD_NEXT) at its first use: call it with no uslab lock held);
  * its result, or 0 where there is none (libuslab: the program's allocator is its own). */
@@ -980,8 +981,15 @@ void usi_purge_set_thread_create(usi_thread_create_fn create);
  * and a tuning in flight ends first, so that the program's call wins. */
 void usi_purge_track_large(int may_tune);
 void usi_purge_large_freed(void);
-void usi_purge_large_allocated(void);
+/* Returns 1 at a thread's first large malloc since glibc was tuned or trimmed (it made
+ * the thread's sentinel, purge.c): malloc.c then counts the thread as a user of uslab
+ * (usi_tcache_join), so that a process whose threads work with large blocks only gets
+ * the purger thread, and with it the idle trim. */
+int usi_purge_large_allocated(void);
 void usi_purge_large_user_tunes(void);
+/* glibc's free memory back (malloc_trim(pad)), its threads' arenas included where uslab
+ * tuned glibc (the arenas' sentinels, purge.c); glibc's malloc_trim result. No lock held. */
+int usi_purge_trim_glibc(size_t pad);
 /* When an inline pass is due (monotonic ms), 0 when none is. */
 extern uint64_t usi_purge_due_ms;
 void usi_purge_poll_due(void);
@@ -1301,6 +1309,9 @@ void usi_tcache_adopt_orphans(void);
  * destructors run now, and the last round of thread-specific data destructors would never
  * run the one that flushes it (design §4, "Thread exit"). Called by hooks.c's start trampoline. */
 void usi_tcache_thread_leaving(void);
+/* The calling thread gets a thread cache (and counts as a user of uslab, purge.c) if it
+ * has none: a thread that only works with large blocks. */
+void usi_tcache_join(void);
 
 static inline void *usi_pair_pop(struct usi_magpair *mp)
 {

@@ -309,6 +309,13 @@ static inline __attribute__((always_inline)) void *class_alloc(unsigned id)
     return p;
 }
 
+/* A block above the slab range, about to be glibc's (design §8). */
+static inline void large_allocated(void)
+{
+    if (USI_UNLIKELY(usi_purge_large_allocated()))
+        usi_tcache_join(); /* a user of uslab: the purger thread may trim its arena */
+}
+
 static USI_NOINLINE void *malloc_slow(size_t size)
 {
     if (usi_ensure_init() != 0)
@@ -316,7 +323,7 @@ static USI_NOINLINE void *malloc_slow(size_t size)
     if (USI_UNLIKELY(usi_options.profile))
         profile_record(size);
     if (size > usi_options.max_slab_size) {
-        usi_purge_large_allocated();
+        large_allocated();
         return sys_tracked(usi_sys_malloc(size), size);
     }
     unsigned id =
@@ -502,7 +509,7 @@ static void *usi_calloc(size_t n, size_t size)
     if (total > usi_options.max_slab_size) {
         if (USI_UNLIKELY(usi_options.profile))
             profile_record(total);
-        usi_purge_large_allocated();
+        large_allocated();
         return sys_tracked(usi_sys_calloc(n, size), total);
     }
     void *p = usi_malloc(total);

@@ -1451,11 +1451,25 @@ int usi_sys_tune_for_large(void)
     int e = errno;
     /* 4 MiB: blocks above it are still mmapped, as glibc does with its own threshold after
      * the first few (glibc's tst-free-errno maps over a 16 MiB block it expects mmapped). */
-    int ok =
-        usi_sys_mallopt(M_MMAP_THRESHOLD, 4 << 20) && usi_sys_mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    int ok = usi_sys_mallopt(M_MMAP_THRESHOLD, 4 << 20) && usi_sys_tune_trim(1);
     errno = e;
     return ok;
 #else
+    return 0;
+#endif
+}
+
+int usi_sys_tune_trim(int tuned)
+{
+#ifdef USLAB_PRELOAD
+    /* 128 KiB: glibc's default (DEFAULT_TRIM_THRESHOLD), which its dynamic threshold
+     * stops moving once a program or uslab sets the mmap threshold. */
+    int e = errno;
+    int ok = usi_sys_mallopt(M_TRIM_THRESHOLD, tuned ? 64 << 20 : 128 << 10);
+    errno = e;
+    return ok;
+#else
+    (void)tuned;
     return 0;
 #endif
 }
@@ -1485,12 +1499,6 @@ int usi_sys_trim_pad(size_t pad)
     (void)pad;
     return 0;
 #endif
-}
-
-void usi_sys_trim(void)
-{
-    if (!usi_os_quiet()) /* glibc's trim madvises and may move the break */
-        (void)usi_sys_trim_pad(0);
 }
 
 int usi_sys_mallinfo2(struct mallinfo2 *out)

@@ -235,7 +235,7 @@ __attribute__((visibility("default"))) int malloc_trim(size_t pad)
     int released = 0;
     if (__atomic_load_n(&usi_initialized, __ATOMIC_ACQUIRE) > 0)
         released = usi_reclaim_classes() > 0;
-    return usi_sys_trim_pad(pad) || released;
+    return usi_purge_trim_glibc(pad) || released;
 }
 
 /* mallopt(param, value), glibc's, for the blocks above the slab range. uslab raises glibc's

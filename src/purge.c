@@ -180,7 +180,7 @@ void usi_purge_poll_live(void)
 
 /* glibc's large blocks (design §8): once the program holds LARGE_TUNE_LIVE of them at once,
  * or has freed LARGE_TUNE_AFTER, glibc is tuned to keep their memory (raised thresholds,
- * usi_sys_tune_for_large), and from then on trimmed once they are idle (usi_sys_trim).
+ * usi_sys_tune_for_large), and from then on trimmed once they are idle (usi_purge_trim_glibc).
  * Until then glibc's defaults hold: a program with a few large blocks has them mmapped and
  * unmapped, or trimmed, at once (cfrac holds at most 4 and frees 8, lifetime 4 and 4: 1 MB
  * and 0.2 MB less at their peak than with thresholds raised at start), while one that
@@ -237,6 +237,107 @@ static int watching(void)
     return usi_options.return_policy != USI_RETURN_DELAY && usi_registry_reclaimers() != 0;
 }
 
+/*
+ * Sentinels of glibc's thread arenas (session 16's audit). With the trim threshold raised,
+ * a free in a thread's arena never shrinks its heap (at most 64 MiB a heap, 8 arenas a
+ * core), and glibc's malloc_trim shrinks only the main arena's top: in a thread's arena it
+ * gives back free chunks inside the heap, not its top, where a burst freed in full ends. 8
+ * threads that freed 40 MB each of 100 KB blocks and then waited kept 314 MB resident for
+ * good, after uslab's idle trim and the program's own malloc_trim(0) alike; glibc alone
+ * keeps 2 MB. glibc shrinks a thread arena's heap at the free of a chunk of at least 64 KiB
+ * (its FASTBIN_CONSOLIDATION_THRESHOLD), whatever thread frees it, when the top is above
+ * the trim threshold. So each thread, at its first large malloc after glibc is tuned,
+ * takes one chunk of 64 KiB from glibc (its own arena's): a sentinel, kept on a list (the
+ * chunk holds the link; glibc touches its first and last page). A trim (the idle one, the
+ * pressure one, the program's malloc_trim) sets glibc's default threshold, frees every
+ * sentinel, and raises the threshold again, in the TUNING state that a program's mallopt
+ * waits out. A thread makes a new sentinel at its next large malloc after that (the
+ * generation moved). A thread that exited leaves its sentinel for the next trim, as glibc
+ * leaves its arena to the next thread. At most SENTINELS_MAX at a time; an arena whose
+ * threads made none since the last trim (they only freed, or came after the cap) keeps
+ * its top until then (design §12).
+ */
+#define SENTINEL_BYTES ((size_t)64 << 10)
+#define SENTINELS_MAX  64
+struct sentinel {
+    struct sentinel *next;
+};
+static struct {
+    struct sentinel *head; /* pushed by CAS, taken whole by exchange (no ABA) */
+    unsigned count;        /* on the list, or being made (atomic) */
+    unsigned generation;   /* trims so far (atomic) */
+} sentinels;
+/* generation + 1 of this thread's sentinel, 0 before its first. */
+static __thread unsigned tls_sentinel_generation __attribute__((tls_model("initial-exec")));
+
+static void sentinel_make(unsigned generation)
+{
+    tls_sentinel_generation = generation + 1; /* one try a thread and generation */
+    if (__atomic_add_fetch(&sentinels.count, 1, __ATOMIC_RELAXED) > SENTINELS_MAX) {
+        __atomic_sub_fetch(&sentinels.count, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    int e = errno;
+    struct sentinel *s = usi_sys_malloc(SENTINEL_BYTES);
+    errno = e;
+    if (!s) {
+        __atomic_sub_fetch(&sentinels.count, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    s->next = __atomic_load_n(&sentinels.head, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&sentinels.head, &s->next, s, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+        ;
+}
+
+/* Frees every sentinel; returns how many. */
+static unsigned sentinels_free(void)
+{
+    struct sentinel *s = __atomic_exchange_n(&sentinels.head, NULL, __ATOMIC_ACQUIRE);
+    unsigned n = 0;
+    while (s) {
+        struct sentinel *next = s->next;
+        usi_sys_free(s);
+        s = next;
+        n++;
+    }
+    __atomic_sub_fetch(&sentinels.count, n, __ATOMIC_RELAXED);
+    return n;
+}
+
+/* The arenas' tops, by their sentinels, where uslab tuned glibc and the program has not
+ * set a threshold since (its setting wins: it waits for TUNING to end, and then finds
+ * OFF). */
+static void trim_arenas(void)
+{
+    int s = LARGE_TUNED;
+    if (!__atomic_load_n(&sentinels.head, __ATOMIC_RELAXED) ||
+        !__atomic_compare_exchange_n(&large.state, &s, LARGE_TUNING, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_RELAXED))
+        return;
+    __atomic_add_fetch(&sentinels.generation, 1, __ATOMIC_RELAXED);
+    int user = __atomic_load_n(&large.user, __ATOMIC_SEQ_CST);
+    int lowered = !user && usi_sys_tune_trim(0);
+    sentinels_free();
+    if (lowered)
+        usi_sys_tune_trim(1);
+    __atomic_store_n(&large.state, user ? LARGE_OFF : LARGE_TUNED, __ATOMIC_SEQ_CST);
+}
+
+int usi_purge_trim_glibc(size_t pad)
+{
+    if (!__atomic_load_n(&large.user, __ATOMIC_RELAXED))
+        trim_arenas();
+    return usi_sys_trim_pad(pad);
+}
+
+/* uslab's own trims: not under strict seccomp mode, where glibc's madvise would kill. */
+static void trim_glibc_idle(void)
+{
+    if (!usi_os_quiet() && !__atomic_load_n(&large.user, __ATOMIC_RELAXED))
+        usi_purge_trim_glibc(0);
+}
+
 void usi_purge_track_large(int may_tune)
 {
     int on = may_tune && !__atomic_load_n(&large.user, __ATOMIC_SEQ_CST);
@@ -263,6 +364,7 @@ void usi_purge_large_user_tunes(void)
             break;
     }
     __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE); /* no trim on its way either */
+    sentinels_free(); /* no use now: the program's threshold decides */
 }
 
 /* Tunes glibc (one thread does: the one that moves COUNTING to TUNING), unless the program
@@ -284,17 +386,26 @@ static void large_count_free(void)
         large_tune();
 }
 
-void usi_purge_large_allocated(void)
+int usi_purge_large_allocated(void)
 {
-    if (USI_UNLIKELY(__atomic_load_n(&large.state, __ATOMIC_RELAXED) == LARGE_COUNTING) &&
-        __atomic_add_fetch(&large.live, 1, __ATOMIC_RELAXED) >= LARGE_TUNE_LIVE)
+    int s = __atomic_load_n(&large.state, __ATOMIC_RELAXED);
+    if (s == LARGE_TUNED) {
+        unsigned g = __atomic_load_n(&sentinels.generation, __ATOMIC_RELAXED);
+        if (USI_UNLIKELY(tls_sentinel_generation != g + 1)) {
+            sentinel_make(g);
+            return 1;
+        }
+    } else if (USI_UNLIKELY(s == LARGE_COUNTING) &&
+               __atomic_add_fetch(&large.live, 1, __ATOMIC_RELAXED) >= LARGE_TUNE_LIVE) {
         large_tune();
+    }
+    return 0;
 }
 
 void usi_purge_large_freed(void)
 {
     int s = __atomic_load_n(&large.state, __ATOMIC_RELAXED);
-    if (USI_UNLIKELY(s != LARGE_TUNED)) {
+    if (USI_UNLIKELY(s != LARGE_TUNED && s != LARGE_TUNING)) { /* TUNING: maybe a trim */
         if (s == LARGE_COUNTING)
             large_count_free();
         return;
@@ -314,8 +425,7 @@ static int trim_large(uint64_t now, uint64_t idle)
     if (now < __atomic_load_n(&large.freed_ms, __ATOMIC_RELAXED) + idle)
         return 1;
     __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE); /* a free from here on: again */
-    if (!__atomic_load_n(&large.user, __ATOMIC_RELAXED))   /* the program's trim setting */
-        usi_sys_trim();
+    trim_glibc_idle(); /* unless the program set glibc's trim itself */
     return 0;
 }
 
@@ -332,8 +442,7 @@ static int run_pass(uint64_t now, unsigned how)
     if (usi_options.return_policy != USI_RETURN_DELAY && usi_pressure_now()) {
         purge_pass(now, 0, how | USI_PASS_URGENT);
         __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE);
-        if (!__atomic_load_n(&large.user, __ATOMIC_RELAXED)) /* the program's trim setting */
-            usi_sys_trim();
+        trim_glibc_idle(); /* unless the program set glibc's trim itself */
         return 0;
     }
     /* Other caches' empty slabs while new ones are made: those that were empty already
@@ -357,11 +466,15 @@ static void schedule_inline(void);
 /* When the purger thread may leave (under purger.lock), or 0 while it stays: under `auto`,
  * once at most one thread uses uslab (design §3) and has for a purge delay (a program
  * whose threads come and go, thread churn, would otherwise start a purger per
- * generation), and its start has been recorded (`started`). */
+ * generation), and its start has been recorded (`started`). Not before glibc's idle trim
+ * it waits for (`large.pending`, at most a delay after the last large free): threads that
+ * freed large blocks and exited leave them in their arenas' tops, which the one thread
+ * left would otherwise keep until its next slow path (session 16's audit). */
 static uint64_t leave_at_ms(void)
 {
     if (usi_options.purger != USI_PURGER_AUTO || !purger.started ||
-        __atomic_load_n(&purger.users, __ATOMIC_ACQUIRE) > 1)
+        __atomic_load_n(&purger.users, __ATOMIC_ACQUIRE) > 1 ||
+        __atomic_load_n(&large.pending, __ATOMIC_ACQUIRE))
         return 0;
     uint64_t alone = __atomic_load_n(&purger.alone_ms, __ATOMIC_ACQUIRE);
     return alone ? alone + usi_options.purge_delay_ms : 1;

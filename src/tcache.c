@@ -785,6 +785,12 @@ static void tcache_thread_exit(void *arg)
     usi_purge_thread_exited(); /* the purger thread may leave (design §3) */
 }
 
+void usi_tcache_join(void)
+{
+    if (usi_tls == &sentinel.tc)
+        (void)tcache_get(0);
+}
+
 void usi_tcache_init(void)
 {
     /* USLAB_PROFILE: all 0 (pair 0, always empty), so every malloc takes the slow path,
