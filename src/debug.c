@@ -438,6 +438,11 @@ static struct {
     pthread_mutex_t lock;
     struct large_entry *slots;
     size_t cap, live, used; /* used: live + tombstones */
+    int missed;             /* a block went untracked (no memory for the table, or a signal handler
+                             * inside this thread's table work): from then on an address the table does
+                             * not know may be that block, so its free is left unchecked, to glibc's own
+                             * checks, not reported as an invalid pointer (atomic; session 16's audit:
+                             * a correct program near its RLIMIT_DATA was aborted) */
 } large = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Set while this thread holds large.lock: a signal handler that interrupted it and frees
@@ -503,9 +508,12 @@ void usi_debug_large_alloc(const void *p, size_t size)
     if (!p)
         return;
     usi_debug_capture();
-    if (!large_lock())
-        return; /* from a handler that interrupted this thread's table work: untracked */
+    if (!large_lock()) { /* from a handler that interrupted this thread's table work */
+        __atomic_store_n(&large.missed, 1, __ATOMIC_RELAXED);
+        return; /* untracked */
+    }
     if ((large.used + 1) * 2 > large.cap && large_rebuild() != 0) {
+        __atomic_store_n(&large.missed, 1, __ATOMIC_RELAXED);
         large_unlock(); /* no memory for the table: the block goes untracked */
         return;
     }
@@ -540,6 +548,8 @@ int usi_debug_large_release(const void *p, int release, size_t *size)
             *size = e->size;
         }
     }
+    if (r == 0 && __atomic_load_n(&large.missed, __ATOMIC_RELAXED))
+        r = 2; /* maybe a block that went untracked */
     large_unlock();
     return r;
 }

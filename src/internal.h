@@ -645,7 +645,8 @@ USI_NORETURN void usi_debug_bug(const char *cache, const char *what);
  * malloc_usable_size: 1 and *size for a live block (marked freed if `release`), -1 and
  * *size for a freed one, 0 for an address never recorded, 2 (unchecked) when called from a
  * signal handler that interrupted this thread's own use of the table (it must not wait for
- * itself). Leak reports list live ones. */
+ * itself), or for an unknown address once a block went untracked (no memory for the table).
+ * Leak reports list live ones. */
 void usi_debug_large_alloc(const void *p, size_t size);
 int usi_debug_large_release(const void *p, int release, size_t *size);
 /* The tracking table's lock across fork (taken first, design §6). */

@@ -76,7 +76,7 @@ static size_t check_large(const void *p, const char *fn, int release)
     size_t size = 0;
     int r = usi_debug_large_release(p, release, &size);
     if (r == 2)
-        return usi_sys_usable_size(p); /* re-entered from a signal handler: unchecked */
+        return usi_sys_usable_size(p); /* unchecked (a signal handler, or the table missed one) */
     if (r > 0)
         return size;
     char what[200];
