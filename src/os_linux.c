@@ -493,11 +493,46 @@ static int secure_execution(void)
     return getauxval(AT_SECURE) != 0;
 }
 
+/* The dynamic linker's pointer to the process's initial stack: argc, argv[], NULL, envp[]
+ * (glibc exports it for its own threads and loader; weak: another libc may not). */
+extern void *__libc_stack_end __attribute__((weak));
+
+/*
+ * The environment. Before libc's own initialiser has run, `environ` is still NULL: a
+ * .preinit_array function of the program runs before every library's initialiser, and an
+ * allocation there initialised uslab without any USLAB_* setting, silently, for good
+ * (session 16's audit: USLAB_DEBUG, USLAB_STATS lost). The initial stack holds the same
+ * environment then, where the kernel put it. That moment ends before this library's own
+ * initialisers run (libc, a library it needs, is initialised first; a static program sets
+ * environ before its .preinit_array): from then on environ is the answer, NULL included
+ * (clearenv), and the stack is never read.
+ */
+static int env_libc_ready;
+
+__attribute__((constructor)) static void env_after_libc(void)
+{
+    __atomic_store_n(&env_libc_ready, 1, __ATOMIC_RELAXED);
+}
+
+static char **env(void)
+{
+    char **e = environ;
+    if (e || __atomic_load_n(&env_libc_ready, __ATOMIC_RELAXED) || !&__libc_stack_end ||
+        !__libc_stack_end)
+        return e;
+    const long *sp = __libc_stack_end;
+    long argc = sp[0];
+    if (argc < 0 || argc > (1L << 24) || sp[1 + argc] != 0)
+        return NULL; /* not the layout the kernel made */
+    return (char **)(uintptr_t)(sp + 1 + argc + 1);
+}
+
 int usi_os_env_has_prefix(const char *prefix)
 {
-    if (!environ)
+    char **envp = env();
+    if (!envp)
         return 0;
-    for (char **e = environ; *e; e++) {
+    for (char **e = envp; *e; e++) {
         const char *v = *e, *k = prefix;
         while (*k && *v == *k) {
             v++;
@@ -511,9 +546,10 @@ int usi_os_env_has_prefix(const char *prefix)
 
 const char *usi_os_env_next(const char *prefix, size_t *pos)
 {
-    if (!environ || secure_execution())
+    char **envp = env();
+    if (!envp || secure_execution())
         return NULL;
-    for (const char *v; (v = environ[*pos]) != NULL;) {
+    for (const char *v; (v = envp[*pos]) != NULL;) {
         ++*pos;
         const char *k = prefix;
         while (*k && *v == *k) {
@@ -521,18 +557,19 @@ const char *usi_os_env_next(const char *prefix, size_t *pos)
             k++;
         }
         if (*k == '\0')
-            return environ[*pos - 1];
+            return envp[*pos - 1];
     }
     return NULL;
 }
 
 const char *usi_os_getenv(const char *name)
 {
-    if (!environ || (strncmp(name, "USLAB_", 6) == 0 && secure_execution()))
+    char **envp = env();
+    if (!envp || (strncmp(name, "USLAB_", 6) == 0 && secure_execution()))
         return NULL;
     /* Compared here, byte by byte: start-up reads some 30 settings, and a call to strncmp
-     * for every variable of the environment and every setting was a fifth of it. */
-    for (char **e = environ; *e; e++) {
+     * for every variable of the envpment and every setting was a fifth of it. */
+    for (char **e = envp; *e; e++) {
         const char *v = *e, *k = name;
         while (*k && *v == *k) {
             v++;
