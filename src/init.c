@@ -243,6 +243,29 @@ int usi_init_slow(void)
     return 0;
 }
 
+/* USLAB_STATS=1|json: the statistics of every cache at exit (design §10). Here, and not in
+ * stats.c, so that a program linked with libuslab.a has it whatever it calls (the linker
+ * takes from the archive only the objects a program refers to; stats.o with its destructor
+ * was left out, and the table never printed: session 16's audit). exit() may run in a
+ * signal handler that interrupted this thread in malloc or free, holding a cache lock or
+ * the registry's: nothing waits for a lock, what could not be locked is named as not
+ * scanned. */
+static void stats_report(void)
+{
+    usi_live_print_all(stderr,
+                       usi_options.stats == USI_STATS_JSON ? USLAB_STATS_JSON : USLAB_STATS_TABLE,
+                       1, usi_initialized < 0);
+}
+
+/* After every library's destructor when possible, as the leak report (design §9). */
+__attribute__((destructor)) static void stats_at_exit(void)
+{
+    if (usi_initialized == 0 || usi_options.stats == USI_STATS_OFF) /* read by options.c */
+        return;
+    if (usi_os_after_destructors(stats_report) != 0)
+        stats_report();
+}
+
 /* Initialise when the library is loaded, so that the unit tags exist before a pointer from
  * another allocator can reach free (the tags stay valid, all 0, if this fails). */
 __attribute__((constructor)) static void usi_init_at_load(void)

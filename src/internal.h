@@ -1404,6 +1404,11 @@ int usi_live_try_snap_cache(const struct uslab_cache *c, struct usi_live_cache *
 /* The rate-limited update (handed to the purger, usi_purge_set_live): makes the page where
  * USLAB_LIVE allows and refreshes it; returns when it is due next, 0 for never. */
 uint64_t usi_live_update(uint64_t now_ms);
+/* The statistics of every cache on f, as a table or JSON (USLAB_STATS_TABLE or _JSON):
+ * uslab_stats_print's text; at exit (at_exit) no lock is waited for, and what could not be
+ * locked is named as not scanned; with `disabled`, only that the slabs are disabled.
+ * 0, or -1 without memory for the snapshots. */
+int usi_live_print_all(FILE *f, int format, int at_exit, int disabled);
 /* Refreshes the page at once, waiting for an update in progress (uslab_cache_reap,
  * uslab_reap); makes it if it is allowed and not there yet. No uslab lock held. */
 void usi_live_publish(void);

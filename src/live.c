@@ -28,6 +28,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 /* live.state (atomic): */
@@ -542,4 +543,159 @@ __attribute__((destructor)) static void live_at_exit(void)
         live.pid == (self ? self : usi_os_getpid()))
         usi_os_unlink(live.path);
     errno = saved;
+}
+
+/* ---- statistics of every cache as text (uslab_stats_print, USLAB_STATS at exit) ------- */
+
+/* How long a busy lock is tried at exit before its cache is given up (as the leak
+ * report's), and how many names of caches not scanned are kept (more are only counted). */
+#define STATS_LOCK_MS 20u
+#define STATS_SKIPPED 64u
+#define STATS_NAME    32u /* a cache's name, with its NUL */
+_Static_assert(sizeof(((struct uslab_cache *)0)->name) == STATS_NAME, "a cache's name");
+
+/* Snapshots of the caches in use, in id order, up to cap. Invariant: n <= cap, and
+ * records[0 .. n) are snapshots of caches in use. At exit (`at_exit`) no lock is waited
+ * for (design §10): a cache whose lock stays busy is not in records but in skipped (a
+ * copy of its name: printed after the walk, when the cache may be gone), every cache when
+ * the registry's lock is busy (registry_busy), and `threads` is cleared when the thread
+ * caches' lock was busy, their magazines then not counted. */
+struct collect {
+    struct usi_live_cache *records;
+    size_t n, cap;
+    int at_exit, threads, registry_busy;
+    char (*skipped)[STATS_NAME];
+    size_t nskipped;
+};
+
+static void collect_one(struct uslab_cache *c, void *arg)
+{
+    struct collect *col = arg;
+    if (col->n == col->cap)
+        return;
+    struct usi_live_cache *r = &col->records[col->n];
+    int in_use = col->at_exit ? usi_live_try_snap_cache(c, r, STATS_LOCK_MS, &col->threads)
+                              : usi_live_snap_cache(c, r);
+    if (in_use > 0) {
+        col->n++;
+    } else if (in_use < 0) {
+        if (col->nskipped < STATS_SKIPPED) {
+            memcpy(col->skipped[col->nskipped], c->name, STATS_NAME);
+            col->skipped[col->nskipped][STATS_NAME - 1] = '\0';
+        }
+        col->nskipped++;
+    }
+}
+
+/* A bounded text buffer for the JSON of what was not scanned; overflow is cut. */
+struct text {
+    char *buf;
+    size_t cap, len;
+};
+
+static void text_put(struct text *t, const char *s)
+{
+    for (; *s && t->len + 1 < t->cap; s++)
+        t->buf[t->len++] = *s;
+    t->buf[t->len] = '\0';
+}
+
+/* One more string of the list (a JSON string, escaped). */
+static void text_item(struct text *t, const char *name, int first)
+{
+    text_put(t, first ? "\"" : ",\"");
+    for (; *name; name++) {
+        unsigned char ch = (unsigned char)*name;
+        char esc[8] = {(char)ch, '\0'};
+        if (ch == '"' || ch == '\\')
+            snprintf(esc, sizeof esc, "\\%c", ch);
+        else if (ch < 0x20)
+            snprintf(esc, sizeof esc, "\\u%04x", ch);
+        text_put(t, esc);
+    }
+    text_put(t, "\"");
+}
+
+/* The field "not_scanned" of the JSON's "uslab" object, as the leak report's: the caches
+ * not scanned, "*" for all of them, "thread magazines" when those were not counted. */
+static void not_scanned_json(const struct collect *col, struct text *t)
+{
+    text_put(t, ",\"not_scanned\":[");
+    size_t n = 0;
+    if (col->registry_busy)
+        text_item(t, "*", n++ == 0);
+    for (size_t i = 0; i < col->nskipped && i < STATS_SKIPPED; i++)
+        text_item(t, col->skipped[i], n++ == 0);
+    if (col->nskipped > STATS_SKIPPED) {
+        char more[40];
+        snprintf(more, sizeof more, "+%zu more", col->nskipped - STATS_SKIPPED);
+        text_item(t, more, n++ == 0);
+    }
+    if (!col->threads)
+        text_item(t, "thread magazines", n++ == 0);
+    text_put(t, "]");
+}
+
+/* The same as lines after the table, only for what was not scanned. */
+static void not_scanned_text(FILE *f, const struct collect *col)
+{
+    if (col->registry_busy)
+        fprintf(f, "uslab: statistics: no cache scanned: the cache registry's lock is held\n");
+    for (size_t i = 0; i < col->nskipped && i < STATS_SKIPPED; i++)
+        fprintf(f, "uslab: statistics: cache %s not scanned: its lock is held\n", col->skipped[i]);
+    if (col->nskipped > STATS_SKIPPED)
+        fprintf(f, "uslab: statistics: %zu more caches not scanned\n",
+                col->nskipped - STATS_SKIPPED);
+    if (!col->threads)
+        fprintf(f, "uslab: statistics: the threads' magazines not counted (their objects show "
+                   "as active): the thread caches' lock is held\n");
+}
+
+int usi_live_print_all(FILE *f, int format, int at_exit, int disabled)
+{
+    if (disabled) { /* slabs disabled: say so, in the format asked for */
+        if (format == USLAB_STATS_JSON)
+            fprintf(f,
+                    "{\"uslab\":{\"version\":\"%d.%d\",\"reserved_bytes\":0,"
+                    "\"slabs_disabled\":true},\n \"caches\":[]}\n",
+                    USLAB_VERSION_MAJOR, USLAB_VERSION_MINOR);
+        else
+            fprintf(f, "uslab: slabs disabled (no room for the reservation within RLIMIT_AS); "
+                       "every allocation goes to the system allocator\n");
+        return 0;
+    }
+    /* One mapping: the records, at exit the names not scanned and their JSON. */
+    struct collect col = {.cap = 4096, .at_exit = at_exit, .threads = 1};
+    size_t records = col.cap * sizeof(struct usi_live_cache);
+    size_t names = at_exit ? STATS_SKIPPED * STATS_NAME : 0;
+    struct text more = {.cap = at_exit ? STATS_SKIPPED * (6 * STATS_NAME + 3) + 128 : 0};
+    size_t bytes = records + names + more.cap;
+    char *mem = usi_os_map(bytes);
+    if (!mem)
+        return -1;
+    col.records = (struct usi_live_cache *)(void *)mem;
+    col.skipped = (char(*)[STATS_NAME])(void *)(mem + records);
+    more.buf = mem + records + names;
+    if (!at_exit)
+        usi_registry_for_each(collect_one, &col);
+    else if (usi_registry_try_each(collect_one, &col, STATS_LOCK_MS) != 0)
+        col.registry_busy = 1;
+    struct usi_live_header h = {
+        .lib_version = (uint32_t)USLAB_VERSION_MAJOR << 16 | USLAB_VERSION_MINOR,
+        .reserved_bytes = usi_pages_reserved_bytes(),
+        .thread_cache_bytes = __atomic_load_n(&usi_tcache_bytes, __ATOMIC_RELAXED),
+        .thread_cache_max = usi_options.tcache_max,
+    };
+    if (format == USLAB_STATS_JSON) {
+        if (at_exit)
+            not_scanned_json(&col, &more);
+        usi_statsfmt_json(f, &h, col.records, col.n, at_exit ? more.buf : "");
+    } else {
+        usi_statsfmt_table(f, &h, col.records, col.n);
+        if (at_exit)
+            not_scanned_text(f, &col);
+    }
+    fflush(f);
+    usi_os_unmap(mem, bytes);
+    return 0;
 }
