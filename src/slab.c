@@ -382,13 +382,18 @@ void usi_slab_bad_pointer(const struct uslab_cache *c, const void *p, uintptr_t 
         if (entry == 0)
             snprintf(what, sizeof what, "Invalid pointer %p: not allocated by uslab", p);
         else
-            snprintf(what, sizeof what, "Object %p belongs to cache %s", p,
-                     owner ? owner->name : "(destroyed)");
+            snprintf(what, sizeof what, "Object %p belongs to cache %s%s", p,
+                     owner ? owner->name : "(destroyed)",
+                     owner && strcmp(owner->name, c->name) == 0 ? " (another of that name)" : "");
         usi_debug_bug(c->name, what);
     }
     if (entry == 0)
         usi_report_fatal("free of invalid pointer %p to cache %s: not allocated by uslab", p,
                          c->name);
+    if (owner && strcmp(owner->name, c->name) == 0) /* a plugin loaded twice, say */
+        usi_report_fatal("free of %p to cache %s (handle %p), but it belongs to another cache "
+                         "of that name (handle %p)",
+                         p, c->name, (void *)c, (void *)owner);
     usi_report_fatal("free of %p to cache %s, but it belongs to cache %s", p, c->name,
                      owner ? owner->name : "(destroyed)");
 }

@@ -67,6 +67,11 @@ int main(int argc, char **argv)
         uslab_cache_free(b, pa); /* an object of a, same size, freed to b */
         return survived("free to the wrong cache");
     }
+    if (strcmp(k, "wrong_cache_same_name") == 0) { /* a plugin loaded twice, say */
+        uslab_cache_t *twin = make("cache-a", 64, 0);
+        uslab_cache_free(twin, pa);
+        return survived("free to another cache of the same name");
+    }
     if (strcmp(k, "wrong_cache_nomag") == 0) {
         uslab_cache_free(nm, pa);
         return survived("free to the wrong cache");
