@@ -486,6 +486,11 @@ int usi_sys_mallinfo2(struct mallinfo2 *out);
 /* ------------------------------------------------------------------------------------ */
 
 /* Prints "uslab: <message>\n" to stderr and aborts. */
+/* uslab's own snprintf for messages (report.c: the conversions it knows; no libc, little
+ * stack): at most cap - 1 characters and a NUL into buf; returns how many were written. */
+size_t usi_report_vformat(char *buf, size_t cap, const char *fmt, va_list ap);
+size_t usi_report_format(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 USI_NORETURN void usi_report_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "uslab: <message>\n" to stderr: for misuse, and for what a USLAB_* setting asked
  * about (a bad value of that setting). */

@@ -376,12 +376,13 @@ static USI_COLD USI_NORETURN void bad_block(const struct uslab_cache *c, const v
 {
     char what[200];
     if (block)
-        snprintf(what, sizeof what, "%s(%p): invalid pointer: %zu bytes into the %s block at %p",
-                 fn, p, (size_t)((const char *)p - (const char *)block), c->name, block);
+        usi_report_format(what, sizeof what,
+                          "%s(%p): invalid pointer: %zu bytes into the %s block at %p", fn, p,
+                          (size_t)((const char *)p - (const char *)block), c->name, block);
     else
-        snprintf(what, sizeof what,
-                 "%s(%p): invalid pointer: inside a %s slab, not the start of a block", fn, p,
-                 c->name);
+        usi_report_format(what, sizeof what,
+                          "%s(%p): invalid pointer: inside a %s slab, not the start of a block", fn,
+                          p, c->name);
     if (usi_debug_enabled)
         usi_debug_bug(c->name, what);
     usi_report_fatal("%s", what);
@@ -392,8 +393,8 @@ static USI_COLD USI_NORETURN void double_free(const struct uslab_cache *c, const
                                               const char *fn)
 {
     char what[160];
-    snprintf(what, sizeof what, "%s(%p): %s (the %s block is already free)", fn, p,
-             fn[0] == 'f' ? "double free" : "use after free", c->name);
+    usi_report_format(what, sizeof what, "%s(%p): %s (the %s block is already free)", fn, p,
+                      fn[0] == 'f' ? "double free" : "use after free", c->name);
     if (usi_debug_enabled)
         usi_debug_bug(c->name, what);
     usi_report_fatal("%s", what);

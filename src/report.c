@@ -2,22 +2,199 @@
 /*
  * report.c - error messages. They are formatted into a stack buffer and written with one
  * write(2), so a report works with a corrupted heap and from inside the allocator.
+ *
+ * The formatter is uslab's own (usi_report_vformat), not vsnprintf: glibc's takes about
+ * 2 KiB of stack for its work buffer and state, and a report of a double free made in a
+ * signal handler on an alternate stack of 5 or 6 KiB overflowed it (SIGSEGV, no message,
+ * where glibc's own message fits in 3.7 KiB: session 16's audit). It knows the conversions
+ * uslab's messages use: %% %c %s %.*s %p %d %i %u %x with the length modifiers hh h l ll z
+ * and j, the flags - 0 and #, and a width. Anything else ends the formatting (no argument
+ * is read for it) with the rest of the format copied as it is. Invariant: it never writes
+ * past cap, and buf is NUL-terminated when cap > 0.
  */
 #include "internal.h"
 
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+struct sink {
+    char *buf;
+    size_t cap, len; /* len: characters written, at most cap - 1 */
+};
+
+static void put_char(struct sink *o, char ch)
+{
+    if (o->len + 1 < o->cap)
+        o->buf[o->len++] = ch;
+}
+
+static void put_padded(struct sink *o, const char *s, size_t n, unsigned width, int left, char pad)
+{
+    size_t fill = width > n ? width - n : 0;
+    if (!left)
+        while (fill--)
+            put_char(o, pad);
+    for (size_t i = 0; i < n; i++)
+        put_char(o, s[i]);
+    if (left)
+        while (fill--)
+            put_char(o, ' ');
+}
+
+/* v in base (10 or 16), with a '-' if neg, "0x" if prefix. */
+static void put_number(struct sink *o, uintmax_t v, int neg, unsigned base, int prefix,
+                       unsigned width, int left, int zero)
+{
+    char digits[2 + 3 * sizeof(uintmax_t) + 2];
+    char *end = digits + sizeof digits, *p = end;
+    do {
+        *--p = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    char head[3];
+    size_t nhead = 0;
+    if (neg)
+        head[nhead++] = '-';
+    if (prefix) {
+        head[nhead++] = '0';
+        head[nhead++] = 'x';
+    }
+    size_t n = (size_t)(end - p);
+    if (zero && !left) { /* sign and prefix before the zeros */
+        for (size_t i = 0; i < nhead; i++)
+            put_char(o, head[i]);
+        put_padded(o, p, n, width > nhead ? width - (unsigned)nhead : 0, 0, '0');
+        return;
+    }
+    char all[sizeof head + sizeof digits];
+    for (size_t i = 0; i < nhead; i++)
+        all[i] = head[i];
+    for (size_t i = 0; i < n; i++)
+        all[nhead + i] = p[i];
+    put_padded(o, all, nhead + n, width, left, ' ');
+}
+
+size_t usi_report_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
+{
+    struct sink o = {buf, cap, 0};
+    const char *f = fmt;
+    while (*f) {
+        if (*f != '%') {
+            put_char(&o, *f++);
+            continue;
+        }
+        const char *start = f++;
+        int left = 0, zero = 0, alt = 0;
+        for (;; f++) {
+            if (*f == '-')
+                left = 1;
+            else if (*f == '0')
+                zero = 1;
+            else if (*f == '#')
+                alt = 1;
+            else
+                break;
+        }
+        unsigned width = 0;
+        while (*f >= '0' && *f <= '9' && width < 1000)
+            width = width * 10 + (unsigned)(*f++ - '0');
+        int precision = -1;
+        if (f[0] == '.' && f[1] == '*') {
+            precision = va_arg(ap, int);
+            f += 2;
+        }
+        int size = 0; /* 0 int, 1 long, 2 long long, 3 size_t, 4 intmax_t */
+        if (f[0] == 'h')
+            f += f[1] == 'h' ? 2 : 1; /* promoted to int anyway */
+        else if (f[0] == 'l' && f[1] == 'l')
+            size = 2, f += 2;
+        else if (f[0] == 'l')
+            size = 1, f++;
+        else if (f[0] == 'z')
+            size = 3, f++;
+        else if (f[0] == 'j')
+            size = 4, f++;
+        char conv = *f;
+        if (conv)
+            f++;
+        switch (conv) {
+        case '%':
+            put_char(&o, '%');
+            break;
+        case 'c': {
+            char ch = (char)va_arg(ap, int);
+            put_padded(&o, &ch, 1, width, left, ' ');
+            break;
+        }
+        case 's': {
+            const char *s = va_arg(ap, const char *);
+            if (!s)
+                s = "(null)";
+            size_t n = 0;
+            while (s[n] && (precision < 0 || n < (size_t)precision))
+                n++;
+            put_padded(&o, s, n, width, left, ' ');
+            break;
+        }
+        case 'p': {
+            void *p = va_arg(ap, void *);
+            if (p)
+                put_number(&o, (uintptr_t)p, 0, 16, 1, width, left, 0);
+            else
+                put_padded(&o, "(nil)", 5, width, left, ' ');
+            break;
+        }
+        case 'd':
+        case 'i': {
+            intmax_t v = size == 0   ? va_arg(ap, int)
+                         : size == 1 ? va_arg(ap, long)
+                         : size == 2 ? va_arg(ap, long long)
+                         : size == 3 ? (intmax_t)va_arg(ap, ptrdiff_t)
+                                     : va_arg(ap, intmax_t);
+            uintmax_t mag = v < 0 ? (uintmax_t)0 - (uintmax_t)v : (uintmax_t)v;
+            put_number(&o, mag, v < 0, 10, 0, width, left, zero);
+            break;
+        }
+        case 'u':
+        case 'x': {
+            uintmax_t v = size == 0   ? va_arg(ap, unsigned)
+                          : size == 1 ? va_arg(ap, unsigned long)
+                          : size == 2 ? va_arg(ap, unsigned long long)
+                          : size == 3 ? va_arg(ap, size_t)
+                                      : va_arg(ap, uintmax_t);
+            put_number(&o, v, 0, conv == 'x' ? 16 : 10, conv == 'x' && alt && v, width, left, zero);
+            break;
+        }
+        default: /* not one of uslab's: the rest as it is, no argument read */
+            for (const char *r = start; *r; r++)
+                put_char(&o, *r);
+            f = start + strlen(start);
+            break;
+        }
+    }
+    if (cap)
+        buf[o.len] = '\0';
+    return o.len;
+}
+
+size_t usi_report_format(char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = usi_report_vformat(buf, cap, fmt, ap);
+    va_end(ap);
+    return n;
+}
 
 static void report_vwrite(const char *fmt, va_list ap)
 {
     char buf[1024];
-    int n = snprintf(buf, sizeof buf, "uslab: ");
-    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
-    if (m < 0)
-        m = 0;
-    size_t len = (size_t)n + (size_t)m;
-    if (len > sizeof buf - 2)
-        len = sizeof buf - 2;
+    static const char head[] = "uslab: ";
+    size_t n = sizeof head - 1;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = head[i];
+    size_t len = n + usi_report_vformat(buf + n, sizeof buf - n - 1, fmt, ap);
     buf[len++] = '\n';
     usi_os_write_err(buf, len);
 }

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_report_format.c - uslab's own message formatter (report.c, usi_report_format), which
+ * replaced vsnprintf in reports so that a report fits on a small signal stack (session
+ * 16): for every conversion it knows, the same text as glibc's snprintf; truncation at the
+ * buffer's end with a NUL; and a conversion it does not know ends the formatting with the
+ * rest of the format as it is, reading no argument for it.
+ */
+#include "check.h"
+#include "internal.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static int cases;
+
+#define SAME(...)                                                                                  \
+    do {                                                                                           \
+        char mine[256], libc[256];                                                                 \
+        size_t n = usi_report_format(mine, sizeof mine, __VA_ARGS__);                              \
+        int m = snprintf(libc, sizeof libc, __VA_ARGS__);                                          \
+        CHECK(strcmp(mine, libc) == 0 && n == (size_t)m,                                           \
+              "format %s: \"%s\" (%zu), snprintf \"%s\"", #__VA_ARGS__, mine, n, libc);            \
+        cases++;                                                                                   \
+    } while (0)
+
+int main(void)
+{
+    int x = 0;
+    SAME("plain text");
+    SAME("%%");
+    SAME("%s and %s", "one", "two");
+    SAME("[%.*s]", 3, "abcdef");
+    SAME("[%.*s]", 10, "abc");
+    SAME("[%10s][%-10s]", "right", "left");
+    SAME("%c%c%c", 'u', 's', 'l');
+    SAME("%p", (void *)&x);
+    SAME("%p", (void *)0x1234);
+    SAME("%p", (void *)NULL);
+    SAME("%d %d %d", 0, -1, INT_MIN);
+    SAME("%i %d", INT_MAX, 42);
+    SAME("%u %u", 0u, UINT_MAX);
+    SAME("%x %#x %#x", 255u, 255u, 0u);
+    SAME("%ld %lu %lx", LONG_MIN, ULONG_MAX, 0xdeadbeefUL);
+    SAME("%lld %llu", LLONG_MIN, ULLONG_MAX);
+    SAME("%zu %zx", (size_t)SIZE_MAX, (size_t)4096);
+    SAME("%jd %ju", INTMAX_MIN, UINTMAX_MAX);
+    SAME("[%5u][%-5u][%05u]", 42u, 42u, 42u);
+    SAME("[%05d][%5d][%-5d]", -42, -42, -42);
+    SAME("%hu %hhu", (unsigned short)65535, (unsigned char)255);
+    SAME("%s(%p): %s (the %s block is already free)", "free", (void *)0x7f0000001000, "double free",
+         "malloc-64");
+
+    /* Truncation: at most cap - 1 characters, then the NUL. */
+    char small[8];
+    size_t n = usi_report_format(small, sizeof small, "%s", "0123456789");
+    CHECK(n == 7 && strcmp(small, "0123456") == 0, "truncated to \"%s\" (%zu)", small, n);
+    n = usi_report_format(small, 1, "%d", 12345);
+    CHECK(n == 0 && small[0] == '\0', "cap 1: \"%s\" (%zu)", small, n);
+
+    /* A conversion it does not know: the rest of the format, no argument read. */
+    char out[64];
+    const char *fmt = "a=%d b=%f c=%d";
+    n = usi_report_format(out, sizeof out, fmt, 1, 2.0, 3);
+    CHECK(strcmp(out, "a=1 b=%f c=%d") == 0, "unknown conversion: \"%s\"", out);
+
+    printf("%d formats as snprintf's\n", cases);
+    TEST_DONE();
+}
