@@ -201,10 +201,10 @@ static void out(const char *fmt, ...)
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    size_t n = usi_report_vformat(buf, sizeof buf, fmt, ap); /* report.c's: little stack */
     va_end(ap);
     if (n > 0)
-        usi_os_write_err(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+        usi_os_write_err(buf, n);
 }
 
 /* One frame as text: "function (file.c:line)", "function+0xoff (object)", "object+0xoff"
