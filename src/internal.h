@@ -188,7 +188,8 @@ struct uslab_cache {
     uint32_t depot_contended; /* waits for `lock` in depot exchanges since the last growth */
     uint32_t pins;            /* registry iterators working on the cache (registry lock) */
     uint32_t closing;         /* being destroyed: walks that run callbacks skip it (registry
-                               * lock; set once, by usi_registry_close) */
+                               * lock; set once, by usi_registry_close), and the thread
+                               * caches' slow paths keep none of its objects (atomic) */
     /* objects.c: set when the slabs could not grow (no span: the reservation is full, or
      * the kernel refused), cleared when an object goes back to a slab. While set, malloc
      * sends up to this many slow paths straight to the system allocator before it tries
@@ -923,6 +924,9 @@ USI_COLD USI_NORETURN void usi_slab_bad_pointer(const struct uslab_cache *c, con
 #define USI_PASS_SURPLUS                                                                           \
     4u /* new slabs while others are kept (usi_purge_surplus): the depots'                         \
         * magazines and every empty slab beyond the reserves, idle or not */
+#define USI_PASS_STARVED                                                                           \
+    8u /* a cache's slabs could not grow (usi_purge_starved): every empty                          \
+        * slab, and the depots of caches without a destructor, at once */
 /* The pass the purger runs each tick at now_ms: gives back what has been idle for idle_ms
  * (times each cache's purge multiplier); returns whether anything remains to be given back
  * later. Set once at
@@ -936,6 +940,15 @@ void usi_purge_kick(void);
  * slabs: the next pass, due at once (the caller's slow path runs it inline), releases every
  * empty slab beyond the reserves, however recently emptied (design §3, "Across classes"). */
 void usi_purge_surplus(void);
+/* A cache's slabs could not grow (the reservation is full, or the kernel refused): runs a
+ * pass at once, on this thread, that gives back every empty slab of every cache and the
+ * depots' objects of caches without a destructor (no user code runs), so that the caller
+ * can try again (design §3, "When the slabs cannot grow"). Nothing, and 0, when there is
+ * nothing of the kind (usi_slab_surplus_bytes is 0), when another pass is running (maybe
+ * this thread's own, whose destructor allocates), when this thread holds a uslab lock
+ * (a signal handler), on a signal stack, or under strict seccomp mode; else 1. No lock
+ * held by the caller. */
+int usi_purge_starved(void);
 /* A cache with a reclaim callback was registered: under USLAB_RETURN=pressure|both, kicks
  * the purger, which from then on runs passes (and reads the pressure) every tick while such
  * a cache exists, pending or not (design §3). Nothing under `delay`. */

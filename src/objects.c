@@ -190,6 +190,18 @@ static void limbo_end_locked(struct uslab_cache *c, void *arg)
 
 /* ---- raw objects to and from the slabs ----------------------------------------------- */
 
+/* take_raw's retry: `want` more objects into objs[got ..]. */
+static size_t take_more(struct uslab_cache *c, size_t want, void **objs, size_t got, limbo_slot *lp,
+                        size_t held)
+{
+    usi_lock(&c->lock);
+    size_t more = usi_slab_take(c, want, objs + got);
+    if (lp)
+        limbo_note(lp, c, objs - held, held + got + more);
+    usi_unlock(&c->lock);
+    return more;
+}
+
 /* Takes n raw objects; when the slabs cannot grow and `reclaim` allows it, calls the
  * reclaim callback once and tries again. Where a constructor will run on them (`lp`
  * non-NULL), they are recorded as in passage in the hold that takes them, with the
@@ -204,15 +216,17 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
     if (lp)
         limbo_note(lp, c, objs - held, held + got);
     usi_unlock(&c->lock);
+    /* The slabs could not grow: other caches' empty slabs (and cached objects where no
+     * destructor runs) go back first, then the reclaim callback, then again what it freed,
+     * to any cache (uslab.h; design §3, "When the slabs cannot grow"). */
+    if (got < n && usi_purge_starved())
+        got += take_more(c, n - got, objs, got, lp, held);
     if (got < n && reclaim && c->reclaim) {
         USI_ASSERT_NO_LOCK();
         check_callbacks(c);
         c->reclaim(c->arg);
-        usi_lock(&c->lock);
-        got += usi_slab_take(c, n - got, objs + got);
-        if (lp)
-            limbo_note(lp, c, objs - held, held + got);
-        usi_unlock(&c->lock);
+        usi_purge_starved();
+        got += take_more(c, n - got, objs, got, lp, held);
     }
     if (USI_UNLIKELY(got < n))
         __atomic_store_n(&c->starved, USI_STARVED_SKIP, __ATOMIC_RELAXED);

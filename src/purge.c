@@ -766,6 +766,25 @@ void usi_purge_surplus(void)
     __atomic_store_n(&usi_purge_due_ms, 1, __ATOMIC_RELAXED);
 }
 
+int usi_purge_starved(void)
+{
+    if (!purge_pass || !__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) ||
+        usi_lock_depth != 0 || usi_os_quiet())
+        return 0;
+    if (__atomic_exchange_n(&purger.running, 1, __ATOMIC_ACQUIRE))
+        return 0;
+    int ran = 0;
+    if (!usi_os_on_signal_stack()) {
+        USI_ASSERT_NO_LOCK();
+        int e = errno;
+        purge_pass(usi_os_now_ms(), 0, USI_PASS_STARVED);
+        errno = e;
+        ran = 1;
+    }
+    __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);
+    return ran;
+}
+
 void usi_purge_poll_due(void)
 {
     if (usi_os_quiet()) {

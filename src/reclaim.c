@@ -50,6 +50,16 @@ static void pass_one(struct uslab_cache *c, void *arg)
 {
     struct pass *p = arg;
     int user = (p->how & USI_PASS_USER) || !c->dtor;
+    if (p->how & USI_PASS_STARVED) {
+        /* Another cache's slabs could not grow: the spans of this one's empty slabs (the
+         * reserve too) go back to the pages layer, where that cache takes them; the depot's
+         * objects first where no destructor runs for them. No user code: the starved
+         * thread may hold its own locks. */
+        if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && !c->dtor)
+            usi_depot_drain(c, 0);
+        release_empty(c, 1, 0, 0, 0, NULL);
+        return;
+    }
     if (p->how & USI_PASS_URGENT) {
         /* Pressure: the depot's magazines, the cache's own reclaim callback, every empty
          * slab (the reserve too). Threads' own magazines stay theirs. An inline pass runs

@@ -93,7 +93,7 @@ static struct uslab_cache *pin(unsigned id, int open)
         return NULL;
     usi_lock(&registry_lock);
     struct uslab_cache *c = usi_caches[id];
-    if (c && open && c->closing)
+    if (c && open && __atomic_load_n(&c->closing, __ATOMIC_RELAXED))
         c = NULL;
     if (c)
         c->pins++;
@@ -109,7 +109,7 @@ struct uslab_cache *usi_registry_pin(unsigned id)
 void usi_registry_close(struct uslab_cache *c)
 {
     usi_lock(&registry_lock);
-    c->closing = 1;
+    __atomic_store_n(&c->closing, 1, __ATOMIC_RELAXED); /* also read by slow paths */
     wait_unpinned(c);
     usi_unlock(&registry_lock);
 }

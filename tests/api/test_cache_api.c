@@ -888,6 +888,55 @@ static void test_dtor_frees_own(int reap_first, unsigned flags)
     nodes_constructed = nodes_destructed = 0;
 }
 
+/* A destructor that allocates a scratch object of its own cache and frees it (uslab.h
+ * allows callbacks to use their own cache): destroy runs it on every object it flushes.
+ * Each call made a new object that went into the thread's magazine, flushed in the next
+ * round, whose destructor made another: destroy found one live object and aborted (session
+ * 16's audit; it worked without magazines). Now a cache being destroyed keeps nothing in
+ * magazines. Also with objects spread over many rounds of reaps. */
+static uslab_cache_t *scratch_cache;
+static int scratch_depth;
+static long scratch_constructed, scratch_destructed;
+
+static int scratch_ctor(void *obj, void *arg)
+{
+    (void)obj, (void)arg;
+    scratch_constructed++;
+    return 0;
+}
+
+static void scratch_dtor(void *obj, void *arg)
+{
+    (void)obj, (void)arg;
+    scratch_destructed++;
+    if (scratch_depth)
+        return;
+    scratch_depth++;
+    void *q = uslab_cache_alloc(scratch_cache);
+    CHECK(q != NULL, "the destructor's scratch object");
+    memset(q, 0x5c, 64);
+    uslab_cache_free(scratch_cache, q);
+    scratch_depth--;
+}
+
+static void test_dtor_allocates_own(int reap_first, unsigned flags)
+{
+    scratch_cache =
+        uslab_cache_create("scratch", 64, 0, scratch_ctor, scratch_dtor, NULL, NULL, flags);
+    CHECK(scratch_cache != NULL, "create");
+    void *objs[300];
+    for (int i = 0; i < 300; i++)
+        CHECK((objs[i] = uslab_cache_alloc(scratch_cache)) != NULL, "alloc");
+    for (int i = 0; i < 300; i++)
+        uslab_cache_free(scratch_cache, objs[i]);
+    if (reap_first)
+        uslab_cache_reap(scratch_cache);
+    uslab_cache_destroy(scratch_cache); /* aborted: "destroyed with 1 live objects" */
+    CHECK(scratch_constructed == scratch_destructed, "%ld constructed, %ld destructed",
+          scratch_constructed, scratch_destructed);
+    scratch_constructed = scratch_destructed = 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "reclaim-child") == 0)
@@ -910,6 +959,9 @@ int main(int argc, char **argv)
     test_dtor_frees_own(0, 0);
     test_dtor_frees_own(1, 0);
     test_dtor_frees_own(0, USLAB_CACHE_NOMAGAZINE);
+    test_dtor_allocates_own(0, 0);
+    test_dtor_allocates_own(1, 0);
+    test_dtor_allocates_own(0, USLAB_CACHE_NOMAGAZINE);
     test_reclaim();
     TEST_DONE();
 }

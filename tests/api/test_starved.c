@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_starved.c - when a cache's slabs cannot grow, other caches' empty slabs go back to
+ * it first (design §3, "When the slabs cannot grow"; session 16's audit). The test runs
+ * under USLAB_RESERVE=64M (uslab's smallest reservation): cache B takes objects until the
+ * reservation is full, then
+ *  - `empty`: B frees them all (its slabs are all empty, 60 MiB) and cache A, of another
+ *    size, must get objects at once, three times. Before, A got ENOMEM until a purger pass
+ *    released B's slabs after USLAB_PURGE_DELAY (1 s);
+ *  - `reclaim`: B keeps them, and A's reclaim callback frees them all, as uslab.h invites
+ *    ("free objects you can spare, to any cache"): A's allocation must succeed after one
+ *    callback. Before, the retry failed every time (B's slabs, empty now, were not given
+ *    back before it), and only a uslab_cache_reap(B) in the callback helped.
+ * Contents of every object are checked before it is freed.
+ */
+#include "check.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <uslab.h>
+
+#define B_SIZE  1000
+#define A_SIZE  3000
+#define MAX_OBJ 200000
+
+static uslab_cache_t *a, *b;
+static unsigned char *kept[MAX_OBJ];
+static size_t nkept;
+static int reclaims;
+
+static void free_b(void)
+{
+    while (nkept) {
+        unsigned char *p = kept[--nkept];
+        CHECK(p[0] == (unsigned char)nkept && p[B_SIZE - 1] == (unsigned char)(nkept >> 8),
+              "object %zu of B changed", nkept);
+        uslab_cache_free(b, p);
+    }
+}
+
+static void reclaim_a(void *arg)
+{
+    (void)arg;
+    reclaims++;
+    free_b();
+}
+
+int main(int argc, char **argv)
+{
+    int reclaim = argc > 1 && strcmp(argv[1], "reclaim") == 0;
+    CHECK(reclaim || (argc > 1 && strcmp(argv[1], "empty") == 0), "mode: empty or reclaim");
+    a = uslab_cache_create("starved-a", A_SIZE, 0, NULL, NULL, reclaim ? reclaim_a : NULL, NULL, 0);
+    b = uslab_cache_create("starved-b", B_SIZE, 0, NULL, NULL, NULL, NULL, 0);
+    CHECK(a && b, "create");
+    unsigned char *p;
+    while (nkept < MAX_OBJ && (p = uslab_cache_alloc(b)) != NULL) {
+        p[0] = (unsigned char)nkept;
+        p[B_SIZE - 1] = (unsigned char)(nkept >> 8);
+        kept[nkept++] = p;
+    }
+    CHECK(nkept < MAX_OBJ, "the reservation never filled (%zu objects): USLAB_RESERVE=64M?", nkept);
+    CHECK(errno == ENOMEM, "B's last allocation: errno %d", errno);
+    printf("B filled the reservation with %zu objects of %d bytes\n", nkept, B_SIZE);
+    if (!reclaim)
+        free_b();
+    for (int i = 0; i < 3; i++) {
+        errno = 0;
+        unsigned char *q = uslab_cache_alloc(a);
+        CHECK(q != NULL, "%s: allocation %d from A failed (errno %d) with B's %s", argv[1], i,
+              errno, reclaim ? "objects freed by A's reclaim callback" : "slabs all empty");
+        memset(q, 0xa5, A_SIZE);
+        uslab_cache_free(a, q);
+    }
+    if (reclaim)
+        CHECK(reclaims == 1, "the reclaim callback ran %d times", reclaims);
+    struct uslab_cache_stats st;
+    uslab_cache_stats(b, &st);
+    printf("%s: A served; B keeps %zu slabs, %zu active objects\n", argv[1], st.slabs,
+           st.active_objects);
+    uslab_cache_destroy(a);
+    uslab_cache_destroy(b);
+    TEST_DONE();
+}
