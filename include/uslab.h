@@ -188,7 +188,9 @@ USLAB_API int uslab_cache_stats(const uslab_cache_t *cache, struct uslab_cache_s
  * Slabs/Part/Cpu (slabs, partial slabs, objects cached in thread magazines), O/S
  * (objects per slab), %Fr (free share of the slabs' objects), %Ef (active bytes over slab
  * bytes), Flg (USLAB_DEBUG letters). JSON has the same and more fields (also the
- * cumulative slab_takes, slab_puts, depot_in and depot_out). Returns 0, or -1.
+ * cumulative slab_takes, slab_puts, depot_in and depot_out). Control characters of a
+ * cache's name print as '?' in the table (escaped in JSON). Returns 0, or -1 (errno EINVAL
+ * for a NULL @out or another @format, ENOMEM without memory for the snapshots).
  * USLAB_STATS=1 (table) or USLAB_STATS=json prints this on stderr at exit; `uslab stats
  * PID` prints the same for a running process.
  */

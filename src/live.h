@@ -234,6 +234,10 @@ void usi_statsfmt_json(FILE *f, const struct usi_live_header *h, const struct us
                        size_t n, const char *more);
 /* s as the contents of a JSON string (quotes, backslashes and control characters escaped). */
 void usi_statsfmt_json_string(FILE *f, const char *s);
+/* A cache's name fit for a terminal: a copy into out (size > 0) with every control
+ * character (below 0x20, and 0x7f) as '?', so that a name cannot move the cursor or start a
+ * new row of a table (session 16's audit); JSON escapes them instead. Returns out. */
+const char *usi_statsfmt_name(const char *name, char *out, size_t size);
 /* bytes in 7 columns: "1234567" below 1 KiB, else "  12.3K", "1023.9M"... */
 void usi_statsfmt_size(FILE *f, uint64_t bytes);
 

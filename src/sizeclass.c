@@ -51,6 +51,11 @@ unsigned usi_sizeclass_init(void)
     size_t sizes[USI_CLASSES_MAX];
     const char *path = usi_os_getenv(usi_settings_table[USI_SETTING_CLASSES].name);
     unsigned n = path && *path ? load_file(path, sizes) : 0;
+    const char *max = usi_os_getenv(usi_settings_table[USI_SETTING_MAX_SLAB_SIZE].name);
+    if (n && max && sizes[n - 1] != usi_options.max_slab_size) /* the file's table wins */
+        usi_report_warn("%s=%s ignored: %s=%s sets the classes, the largest %zu bytes",
+                        usi_settings_table[USI_SETTING_MAX_SLAB_SIZE].name, max,
+                        usi_settings_table[USI_SETTING_CLASSES].name, path, sizes[n - 1]);
     if (n == 0)
         n = usi_classes_default(usi_options.max_slab_size, sizes);
     USI_ASSERT(usi_classes_check(sizes, n) == NULL);

@@ -14,6 +14,7 @@
 #include "internal.h"
 #include "live.h"
 
+#include <errno.h>
 #include <string.h>
 #ifdef USLAB_PRELOAD
 #include <malloc.h>
@@ -40,8 +41,10 @@ int uslab_cache_stats(const uslab_cache_t *cache, struct uslab_cache_stats *out)
 
 int uslab_stats_print(FILE *f, int format)
 {
-    if (!f)
+    if (!f || (format != USLAB_STATS_TABLE && format != USLAB_STATS_JSON)) {
+        errno = EINVAL; /* before: another format printed the table, and 0 */
         return -1;
+    }
     return usi_live_print_all(f, format, 0, usi_ensure_init() != 0);
 }
 

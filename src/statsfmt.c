@@ -70,6 +70,15 @@ static double free_pct_of(const struct usi_live_cache *r)
     return pct((double)(r->total_objects - r->active), (double)r->total_objects);
 }
 
+const char *usi_statsfmt_name(const char *name, char *out, size_t size)
+{
+    size_t i = 0;
+    for (; name[i] && i + 1 < size; i++)
+        out[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
+    out[i] = '\0';
+    return out;
+}
+
 void usi_statsfmt_table(FILE *f, const struct usi_live_header *h, const struct usi_live_cache *r,
                         size_t n)
 {
@@ -78,11 +87,12 @@ void usi_statsfmt_table(FILE *f, const struct usi_live_header *h, const struct u
           f);
     for (size_t i = 0; i < n; i++) {
         const struct usi_live_cache *c = &r[i];
-        char dbg[32], spc[64];
+        char dbg[32], spc[64], name[sizeof c->name];
         debug_letters(c->debug, dbg);
         snprintf(spc, sizeof spc, "%" PRIu64 "/%" PRIu64 "/%" PRIu64, c->slabs, c->partial,
                  c->cached_thread);
-        fprintf(f, "%-22s %8" PRIu64 " %7" PRIu64 " ", c->name, c->active, c->object_size);
+        fprintf(f, "%-22s %8" PRIu64 " %7" PRIu64 " ",
+                usi_statsfmt_name(c->name, name, sizeof name), c->active, c->object_size);
         usi_statsfmt_size(f, space_of(c));
         fputs("  ", f);
         usi_statsfmt_size(f, c->resident_bytes);

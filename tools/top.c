@@ -832,7 +832,7 @@ static void draw(struct screen *s, const struct page *pg, struct row *rows, size
                 "SLABS", "PART", "CACHED", "RESIDENT", "CHURN", "NAME");
     for (size_t i = 0; i < n; i++) {
         const struct usi_live_cache *c = rows[i].c;
-        char res[32], ch[32];
+        char res[32], ch[32], name[sizeof c->name];
         if (rows[i].churn_known)
             snprintf(ch, sizeof ch, "%" PRIu64, rows[i].churn);
         else
@@ -842,7 +842,8 @@ static void draw(struct screen *s, const struct page *pg, struct row *rows, size
                     " %7" PRIu64 " %8s %8s  %s",
                     c->total_objects, c->active, percent(c->active, c->total_objects),
                     c->object_size, c->slabs, c->partial, cached_of(c),
-                    human(res, sizeof res, c->resident_bytes), ch, c->name);
+                    human(res, sizeof res, c->resident_bytes), ch,
+                    usi_statsfmt_name(c->name, name, sizeof name));
     }
 }
 

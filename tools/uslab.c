@@ -19,11 +19,13 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -434,9 +436,14 @@ static const char help_tool_environment[] =
     "PRELOAD LIBRARY\n"
     "  The first of: --preload=PATH; $USLAB_PRELOAD_LIB; " PRELOAD_NAME " in the\n"
     "  directory of the uslab executable; in its parent directory (a build tree's\n"
+#ifdef USLAB_INSTALL_LIBDIR_IS_LIB
+    "  tools/); <dir>/../lib/" PRELOAD_NAME " (an installed bin/uslab). The\n"
+    "  executable's directory comes from /proc/self/exe.\n";
+#else
     "  tools/); <dir>/../" USLAB_INSTALL_LIBDIR "/" PRELOAD_NAME " and <dir>/../lib/" PRELOAD_NAME
     " (an\n"
     "  installed bin/uslab). The executable's directory comes from /proc/self/exe.\n";
+#endif
 
 static const char help_tail[] =
     "\n"
@@ -580,9 +587,30 @@ static void apply_env_setting(const char *setting)
     set_env(name, eq + 1);
 }
 
+/* Whether path is a shared object that could be preloaded: a regular, readable ELF file of
+ * type ET_DYN. Else 0 with errno set (EISDIR, ENOEXEC, or open's): before, a directory or
+ * any readable file was taken, and `uslab run` ran the program without uslab, the dynamic
+ * linker's one line aside, exiting 0 (session 16's audit). */
 static int is_readable_file(const char *path)
 {
-    return access(path, R_OK) == 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    unsigned char head[18];
+    int ok = fstat(fd, &st) == 0;
+    if (ok && S_ISDIR(st.st_mode)) {
+        errno = EISDIR;
+        ok = 0;
+    } else if (ok && (!S_ISREG(st.st_mode) || read(fd, head, sizeof head) != (ssize_t)sizeof head ||
+                      memcmp(head, "\177ELF", 4) != 0 || head[16] != 3 /* ET_DYN, little end */)) {
+        errno = ENOEXEC;
+        ok = 0;
+    }
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return ok;
 }
 
 /* Try <dir>/<rel>; on success store its canonical path in out. */

@@ -6,6 +6,7 @@
 #include "check.h"
 #include "uslab.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -91,6 +92,26 @@ int main(void)
     table_row(print_to_string(USLAB_STATS_TABLE), "malloc-48", &objects, &objsize);
     CHECK(objects >= 1 && objsize == 48, "malloc-48 row: %ld objects of %ld", objects, objsize);
     uslab_free(m);
+
+    /* A name with control characters: '?' in the table, not an escape sequence or a new
+     * row of its own (session 16's audit); escaped in JSON. */
+    uslab_cache_t *odd = uslab_cache_create("x\033[2J\nfake-row", 64, 0, NULL, NULL, NULL, NULL, 0);
+    CHECK(odd != NULL, "create the oddly named cache");
+    void *oo = uslab_cache_alloc(odd);
+    const char *table = print_to_string(USLAB_STATS_TABLE);
+    CHECK(strchr(table, '\033') == NULL, "an escape character in the table");
+    CHECK(strstr(table, "\nx?[2J?fake-row ") != NULL, "the odd name's row:\n%s", table);
+    CHECK(strstr(table, "\nfake-row") == NULL, "a row made by the name's newline");
+    CHECK(strstr(print_to_string(USLAB_STATS_JSON), "\"name\":\"x\\u001b[2J\\u000afake-row\"") !=
+              NULL,
+          "the odd name in JSON");
+    uslab_cache_free(odd, oo);
+    uslab_cache_destroy(odd);
+    /* Another format, or no stream: -1 and EINVAL (it printed the table and said 0). */
+    errno = 0;
+    CHECK(uslab_stats_print(stdout, 7) == -1 && errno == EINVAL, "format 7");
+    errno = 0;
+    CHECK(uslab_stats_print(NULL, USLAB_STATS_TABLE) == -1 && errno == EINVAL, "NULL stream");
 
     for (int i = N / 2; i < N; i++)
         uslab_cache_free(c, o[i]);

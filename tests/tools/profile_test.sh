@@ -95,6 +95,14 @@ bad_files)
         grep -q "^uslab: USLAB_CLASSES=$tmp/${f%%:*}: ${f#*:}" "$tmp/err" ||
             fail "${f%%:*}: message: $(cat "$tmp/err")"
     done
+    # USLAB_MAX_SLAB_SIZE set with a file of classes: the file wins, with one line that says
+    # so (session 16's audit: silent before); the same largest size: no line
+    got=$(usable 600 USLAB_CLASSES="$tmp/ok" USLAB_MAX_SLAB_SIZE=2048) || fail "max+classes: failed"
+    [ "$got" = 1024 ] || fail "max+classes: 600 -> $got, not the file's 1024"
+    grep -q "^uslab: USLAB_MAX_SLAB_SIZE=2048 ignored: USLAB_CLASSES=$tmp/ok sets the classes, the largest 1024 bytes" \
+        "$tmp/err" || fail "max+classes: message: $(cat "$tmp/err")"
+    usable 600 USLAB_CLASSES="$tmp/ok" USLAB_MAX_SLAB_SIZE=1024 >/dev/null || fail "same max: failed"
+    [ ! -s "$tmp/err" ] || fail "same max: a message: $(cat "$tmp/err")"
     # uslab run --classes: the same message, and the program still runs on the defaults
     for f in "$tmp/version" "$tmp/missing"; do
         got=$("$uslab" run --classes="$f" -- "$probe" size 600 2>"$tmp/err") ||

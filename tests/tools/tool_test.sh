@@ -231,6 +231,15 @@ where)
     USLAB_PRELOAD_LIB=$tmp/missing.so "$uslab" where > /dev/null 2>&1 &&
         fail "where succeeded with a missing USLAB_PRELOAD_LIB"
     run_status 1 run --preload="$tmp/missing.so" -- "$probe"
+    # A directory or a file that is no shared object is refused, by where and run (session
+    # 16's audit: taken before, and run went on without uslab, exiting 0)
+    printf 'not a library\n' >"$tmp/text.so"
+    for bad in "$tmp" "$tmp/text.so"; do
+        "$uslab" where --preload="$bad" > /dev/null 2>"$tmp/err" && fail "where took $bad"
+        grep -q "^uslab: preload library $bad (from --preload): " "$tmp/err" ||
+            fail "where $bad: message: $(cat "$tmp/err")"
+        run_status 1 run --preload="$bad" -- "$probe"
+    done
     ;;
 layout_build)
     # build/tools/uslab finds ../libuslab-preload.so.
