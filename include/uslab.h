@@ -114,11 +114,12 @@ USLAB_API void uslab_cache_free(uslab_cache_t *cache, void *obj);
 /**
  * uslab_cache_alloc_bulk - allocate @n objects into @objs, all or nothing.
  * Returns @n, or 0 with errno set and nothing allocated (objects taken before the failure
- * are given back).
+ * are given back; EINVAL for a NULL @objs with @n > 0).
  */
 USLAB_API size_t uslab_cache_alloc_bulk(uslab_cache_t *cache, size_t n, void **objs);
 
-/** uslab_cache_free_bulk - uslab_cache_free of each of @objs[0 .. @n). */
+/** uslab_cache_free_bulk - uslab_cache_free of each of @objs[0 .. @n). A NULL @objs with
+ * @n > 0 is reported and aborts. */
 USLAB_API void uslab_cache_free_bulk(uslab_cache_t *cache, size_t n, void **objs);
 
 /**
@@ -173,7 +174,8 @@ struct uslab_cache_stats {
     size_t total_objects;  /* slabs * objects_per_slab */
 };
 
-/** uslab_cache_stats - fill @out for @cache. Returns 0. Thread-safe; other threads'
+/** uslab_cache_stats - fill @out for @cache. Returns 0 (-1 and EINVAL for a NULL @out).
+ * Thread-safe; other threads'
  * magazines are read without stopping them, so the split between active and cached is a
  * snapshot. */
 USLAB_API int uslab_cache_stats(const uslab_cache_t *cache, struct uslab_cache_stats *out);

@@ -139,6 +139,10 @@ __attribute__((aligned(64))) void uslab_cache_free(uslab_cache_t *c, void *obj)
 size_t uslab_cache_alloc_bulk(uslab_cache_t *c, size_t n, void **objs)
 {
     usi_cache_check_live(c, "uslab_cache_alloc_bulk");
+    if (n && !objs) { /* before: SIGSEGV */
+        errno = EINVAL;
+        return 0;
+    }
     /* First what the thread's magazines hold, then the rest straight from the slabs. */
     size_t i = usi_tcache_take_cached(c, n, objs);
     if (i < n && usi_objects_fill_bulk(c, i, n, objs) == 0) {
@@ -156,6 +160,8 @@ size_t uslab_cache_alloc_bulk(uslab_cache_t *c, size_t n, void **objs)
 void uslab_cache_free_bulk(uslab_cache_t *c, size_t n, void **objs)
 {
     usi_cache_check_live(c, "uslab_cache_free_bulk");
+    if (n && !objs) /* before: SIGSEGV; the objects it meant are lost to the program */
+        usi_report_fatal("uslab_cache_free_bulk(%s, %zu, NULL): no array of objects", c->name, n);
     for (size_t i = 0; i < n; i++)
         uslab_cache_free(c, objs[i]);
 }

@@ -23,6 +23,10 @@
 int uslab_cache_stats(const uslab_cache_t *cache, struct uslab_cache_stats *out)
 {
     usi_cache_check_live(cache, "uslab_cache_stats");
+    if (!out) { /* before: SIGSEGV */
+        errno = EINVAL;
+        return -1;
+    }
     struct usi_live_cache r;
     usi_live_snap_cache(cache, &r);
     memset(out, 0, sizeof *out);

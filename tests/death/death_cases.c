@@ -6,6 +6,7 @@
  */
 #include "uslab.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,6 +213,22 @@ int main(int argc, char **argv)
         void *objs[4];
         uslab_cache_alloc_bulk(NULL, 4, objs);
         return survived("a bulk allocation from a NULL cache");
+    }
+    if (strcmp(k, "free_bulk_null_array") == 0) { /* SIGSEGV before (session 16's audit) */
+        uslab_cache_free_bulk(a, 4, NULL);
+        return survived("a bulk free of a NULL array");
+    }
+    if (strcmp(k, "null_arrays") == 0) { /* the calls that refuse with EINVAL instead */
+        errno = 0;
+        if (uslab_cache_alloc_bulk(a, 4, NULL) != 0 || errno != EINVAL)
+            return 4;
+        errno = 0;
+        if (uslab_cache_stats(a, NULL) != -1 || errno != EINVAL)
+            return 5;
+        if (uslab_cache_alloc_bulk(a, 0, NULL) != 0) /* nothing asked: nothing to refuse */
+            return 6;
+        uslab_cache_free_bulk(a, 0, NULL);
+        return 0;
     }
     if (strcmp(k, "free_bulk_destroyed") == 0) {
         uslab_cache_t *c = make("cache-gone", 48, 0);
