@@ -20,7 +20,10 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                    USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT, "32768",
                                    USI_SETTINGS_MAX_SLAB_SIZE_MIN, 65536,
                                    "largest malloc size served by slabs; larger sizes go to "
-                                   "glibc's allocator",
+                                   "glibc's allocator. A value between two size classes means "
+                                   "the class below it (3000: classes up to 2816); "
+                                   "`USLAB_CLASSES`, when set, decides instead (with a warning "
+                                   "if the two differ)",
                                    NULL},
     [USI_SETTING_RESERVE] = {"USLAB_RESERVE", USI_SETTING_KIND_SIZE, USI_SETTINGS_RESERVE_DEFAULT,
                              "256G", (size_t)64 << 20, (size_t)1 << 46,
