@@ -8,7 +8,7 @@
  * signal handler on an alternate stack of 5 or 6 KiB overflowed it (SIGSEGV, no message,
  * where glibc's own message fits in 3.7 KiB: session 16's audit). It knows the conversions
  * uslab's messages use: %% %c %s %.*s %p %d %i %u %x with the length modifiers hh h l ll z
- * and j, the flags - 0 and #, and a width. Anything else ends the formatting (no argument
+ * and j, the flags - 0 # + and space, and a width. Anything else ends the formatting (no argument
  * is read for it) with the rest of the format copied as it is. Invariant: it never writes
  * past cap, and buf is NUL-terminated when cap > 0.
  */
@@ -42,8 +42,8 @@ static void put_padded(struct sink *o, const char *s, size_t n, unsigned width, 
             put_char(o, ' ');
 }
 
-/* v in base (10 or 16), with a '-' if neg, "0x" if prefix. */
-static void put_number(struct sink *o, uintmax_t v, int neg, unsigned base, int prefix,
+/* v in base (10 or 16), after the sign character `sign` if not 0, "0x" if prefix. */
+static void put_number(struct sink *o, uintmax_t v, char sign, unsigned base, int prefix,
                        unsigned width, int left, int zero)
 {
     char digits[2 + 3 * sizeof(uintmax_t) + 2];
@@ -54,8 +54,8 @@ static void put_number(struct sink *o, uintmax_t v, int neg, unsigned base, int 
     } while (v);
     char head[3];
     size_t nhead = 0;
-    if (neg)
-        head[nhead++] = '-';
+    if (sign)
+        head[nhead++] = sign;
     if (prefix) {
         head[nhead++] = '0';
         head[nhead++] = 'x';
@@ -86,6 +86,7 @@ size_t usi_report_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
         }
         const char *start = f++;
         int left = 0, zero = 0, alt = 0;
+        char plus = 0; /* '+' or ' ': the sign of a non-negative d or i */
         for (;; f++) {
             if (*f == '-')
                 left = 1;
@@ -93,6 +94,8 @@ size_t usi_report_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
                 zero = 1;
             else if (*f == '#')
                 alt = 1;
+            else if (*f == '+' || (*f == ' ' && plus != '+'))
+                plus = *f;
             else
                 break;
         }
@@ -153,7 +156,7 @@ size_t usi_report_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
                          : size == 3 ? (intmax_t)va_arg(ap, ptrdiff_t)
                                      : va_arg(ap, intmax_t);
             uintmax_t mag = v < 0 ? (uintmax_t)0 - (uintmax_t)v : (uintmax_t)v;
-            put_number(&o, mag, v < 0, 10, 0, width, left, zero);
+            put_number(&o, mag, v < 0 ? '-' : plus, 10, 0, width, left, zero);
             break;
         }
         case 'u':

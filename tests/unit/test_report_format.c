@@ -50,6 +50,7 @@ int main(void)
     SAME("[%5u][%-5u][%05u]", 42u, 42u, 42u);
     SAME("[%05d][%5d][%-5d]", -42, -42, -42);
     SAME("%hu %hhu", (unsigned short)65535, (unsigned char)255);
+    SAME("object%+ld object%+ld [% d] [% d] [%+5d]", 16L, -8L, 3, -3, 7);
     SAME("%s(%p): %s (the %s block is already free)", "free", (void *)0x7f0000001000, "double free",
          "malloc-64");
 
