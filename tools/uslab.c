@@ -628,7 +628,25 @@ static int try_candidate(const char *dir, const char *rel, char out[PATH_MAX])
  * else searched relative to the executable. Returns 1 and the absolute path in out, or 0
  * with a message on stderr.
  */
+static int find_preload_path(const char *explicit_path, char out[PATH_MAX]);
+
+/* find_preload_path, and a path LD_PRELOAD can hold: `uslab where` printed a path with a
+ * space or colon that `uslab run` then refused (session 16's audit). */
 static int find_preload(const char *explicit_path, char out[PATH_MAX])
+{
+    if (!find_preload_path(explicit_path, out))
+        return 0;
+    if (strpbrk(out, " :\t")) {
+        fprintf(stderr,
+                "uslab: preload library path '%s' contains a space or colon, which "
+                "LD_PRELOAD cannot express\n",
+                out);
+        return 0;
+    }
+    return 1;
+}
+
+static int find_preload_path(const char *explicit_path, char out[PATH_MAX])
 {
     const char *given = explicit_path;
     const char *source = "--preload";

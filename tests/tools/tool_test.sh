@@ -240,6 +240,11 @@ where)
             fail "where $bad: message: $(cat "$tmp/err")"
         run_status 1 run --preload="$bad" -- "$probe"
     done
+    # A path LD_PRELOAD cannot hold: where refuses it as run does (it printed it before)
+    mkdir -p "$tmp/a b" && cp "$lib" "$tmp/a b/lib.so"
+    "$uslab" where --preload="$tmp/a b/lib.so" > /dev/null 2>"$tmp/err" && fail "where took a space"
+    grep -q "contains a space or colon" "$tmp/err" || fail "where space: $(cat "$tmp/err")"
+    run_status 1 run --preload="$tmp/a b/lib.so" -- "$probe"
     ;;
 layout_build)
     # build/tools/uslab finds ../libuslab-preload.so.
