@@ -1034,7 +1034,10 @@ static int cmd_profile(int argc, char **argv)
            wd / (double)requests);
     printf("  fitted classes  (%u): %.2f bytes wasted per request\n", n, wf / (double)requests);
     printf("  written to %s (use: uslab run --classes=%s -- ...)\n", out, out);
-    if (code)
+    if (WIFSIGNALED(status)) /* a child process wrote the profile before (session 16) */
+        fprintf(stderr, "uslab profile: %s was killed by signal %d (%s)\n", prog[0],
+                WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else if (code)
         fprintf(stderr, "uslab profile: %s exited with status %d\n", prog[0], code);
     return code;
 }

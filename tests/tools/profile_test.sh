@@ -182,6 +182,13 @@ exit)
         fail "nothing in range: a table written"
     grep -q "made no request in the slab range (1 profile)" "$tmp/out" || fail "above: $(cat "$tmp/out")"
     [ -e "$tmp/k.txt" ] || [ -e "$tmp/a.txt" ] && fail "a table without requests"
+    # A program killed after a child process of its own wrote a profile: the table, and the
+    # signal said as such (it said "exited with status 137" before)
+    (cd "$tmp" && "$uslab" profile -o "$tmp/s.txt" -- sh -c '"$0" end _exit 4700 1000; kill -9 $$' \
+        "$probe") >"$tmp/out" 2>&1
+    [ $? = 137 ] || fail "child then kill: status $?: $(cat "$tmp/out")"
+    [ -e "$tmp/s.txt" ] || fail "child then kill: no table: $(cat "$tmp/out")"
+    grep -q "uslab profile: sh was killed by signal 9" "$tmp/out" || fail "child then kill: $(cat "$tmp/out")"
     ;;
 *)
     fail "unknown case"
