@@ -29,7 +29,8 @@
  *    left errno at 0), and the object goes back to its slab without its destructor.
  *  - The reclaim callback runs when the cache needs a new slab and cannot get one, after
  *    uslab gave back the empty slabs of every other cache: free objects you can spare (to
- *    any cache) and uslab, having given back the slabs that left empty, tries once more. Under
+ *    any cache) and uslab, having given back the slabs that left empty, tries once more. An
+ *    allocation that fails inside a reclaim callback calls no reclaim callback again. Under
  *    USLAB_RETURN=pressure or both it also runs when the kernel reports memory pressure:
  *    on uslab's purger thread, or, in a process without it, in the cache's next
  *    uslab_cache_alloc that misses the thread's magazines.

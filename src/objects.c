@@ -111,11 +111,20 @@ static int construct(struct uslab_cache *c, void *obj)
     return 0;
 }
 
+/* Set while this thread runs a reclaim callback: an allocation that fails inside one calls
+ * none (of any cache) again. A callback that allocated from its own starved cache called
+ * itself until the stack overflowed (SIGSEGV; session 16), and two caches whose callbacks
+ * allocate from each other would do the same. The nested allocation fails instead
+ * (ENOMEM), after the starved pass, and the outer call goes on. */
+static __thread int tls_in_reclaim __attribute__((tls_model("initial-exec")));
+
 void usi_objects_call_reclaim(struct uslab_cache *c)
 {
     USI_ASSERT_NO_LOCK();
     check_callbacks(c);
+    tls_in_reclaim++;
     c->reclaim(c->arg);
+    tls_in_reclaim--;
 }
 
 void usi_objects_reclaim_later(struct uslab_cache *c)
@@ -221,10 +230,8 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
      * to any cache (uslab.h; design §3, "When the slabs cannot grow"). */
     if (got < n && usi_purge_starved())
         got += take_more(c, n - got, objs, got, lp, held);
-    if (got < n && reclaim && c->reclaim) {
-        USI_ASSERT_NO_LOCK();
-        check_callbacks(c);
-        c->reclaim(c->arg);
+    if (got < n && reclaim && c->reclaim && !tls_in_reclaim) {
+        usi_objects_call_reclaim(c);
         usi_purge_starved();
         got += take_more(c, n - got, objs, got, lp, held);
     }

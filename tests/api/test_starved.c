@@ -11,6 +11,9 @@
  *    ("free objects you can spare, to any cache"): A's allocation must succeed after one
  *    callback. Before, the retry failed every time (B's slabs, empty now, were not given
  *    back before it), and only a uslab_cache_reap(B) in the callback helped.
+ *  - `nested`: both caches have reclaim callbacks that allocate, A's from A and B's from A:
+ *    filling B, then A, must end in ENOMEM with each callback called once per failure, not
+ *    in a callback calling itself (A's did, until SIGSEGV) or the two calling each other.
  * Contents of every object are checked before it is freed.
  */
 #include "check.h"
@@ -47,10 +50,63 @@ static void reclaim_a(void *arg)
     free_b();
 }
 
+static int nested_calls, nested_depth, nested_max;
+static void *nested_got[16];
+static int nested_n;
+
+/* Allocates from A inside a reclaim callback (while A or B is starved). */
+static void reclaim_alloc_a(void *arg)
+{
+    (void)arg;
+    nested_calls++;
+    if (++nested_depth > nested_max)
+        nested_max = nested_depth;
+    void *q = uslab_cache_alloc(a);
+    if (q && nested_n < 16)
+        nested_got[nested_n++] = q;
+    else if (q)
+        uslab_cache_free(a, q);
+    nested_depth--;
+}
+
+static int nested(void)
+{
+    a = uslab_cache_create("nested-a", A_SIZE, 0, NULL, NULL, reclaim_alloc_a, NULL, 0);
+    b = uslab_cache_create("nested-b", B_SIZE, 0, NULL, NULL, reclaim_alloc_a, NULL, 0);
+    CHECK(a && b, "create");
+    static void *held_a[MAX_OBJ];
+    size_t na = 0;
+    unsigned char *p;
+    while (nkept < MAX_OBJ && (p = uslab_cache_alloc(b)) != NULL) {
+        p[0] = (unsigned char)nkept;
+        p[B_SIZE - 1] = (unsigned char)(nkept >> 8);
+        kept[nkept++] = p;
+    }
+    CHECK(errno == ENOMEM, "B's last allocation: errno %d", errno);
+    int after_b = nested_calls;
+    while (na < MAX_OBJ && (held_a[na] = uslab_cache_alloc(a)) != NULL)
+        na++;
+    CHECK(errno == ENOMEM, "A's last allocation: errno %d", errno);
+    printf("nested: B %zu, A %zu objects; %d callbacks (%d filling B), at most %d deep\n", nkept,
+           na, nested_calls, after_b, nested_max);
+    CHECK(nested_max == 1, "a reclaim callback ran inside one: %d deep", nested_max);
+    CHECK(after_b >= 1 && nested_calls >= after_b + 1, "%d callbacks", nested_calls);
+    while (na)
+        uslab_cache_free(a, held_a[--na]);
+    while (nested_n)
+        uslab_cache_free(a, nested_got[--nested_n]);
+    free_b();
+    uslab_cache_destroy(a);
+    uslab_cache_destroy(b);
+    TEST_DONE();
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "nested") == 0)
+        return nested();
     int reclaim = argc > 1 && strcmp(argv[1], "reclaim") == 0;
-    CHECK(reclaim || (argc > 1 && strcmp(argv[1], "empty") == 0), "mode: empty or reclaim");
+    CHECK(reclaim || (argc > 1 && strcmp(argv[1], "empty") == 0), "mode: empty, reclaim or nested");
     a = uslab_cache_create("starved-a", A_SIZE, 0, NULL, NULL, reclaim ? reclaim_a : NULL, NULL, 0);
     b = uslab_cache_create("starved-b", B_SIZE, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(a && b, "create");
