@@ -935,8 +935,10 @@ void usi_purge_postfork_child(void)
         pids.state = 0;
     purger.fork_tid = usi_os_single_threaded() ? 0 : usi_os_gettid();
     purger.running = 0; /* a pass on another thread of the parent is not ours to finish */
-    /* A thread of the parent was in mallopt: glibc's fork handlers let it finish or not
-     * start; either way no thread here will end it. */
+    /* A thread of the parent was in mallopt, or in a trim of the arenas (whose sentinels,
+     * taken off the list, are then lost to the child, and glibc's trim threshold may be its
+     * default until the next trim raises it): glibc's fork handlers let the call finish or
+     * not start; either way no thread here will end it. */
     if (large.state == LARGE_TUNING)
         large.state = LARGE_TUNED;
     if (watching())
