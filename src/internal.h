@@ -486,13 +486,16 @@ int usi_sys_mallinfo2(struct mallinfo2 *out);
 /* report.c (rank 3): error messages that never allocate                                */
 /* ------------------------------------------------------------------------------------ */
 
-/* Prints "uslab: <message>\n" to stderr and aborts. */
 /* uslab's own snprintf for messages (report.c: the conversions it knows; no libc, little
  * stack): at most cap - 1 characters and a NUL into buf; returns how many were written. */
 size_t usi_report_vformat(char *buf, size_t cap, const char *fmt, va_list ap);
 size_t usi_report_format(char *buf, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Prints "uslab: <message>\n" to stderr and aborts. */
 USI_NORETURN void usi_report_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Set (atomic) while a report is formatted into the one static line that it is written
+ * from; a report that finds it set writes its line in pieces from a small stack buffer. */
+extern int usi_report_line_taken;
 /* Prints "uslab: <message>\n" to stderr: for misuse, and for what a USLAB_* setting asked
  * about (a bad value of that setting). */
 void usi_report_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -24,18 +24,27 @@ static inline int is_class_id(uintptr_t id)
     return id - 1 < USI_NCLASSES; /* ids 1..USI_NCLASSES belong to malloc classes */
 }
 
+/* USLAB_DEBUG's report of a bad call: its text first, then the report with stacks (§9).
+ * A function of its own, so that no report's frame without USLAB_DEBUG holds the text. */
+static USI_COLD USI_NORETURN void debug_bug(const char *cache, const char *fmt, ...)
+{
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    usi_report_vformat(what, sizeof what, fmt, ap);
+    va_end(ap);
+    usi_debug_bug(cache, what);
+}
+
 /* Reports p when it is neither a live uslab block nor plausibly glibc's. */
 static USI_COLD void check_other(const void *p, uintptr_t e, const char *fn)
 {
     int in_range = (uintptr_t)p - usi_pagemap.base < usi_pages_reserved_bytes();
     if (usi_debug_enabled && (e || ((uintptr_t)p & 15) || in_range)) {
-        char what[160];
         if (e)
-            snprintf(what, sizeof what, "%s(%p): object of cache %s", fn, p,
-                     usi_caches[e & USI_ID_MASK] ? usi_caches[e & USI_ID_MASK]->name : "?");
-        else
-            snprintf(what, sizeof what, "%s(%p): Invalid pointer: not allocated by uslab", fn, p);
-        usi_debug_bug("malloc", what);
+            debug_bug("malloc", "%s(%p): object of cache %s", fn, p,
+                      usi_caches[e & USI_ID_MASK] ? usi_caches[e & USI_ID_MASK]->name : "?");
+        debug_bug("malloc", "%s(%p): Invalid pointer: not allocated by uslab", fn, p);
     }
     if (e) {
         struct uslab_cache *c = usi_caches[e & USI_ID_MASK];
@@ -370,34 +379,38 @@ static __attribute__((aligned(64))) void *usi_malloc(size_t size)
 
 /* ---- free ---------------------------------------------------------------------------- */
 
+/* The reports of free's exact checks. Without USLAB_DEBUG a report is formatted straight
+ * into its line (report.c), with no buffer of its own on the stack: a handler on an
+ * alternate stack that frees twice gets its `uslab:` line with 576 bytes of stack more than
+ * it needs to write a line and abort (glibc's message: 384; session 17, design §12,
+ * `preload_report_sigstack`). USLAB_DEBUG's report formats its text first (debug_bug). */
+#define BAD_BLOCK_AT "%s(%p): invalid pointer: %zu bytes into the %s block at %p"
+#define BAD_BLOCK_IN "%s(%p): invalid pointer: inside a %s slab, not the start of a block"
+#define DOUBLE_FREE  "%s(%p): %s (the %s block is already free)"
+
 /* An interior or stray pointer into a malloc slab: never enters a magazine. */
 static USI_COLD USI_NORETURN void bad_block(const struct uslab_cache *c, const void *p,
                                             const void *block, const char *fn)
 {
-    char what[200];
+    size_t into = (size_t)((const char *)p - (const char *)block);
+    if (usi_debug_enabled) {
+        if (block)
+            debug_bug(c->name, BAD_BLOCK_AT, fn, p, into, c->name, block);
+        debug_bug(c->name, BAD_BLOCK_IN, fn, p, c->name);
+    }
     if (block)
-        usi_report_format(what, sizeof what,
-                          "%s(%p): invalid pointer: %zu bytes into the %s block at %p", fn, p,
-                          (size_t)((const char *)p - (const char *)block), c->name, block);
-    else
-        usi_report_format(what, sizeof what,
-                          "%s(%p): invalid pointer: inside a %s slab, not the start of a block", fn,
-                          p, c->name);
-    if (usi_debug_enabled)
-        usi_debug_bug(c->name, what);
-    usi_report_fatal("%s", what);
+        usi_report_fatal(BAD_BLOCK_AT, fn, p, into, c->name, block);
+    usi_report_fatal(BAD_BLOCK_IN, fn, p, c->name);
 }
 
 /* fn: "free" (a double free) or "realloc" (of a block already freed). */
 static USI_COLD USI_NORETURN void double_free(const struct uslab_cache *c, const void *p,
                                               const char *fn)
 {
-    char what[160];
-    usi_report_format(what, sizeof what, "%s(%p): %s (the %s block is already free)", fn, p,
-                      fn[0] == 'f' ? "double free" : "use after free", c->name);
+    const char *what = fn[0] == 'f' ? "double free" : "use after free";
     if (usi_debug_enabled)
-        usi_debug_bug(c->name, what);
-    usi_report_fatal("%s", what);
+        debug_bug(c->name, DOUBLE_FREE, fn, p, what, c->name);
+    usi_report_fatal(DOUBLE_FREE, fn, p, what, c->name);
 }
 
 /* The exact checks of a malloc block p of class c (page-map entry e) given to fn (free or
