@@ -36,7 +36,8 @@
  *    uslab_cache_alloc that misses the thread's magazines.
  *  - Constructors, destructors and reclaim callbacks run without uslab locks held; they
  *    may allocate and free (also from their own cache, for the constructor via other
- *    objects), but must not create or destroy caches.
+ *    objects), but must not create or destroy caches: destroying their own cache is
+ *    reported, and aborts.
  */
 #ifndef USLAB_H
 #define USLAB_H

@@ -183,6 +183,11 @@ void uslab_cache_destroy(uslab_cache_t *c)
     if (!c)
         return;
     usi_cache_check_live(c, "uslab_cache_destroy");
+    if (USI_UNLIKELY(usi_objects_in_callback_of(c)))
+        usi_report_fatal("uslab_cache_destroy(%p): cache %s destroyed from inside one of its own "
+                         "callbacks (constructor, destructor or reclaim); destroy it after they "
+                         "return",
+                         (void *)c, c->name);
     /* First no purger pass or uslab_reap on c: their destructors could free into their
      * own thread's pair while the return below moves it (design §5). */
     usi_registry_close(c);

@@ -904,6 +904,10 @@ uint32_t usi_slab_index_of(const struct uslab_cache *c, uintptr_t e, const void 
 /* Whether object p of c (page-map entry e) is back in its slab (free). Caller holds the
  * cache lock. */
 int usi_slab_holds(const struct uslab_cache *c, uintptr_t e, const void *p);
+/* For realloc and malloc_usable_size of p in a debug cache c (no magazines: the slab's
+ * map is exact): 0 when p is a live object; else reports it (usi_debug_report, which
+ * returns only under USLAB_DEBUG_CONTINUE) and returns 1. Caller holds the cache lock. */
+int usi_slab_debug_check_live(struct uslab_cache *c, const void *p);
 /* Checks every invariant of slab s of c (above); returns NULL, or what is broken. Caller
  * holds cache->lock. O(objects). Used by tests and by USLAB_DEBUG=F. */
 const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s);
@@ -1114,6 +1118,12 @@ void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs);
 void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
                              uint32_t *destructed, void (*locked)(struct uslab_cache *, void *),
                              void *arg);
+/* Whether this thread is inside a constructor, destructor or reclaim callback of c (at a
+ * nesting depth of at most 8). */
+int usi_objects_in_callback_of(const struct uslab_cache *c);
+/* usi_slab_debug_check_live under the cache lock, with the caller's stack captured for the
+ * report: for realloc and malloc_usable_size of a block of a debug class (§9). */
+int usi_objects_debug_check_live(struct uslab_cache *c, const void *p);
 /* Objects back to their slabs with no destructor: a fork child's share of the magazines
  * that other threads of its parent were flushing (their destructors ran there, or not). */
 void usi_objects_put_back(struct uslab_cache *c, size_t n, void *const *objs);

@@ -500,13 +500,38 @@ static __attribute__((aligned(64))) void usi_free(void *p)
 
 /* ---- the rest of the family ------------------------------------------------------------ */
 
+/* Whether p, a block of malloc class c, may be given to realloc or malloc_usable_size (fn):
+ * the checks free makes (an interior pointer, a block already free), and for a debug class
+ * the slab's exact map (debug classes have no keys: realloc of a freed block kept it in
+ * place and handed it out, before session 17's audit). Returns 0 when p is a live block;
+ * else reports, and returns 1 only under USLAB_DEBUG_CONTINUE. */
+static int check_in_use(struct uslab_cache *c, uintptr_t e, void *p, const char *fn)
+{
+    if (USI_UNLIKELY(c->debug))
+        return usi_objects_debug_check_live(c, p);
+#ifdef USLAB_VALGRIND
+    /* memcheck build: a live block's second word is undefined to memcheck until the program
+     * writes it, so the key is not read here; a freed block is no-access to memcheck, which
+     * reports the copy from it or the program's next use of it. Off the lattice,
+     * check_live reports before it reads the key. */
+    if (USI_UNLIKELY(!on_lattice(p, c->lattice, c->lattice)))
+        check_live(c, e, p, fn);
+#else
+    if (USI_UNLIKELY(!on_lattice(p, c->lattice, c->lattice) || *key_of(p) == usi_free_key(p)))
+        check_live(c, e, p, fn); /* what free's fast path leaves to free_slow */
+#endif
+    return 0;
+}
+
 static size_t usi_malloc_usable_size(void *p)
 {
     if (!p)
         return 0;
     uintptr_t e = usi_pagemap_lookup(p);
-    if (is_class_id(e & USI_ID_MASK))
-        return usi_class_caches[e & USI_ID_MASK].size;
+    if (is_class_id(e & USI_ID_MASK)) {
+        struct uslab_cache *c = &usi_class_caches[e & USI_ID_MASK];
+        return check_in_use(c, e, p, "malloc_usable_size") ? 0 : c->size;
+    }
     check_other(p, e, "malloc_usable_size");
     if (tracking_large())
         check_large(p, "malloc_usable_size", 0);
@@ -527,11 +552,13 @@ static void *usi_calloc(size_t n, size_t size)
         return sys_tracked(usi_sys_calloc(n, size), total);
     }
     void *p = usi_malloc(total);
+    if (!p)
+        return NULL;
     /* The whole block, as glibc's calloc clears its whole chunk: a program may use what
      * malloc_usable_size reports beyond the request (the audit of session 13: a block of a
      * freed one's class kept its old bytes there). */
-    if (p)
-        memset(p, 0, usi_malloc_usable_size(p));
+    uintptr_t id = usi_pagemap_lookup(p) & USI_ID_MASK;
+    memset(p, 0, is_class_id(id) ? usi_class_caches[id].size : usi_sys_usable_size(p));
     return p;
 }
 
@@ -562,17 +589,8 @@ static void *usi_realloc(void *p, size_t size)
      * or copied past its block's end (a crash at a slab's end), and a freed block was
      * copied from; free's report came later, naming free (the audit of session 13). */
     struct uslab_cache *c = &usi_class_caches[id];
-#ifdef USLAB_VALGRIND
-    /* memcheck build: a live block's second word is undefined to memcheck until the program
-     * writes it, so the key is not read here; a freed block is no-access to memcheck, which
-     * reports the copy from it or the program's next use of it. Off the lattice,
-     * check_live reports before it reads the key. */
-    if (USI_UNLIKELY(!on_lattice(p, c->lattice, c->lattice)))
-        check_live(c, e, p, "realloc");
-#else
-    if (USI_UNLIKELY(!on_lattice(p, c->lattice, c->lattice) || *key_of(p) == usi_free_key(p)))
-        check_live(c, e, p, "realloc"); /* what free's fast path leaves to free_slow */
-#endif
+    if (USI_UNLIKELY(check_in_use(c, e, p, "realloc")))
+        return usi_malloc(size); /* reported, and continuing: the bad pointer is left alone */
     size_t have = c->size;
     if (size <= have) {
         /* In place unless the block would be less than half used. */

@@ -84,13 +84,47 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
 
 /* ---- the callbacks -------------------------------------------------------------------- */
 
+/* The caches whose callbacks this thread is inside, outermost first (the first
+ * CALLBACKS_KEPT of them; a deeper nesting is counted only), so that uslab_cache_destroy can
+ * refuse a cache from inside its own callback: a destructor run by a reap or a purger pass
+ * that destroyed its cache waited for that walk to end, for ever (session 17's contract
+ * audit). An array, not a chain through the callers' frames: a callback that longjmps out
+ * leaves a stale entry, never a dangling pointer. */
+#define CALLBACKS_KEPT 8
+static __thread const struct uslab_cache *tls_callbacks[CALLBACKS_KEPT]
+    __attribute__((tls_model("initial-exec")));
+static __thread unsigned tls_callback_depth __attribute__((tls_model("initial-exec")));
+
+static inline void callback_enter(const struct uslab_cache *c)
+{
+    unsigned d = tls_callback_depth++;
+    if (d < CALLBACKS_KEPT)
+        tls_callbacks[d] = c;
+}
+
+static inline void callback_leave(void)
+{
+    tls_callback_depth--;
+}
+
+int usi_objects_in_callback_of(const struct uslab_cache *c)
+{
+    unsigned depth = tls_callback_depth < CALLBACKS_KEPT ? tls_callback_depth : CALLBACKS_KEPT;
+    for (unsigned i = 0; i < depth; i++)
+        if (tls_callbacks[i] == c)
+            return 1;
+    return 0;
+}
+
 /* Runs the destructor on an object uslab holds (freed, as far as Valgrind knows). */
 static void destruct(struct uslab_cache *c, void *obj)
 {
     USI_ASSERT_NO_LOCK();
     check_callbacks(c);
     USI_VG_DEFINED(obj, c->size);
+    callback_enter(c);
     c->dtor(obj, c->arg);
+    callback_leave();
     USI_VG_NOACCESS(obj, c->size);
 }
 
@@ -102,7 +136,10 @@ static int construct(struct uslab_cache *c, void *obj)
     USI_VG_UNDEFINED(obj, c->size);
     int saved = errno;
     errno = 0;
-    if (c->ctor(obj, c->arg) != 0) {
+    callback_enter(c);
+    int failed = c->ctor(obj, c->arg) != 0;
+    callback_leave();
+    if (failed) {
         if (errno == 0)
             errno = ENOMEM;
         return -1;
@@ -123,7 +160,9 @@ void usi_objects_call_reclaim(struct uslab_cache *c)
     USI_ASSERT_NO_LOCK();
     check_callbacks(c);
     tls_in_reclaim++;
+    callback_enter(c);
     c->reclaim(c->arg);
+    callback_leave();
     tls_in_reclaim--;
 }
 
@@ -275,6 +314,15 @@ static void put_raw(struct uslab_cache *c, size_t n, void *const *objs)
 void usi_objects_put_back(struct uslab_cache *c, size_t n, void *const *objs)
 {
     put_raw(c, n, objs);
+}
+
+int usi_objects_debug_check_live(struct uslab_cache *c, const void *p)
+{
+    usi_debug_capture(); /* a report's "detected in": the unwinder runs before the lock */
+    usi_lock(&c->lock);
+    int bad = usi_slab_debug_check_live(c, p);
+    usi_unlock(&c->lock);
+    return bad;
 }
 
 /* ---- constructed objects -------------------------------------------------------------- */

@@ -103,8 +103,11 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_LEAKS] = {"USLAB_LEAKS", USI_SETTING_KIND_STATS, 0, "0", 0, 1,
                            "`1`: report the blocks still allocated at exit (slab blocks and "
                            "the system allocator's large ones), grouped by allocation stack, "
-                           "largest first, after a summary line; `json`: the same as JSON "
-                           "(turns on `U` tracking)",
+                           "largest first, after a summary line; `json`: the same as JSON. "
+                           "Either turns on `U` tracking in every cache, whatever "
+                           "`USLAB_DEBUG`'s globs select: no magazines, and a stack unwound "
+                           "at every malloc and free (a tight malloc/free loop runs hundreds "
+                           "of times slower)",
                            NULL},
     [USI_SETTING_STATS] = {"USLAB_STATS", USI_SETTING_KIND_STATS, 0, "unset", 0, 0,
                            "`1`: a `slabinfo`-style table of every cache on stderr at exit; "

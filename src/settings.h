@@ -24,9 +24,13 @@
     X(F, 0x01u, 1,                                                                                 \
       "sanity checks: double free, invalid or interior pointer, free to the wrong cache, "         \
       "object state, slab consistency")                                                            \
-    X(Z, 0x02u, 1, "red zones before and after each object, checked on free and on allocation")    \
+    X(Z, 0x02u, 1,                                                                                 \
+      "red zones before and after each object, checked on free and on allocation (a malloc "       \
+      "block's object is its whole size class, as malloc_usable_size reports)")                    \
     X(P, 0x04u, 1, "poisoning of free and new objects, checked on allocation (writes after free)") \
-    X(U, 0x08u, 1, "user tracking: allocation and free stacks, thread and time per object")        \
+    X(U, 0x08u, 1,                                                                                 \
+      "user tracking: allocation and free stacks, thread and time per object, and the leak "       \
+      "report of USLAB_LEAKS=1 at exit")                                                           \
     X(T, 0x10u, 0, "a TRACE line on stderr for every allocation and free")
 
 #define USI_SETTINGS_LETTER_BIT(l, bit, dflt, help) USI_DEBUG_##l = bit,

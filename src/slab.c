@@ -513,6 +513,21 @@ static inline struct usi_slab *put_slab_of(const struct uslab_cache *c, uintptr_
     return usi_slab_of_entry(e);
 }
 
+int usi_slab_debug_check_live(struct uslab_cache *c, const void *p)
+{
+    struct usi_slab *s = put_slab_of(c, (uintptr_t)p);
+    uint32_t idx = slab_index(c, s, (const char *)p - c->obj_offset);
+    if (idx == UINT32_MAX || idx >= c->nobjs) {
+        usi_debug_report(c, s, p, "Invalid pointer: not the start of an object");
+        return 1;
+    }
+    if (!(s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63)))) {
+        usi_debug_report(c, s, p, "Object already free");
+        return 1;
+    }
+    return 0;
+}
+
 /* usi_slab_put for a debug cache: each object is checked and reported (and then skipped)
  * rather than fatal, and the debug layer sees it; a batch is one object (no magazines). */
 static USI_COLD void put_debug(struct uslab_cache *c, size_t n, void *const *objs,
@@ -567,7 +582,7 @@ static USI_COLD USI_NORETURN void put_invalid(const struct uslab_cache *c, const
                                               uintptr_t p)
 {
     usi_report_fatal("free of invalid pointer %p in cache %s: not the start of an object "
-                     "(slab %p, object size %zu)",
+                     "(slab %p, objects every %zu bytes)",
                      (void *)p, c->name, (void *)s->span, c->stride);
 }
 

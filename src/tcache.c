@@ -543,6 +543,29 @@ static inline int cached(const struct uslab_cache *c)
            !__atomic_load_n(&c->closing, __ATOMIC_RELAXED);
 }
 
+/* After the reclaim callback ran and the slabs still had nothing: the callback may have
+ * freed objects of c itself on this thread, which went into its magazines (or the depot),
+ * where the retry at the slabs does not look (session 17's audit: a callback that freed
+ * 1 to 16 of its own objects left its caller with ENOMEM). uslab.h promises the retry. The
+ * pair is looked up again: the callback may have grown this thread's cache. */
+static void *alloc_after_reclaim(struct uslab_cache *c)
+{
+    struct usi_tcache *tc = cached(c) ? tcache_get(c->id) : NULL;
+    if (!tc)
+        return NULL;
+    int saved = errno;
+    struct usi_magpair *mp = &tc->pairs[c->id];
+    uint32_t ex = exchange_begin(tc, c->id);
+    pair_open(tc, c, mp);
+    void *p = usi_pair_pop(mp);
+    if (!p && alloc_exchange(c, mp))
+        p = usi_pair_pop(mp);
+    exchange_end(tc, ex);
+    if (!p)
+        errno = saved;
+    return p;
+}
+
 void *usi_tcache_alloc_slow(struct uslab_cache *c)
 {
     if (USI_UNLIKELY(!usi_registry_names(c)))
@@ -568,8 +591,11 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
         int ok = alloc_exchange(c, mp);
         p = ok ? usi_pair_pop(mp) : NULL;
         exchange_end(tc, ex);
-        if (!ok)
+        if (!ok) {
             p = usi_objects_alloc(c); /* last: may run the constructor and reclaim */
+            if (!p && c->reclaim)
+                p = alloc_after_reclaim(c);
+        }
         usi_purge_poll();
     }
     return p;

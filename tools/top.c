@@ -305,6 +305,13 @@ static void explain_no_page(const struct proc_info *p)
                 p->pid, p->comm);
         return;
     }
+    if (libuslab < 0) { /* another user's process, or one that is not dumpable */
+        fprintf(stderr,
+                "uslab: process %d (%s) has no live statistics page, and its memory map cannot "
+                "be read here (%s) to tell whether it uses uslab\n",
+                p->pid, p->comm, strerror(errno));
+        return;
+    }
     long seccomp = 0;
     char live[64];
     const char *setting = proc_getenv(p->pid, "USLAB_LIVE", live, sizeof live);

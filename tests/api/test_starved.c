@@ -11,6 +11,10 @@
  *    ("free objects you can spare, to any cache"): A's allocation must succeed after one
  *    callback. Before, the retry failed every time (B's slabs, empty now, were not given
  *    back before it), and only a uslab_cache_reap(B) in the callback helped.
+ *  - `own1`, `own16`: A's reclaim callback frees 1 or 16 of A's own objects, which go into
+ *    the calling thread's magazine: the allocation that ran out must return one of them
+ *    (uslab.h: "uslab tries once more"). Before session 17 the retry looked only at the
+ *    slabs and returned ENOMEM (the contract audit);
  *  - `nested`: both caches have reclaim callbacks that allocate, A's from A and B's from A:
  *    filling B, then A, must end in ENOMEM with each callback called once per failure, not
  *    in a callback calling itself (A's did, until SIGSEGV) or the two calling each other.
@@ -21,6 +25,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uslab.h>
 
@@ -101,10 +106,55 @@ static int nested(void)
     TEST_DONE();
 }
 
+#define OWN_SIZE (1 << 20)
+static int own_frees;
+
+static void reclaim_own(void *arg)
+{
+    (void)arg;
+    reclaims++;
+    for (int i = 0; i < own_frees && nkept; i++) {
+        unsigned char *p = kept[--nkept];
+        CHECK(p[0] == (unsigned char)nkept && p[OWN_SIZE - 1] == (unsigned char)(nkept >> 8),
+              "object %zu changed", nkept);
+        uslab_cache_free(a, p);
+    }
+}
+
+static int own(int frees)
+{
+    own_frees = frees;
+    a = uslab_cache_create("starved-own", OWN_SIZE, 0, NULL, NULL, reclaim_own, NULL, 0);
+    CHECK(a != NULL, "create");
+    unsigned char *p;
+    while (nkept < MAX_OBJ && (p = uslab_cache_alloc(a)) != NULL) {
+        p[0] = (unsigned char)nkept;
+        p[OWN_SIZE - 1] = (unsigned char)(nkept >> 8);
+        kept[nkept++] = p;
+        if (reclaims)
+            break; /* this allocation needed the callback, and got an object */
+    }
+    CHECK(reclaims == 1, "the reclaim callback ran %d times", reclaims);
+    CHECK(p != NULL, "own%d: the allocation after the callback freed %d objects failed (errno %d)",
+          frees, frees, errno);
+    printf("own%d: %zu objects of 1 MiB held; the allocation after the callback got one\n", frees,
+           nkept);
+    while (nkept) {
+        p = kept[--nkept];
+        CHECK(p[0] == (unsigned char)nkept && p[OWN_SIZE - 1] == (unsigned char)(nkept >> 8),
+              "object %zu changed", nkept);
+        uslab_cache_free(a, p);
+    }
+    uslab_cache_destroy(a);
+    TEST_DONE();
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "nested") == 0)
         return nested();
+    if (argc > 1 && strncmp(argv[1], "own", 3) == 0)
+        return own(atoi(argv[1] + 3));
     int reclaim = argc > 1 && strcmp(argv[1], "reclaim") == 0;
     CHECK(reclaim || (argc > 1 && strcmp(argv[1], "empty") == 0), "mode: empty, reclaim or nested");
     a = uslab_cache_create("starved-a", A_SIZE, 0, NULL, NULL, reclaim ? reclaim_a : NULL, NULL, 0);

@@ -34,6 +34,24 @@ static void *get(uslab_cache_t *c)
 }
 
 /* Reaching the end of a misuse case means the misuse went unnoticed. */
+/* Callbacks that destroy their own cache (uslab.h forbids it; reported). */
+static uslab_cache_t *self_cache;
+
+static void dtor_destroys_self(void *obj, void *arg)
+{
+    (void)obj;
+    (void)arg;
+    uslab_cache_destroy(self_cache);
+}
+
+static int ctor_destroys_self(void *obj, void *arg)
+{
+    (void)obj;
+    (void)arg;
+    uslab_cache_destroy(self_cache);
+    return 0;
+}
+
 static int survived(const char *what)
 {
     fprintf(stderr, "death_cases: %s was not detected\n", what);
@@ -153,6 +171,19 @@ int main(int argc, char **argv)
         return survived("destroying a cache with a live object");
     }
     /* Calls with a handle that is not a live cache: each names the call. */
+    if (strcmp(k, "destroy_in_dtor") == 0) { /* during a reap: it waited for ever before */
+        self_cache =
+            uslab_cache_create("cache-self", 48, 0, NULL, dtor_destroys_self, NULL, NULL, 0);
+        uslab_cache_free(self_cache, get(self_cache));
+        uslab_cache_reap(self_cache);
+        return survived("a destructor destroying its own cache");
+    }
+    if (strcmp(k, "destroy_in_ctor") == 0) {
+        self_cache =
+            uslab_cache_create("cache-self", 48, 0, ctor_destroys_self, NULL, NULL, NULL, 0);
+        (void)uslab_cache_alloc(self_cache);
+        return survived("a constructor destroying its own cache");
+    }
     if (strcmp(k, "destroy_twice") == 0) {
         uslab_cache_t *c = make("cache-twice", 48, 0);
         uslab_cache_free(c, get(c));

@@ -355,6 +355,26 @@ readme_settings)
         readme_matches "$tmp/$r" && fail "the check passes on an altered README ($r)"
     done
     ;;
+stats_unreadable)
+    # A process whose memory map this user cannot read (not dumpable: its credentials
+    # changed) is not said to use uslab (session 17's contract audit: "uses uslab but has no
+    # live statistics page" for a plain program). Needs root to run both as another user.
+    # (Debian's python3 by its path: a python3 under root's home is not the other user's.)
+    [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null && [ -x /usr/bin/python3 ] ||
+        { echo "needs root, setpriv and /usr/bin/python3"; exit 77; }
+    chmod 755 "$tmp" && cp "$uslab" "$tmp/uslab" && chmod 755 "$tmp/uslab"
+    # PR_SET_DUMPABLE (4) 0: /proc/PID/maps is root's to read.
+    setpriv --reuid=1 --regid=1 --clear-groups /usr/bin/python3 -c \
+        'import ctypes, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); time.sleep(30)' &
+    sleeper=$!
+    sleep 0.5
+    setpriv --reuid=1 --regid=1 --clear-groups "$tmp/uslab" stats "$sleeper" > "$tmp/out" 2> "$tmp/err"
+    got=$?
+    kill "$sleeper" 2> /dev/null
+    [ "$got" -eq 1 ] || { cat "$tmp/out" "$tmp/err" >&2; fail "uslab stats exited $got, want 1"; }
+    grep -q "its memory map cannot be read here" "$tmp/err" || { cat "$tmp/err" >&2; fail "wrong message"; }
+    expect_no_match "$tmp/err" "uses uslab but"
+    ;;
 probe_plain)
     # The probe itself tells glibc apart: without uslab it reports glibc.
     "$probe" > "$tmp/out" || fail "probe failed"

@@ -6,13 +6,15 @@
  * child died of SIGABRT and that stderr holds the expected text. A case that returns
  * normally, exits or dies of another signal fails the test.
  *
- * Usage: test_malloc_death [case-name]   (no argument: every case)
+ * Usage: test_malloc_death [case-name]   (no argument: every case but the debug_ ones, or
+ * under USLAB_DEBUG only those)
  */
 #include "check.h"
 #include "uslab.h"
 
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,6 +83,12 @@ static void free_interior(void)
     uslab_reap();
 }
 
+static void free_interior_realloc(void)
+{
+    char *p = uslab_malloc(100);
+    (void)uslab_realloc(launder(p + 16), 50);
+}
+
 static void free_interior_odd(void)
 {
     char *p = uslab_malloc(100);
@@ -94,6 +102,31 @@ static void double_free(void)
     uslab_free(p);
     uslab_free(launder(p));
     uslab_reap();
+}
+
+/* realloc and malloc_usable_size check a block as free does (session 17's contract audit:
+ * malloc_usable_size took any pointer, and under USLAB_DEBUG realloc kept a freed block of
+ * its class in place, so that the next malloc handed it out again). */
+static void realloc_after_free(void)
+{
+    void *p = uslab_malloc(40);
+    uslab_free(p);
+    void *q = uslab_realloc(launder(p), 30); /* the same class: it would stay in place */
+    (void)uslab_malloc(40);
+    (void)q;
+}
+
+static void usable_size_interior(void)
+{
+    char *p = uslab_malloc(100);
+    (void)uslab_malloc_usable_size(launder(p + 16));
+}
+
+static void usable_size_after_free(void)
+{
+    void *p = uslab_malloc(64);
+    uslab_free(p);
+    (void)uslab_malloc_usable_size(launder(p));
 }
 
 static uslab_cache_t *user_cache(void)
@@ -166,6 +199,21 @@ static const struct death_case {
      "belongs to cache death-nomag"},
     {"cache_free_malloc_block", cache_free_malloc_block, "uslab: free of 0x",
      "but it belongs to cache malloc-48"},
+    {"realloc_after_free", realloc_after_free, "uslab: realloc(0x",
+     "use after free (the malloc-48 block is already free)"},
+    {"usable_size_interior", usable_size_interior, "uslab: malloc_usable_size(0x",
+     "16 bytes into the malloc-112 block at"},
+    {"usable_size_after_free", usable_size_after_free, "uslab: malloc_usable_size(0x",
+     "use after free (the malloc-64 block is already free)"},
+    /* Run with USLAB_DEBUG=F (test death_malloc_debug): the debug classes' exact checks. */
+    {"debug_realloc_after_free", realloc_after_free, "BUG malloc-48: Object already free",
+     "detected in"},
+    {"debug_realloc_interior", free_interior_realloc, "BUG malloc-112: Invalid pointer",
+     "not the start of an object"},
+    {"debug_usable_size_after_free", usable_size_after_free, "BUG malloc-64: Object already free",
+     "detected in"},
+    {"debug_usable_size_interior", usable_size_interior, "BUG malloc-112: Invalid pointer",
+     "not the start of an object"},
 };
 
 static void run_case(const struct death_case *dc)
@@ -208,8 +256,11 @@ static void run_case(const struct death_case *dc)
 int main(int argc, char **argv)
 {
     size_t ran = 0;
+    /* With no case named: the debug_ cases under USLAB_DEBUG, the others without it. */
+    int debug = getenv("USLAB_DEBUG") != NULL;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (argc < 2 || !strcmp(argv[1], cases[i].name)) {
+        if (argc < 2 ? (strncmp(cases[i].name, "debug_", 6) == 0) == debug
+                     : !strcmp(argv[1], cases[i].name)) {
             run_case(&cases[i]);
             ran++;
         }
