@@ -47,12 +47,32 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_DEBUG_CONTINUE] = &usi_options.debug_continue,
 };
 
+/* v in bytes as a setting takes it: with the largest of the suffixes K, M, G and T that
+ * divides it exactly (67108864: "64M"). */
+static void size_text(size_t v, char *buf, size_t len)
+{
+    static const char suffix[] = "KMGT";
+    int k = -1;
+    while (k < 3 && v && v % 1024 == 0) {
+        v /= 1024;
+        k++;
+    }
+    if (k < 0)
+        snprintf(buf, len, "%zu", v);
+    else
+        snprintf(buf, len, "%zu%c", v, suffix[k]);
+}
+
 /* The one warning for an invalid value: the default is kept. */
 static void invalid(const struct usi_setting *set, const char *value)
 {
-    char values[160];
-    if (set->kind == USI_SETTING_KIND_SIZE || set->kind == USI_SETTING_KIND_NUMBER)
-        snprintf(values, sizeof values, "a size from %zu to %zu", set->min, set->max);
+    char values[160], lo[32], hi[32];
+    if (set->kind == USI_SETTING_KIND_SIZE) {
+        size_text(set->min, lo, sizeof lo);
+        size_text(set->max, hi, sizeof hi);
+        snprintf(values, sizeof values, "a size from %s to %s", lo, hi);
+    } else if (set->kind == USI_SETTING_KIND_NUMBER)
+        snprintf(values, sizeof values, "a whole number from %zu to %zu", set->min, set->max);
     else
         usi_settings_values(set, values, sizeof values);
     usi_report_warn("ignoring %s=%s (expected %s); using the default, %s", set->name, value, values,

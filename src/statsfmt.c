@@ -96,8 +96,13 @@ void usi_statsfmt_table(FILE *f, const struct usi_live_header *h, const struct u
         usi_statsfmt_size(f, space_of(c));
         fputs("  ", f);
         usi_statsfmt_size(f, c->resident_bytes);
-        fprintf(f, " %-15s %4" PRIu64 " %3.0f %3.0f %s\n", spc, c->objs_per_slab, free_pct_of(c),
-                efficiency_of(c), dbg);
+        /* Whole percents, rounded away from the ends where objects are live: a table that
+         * read 100% free or 0% efficient beside live objects was wrong (session 17). */
+        double eff = efficiency_of(c);
+        unsigned free_whole = (unsigned)free_pct_of(c), eff_whole = (unsigned)eff;
+        eff_whole += eff_whole < eff;
+        fprintf(f, " %-15s %4" PRIu64 " %3u %3u %s\n", spc, c->objs_per_slab, free_whole, eff_whole,
+                dbg);
     }
     fprintf(f,
             "thread caches may hold %" PRIu64 " KiB (bound %" PRIu64

@@ -1053,6 +1053,8 @@ static int cmd_help(int argc, char **argv)
             markdown = 1;
         else if (argv[i][0] != '-' && !command && find_command(argv[i]))
             command = argv[i];
+        else if (argv[i][0] != '-' && !command)
+            usage_error("help", "help: unknown command '%s'", argv[i]);
         else
             usage_error("help", "help: unexpected argument '%s'", argv[i]);
     }

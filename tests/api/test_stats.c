@@ -107,6 +107,24 @@ int main(void)
           "the odd name in JSON");
     uslab_cache_free(odd, oo);
     uslab_cache_destroy(odd);
+    /* One live object in a slab of 4096: the table's %Fr is 99, not 100, and %Ef at least 1
+     * (rounded to the nearest, they read 100 and 0 beside a live object; session 17). */
+    uslab_cache_t *one =
+        uslab_cache_create("one-of-many", 16, 0, NULL, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
+    CHECK(one != NULL, "create one-of-many");
+    void *lone = uslab_cache_alloc(one);
+    table = print_to_string(USLAB_STATS_TABLE);
+    const char *row = strstr(table, "\none-of-many ");
+    CHECK(row != NULL, "no row for one-of-many:\n%s", table);
+    unsigned long objs, osize, per, fr, ef;
+    char space[32], resident[32], slabs[64];
+    CHECK(sscanf(row + 1, "one-of-many %lu %lu %31s %31s %63s %lu %lu %lu", &objs, &osize, space,
+                 resident, slabs, &per, &fr, &ef) == 8,
+          "row: %.120s", row + 1);
+    CHECK(objs == 1 && fr == 99 && ef >= 1, "one of %lu objects live: %%Fr %lu, %%Ef %lu (%.120s)",
+          per, fr, ef, row + 1);
+    uslab_cache_free(one, lone);
+    uslab_cache_destroy(one);
     /* Another format, or no stream: -1 and EINVAL (it printed the table and said 0). */
     errno = 0;
     CHECK(uslab_stats_print(stdout, 7) == -1 && errno == EINVAL, "format 7");

@@ -127,6 +127,9 @@ usage_errors)
     check_usage top -s z 1
     check_usage top -n 0 1
     check_usage help --bogus
+    check_usage help frobnicate
+    grep -qF "uslab: help: unknown command 'frobnicate'" "$tmp/err" ||
+        { cat "$tmp/err" >&2; fail "help of an unknown command: not called one"; }
     ;;
 help)
     for how in --help help -h; do
