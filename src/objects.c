@@ -117,7 +117,7 @@ int usi_objects_in_callback_of(const struct uslab_cache *c)
 }
 
 /* Runs the destructor on an object uslab holds (freed, as far as Valgrind knows). */
-static void destruct(struct uslab_cache *c, void *obj)
+static inline __attribute__((always_inline)) void destruct(struct uslab_cache *c, void *obj)
 {
     USI_ASSERT_NO_LOCK();
     check_callbacks(c);
