@@ -1007,6 +1007,11 @@ void usi_purge_set_thread_create(usi_thread_create_fn create);
  * and a tuning in flight ends first, so that the program's call wins. */
 void usi_purge_track_large(int may_tune);
 void usi_purge_large_freed(void);
+/* A large block of glibc's resized by glibc's realloc (moved, or shrunk in place): once
+ * glibc is tuned, the idle trim is due as after a free, for the old block or its tail
+ * (session 17's memory-return audit: 200 builders grown to 1 MB and shrunk to 100 bytes
+ * kept 316 MB, glibc 35). Before tuning it counts for nothing. */
+void usi_purge_large_resized(void);
 /* Returns 1 at a thread's first large malloc since glibc was tuned or trimmed (it made
  * the thread's sentinel, purge.c): malloc.c then counts the thread as a user of uslab
  * (usi_tcache_join), so that a process whose threads work with large blocks only gets

@@ -576,13 +576,20 @@ static void *usi_realloc(void *p, size_t size)
         check_other(p, e, "realloc");
         if (USI_UNLIKELY(usi_options.profile))
             profile_record(size); /* counted as the malloc it would be */
-        if (!tracking_large())
-            return usi_sys_realloc(p, size); /* a glibc block stays with glibc */
-        /* Released before glibc frees it, so that no other thread can be given the address
-         * while it is still recorded as live; recorded again if the realloc fails. */
-        size_t had = check_large(p, "realloc", 1);
-        void *q = usi_sys_realloc(p, size);
-        sys_tracked(q ? q : p, q ? size : had);
+        void *q;
+        if (!tracking_large()) {
+            q = usi_sys_realloc(p, size); /* a glibc block stays with glibc */
+        } else {
+            /* Released before glibc frees it, so that no other thread can be given the
+             * address while it is still recorded as live; recorded again if it fails. */
+            size_t had = check_large(p, "realloc", 1);
+            q = usi_sys_realloc(p, size);
+            sys_tracked(q ? q : p, q ? size : had);
+        }
+        if (q) { /* glibc may have freed the old block, or the tail of a shrunk one */
+            usi_purge_large_resized();
+            usi_purge_poll(); /* a slow path, as a large free's */
+        }
         return q;
     }
     /* Before the block is kept or copied: an interior pointer was handed back as it was,

@@ -15,6 +15,13 @@
  *    (the test polls the resident size, with no malloc in between, for up to 60 s);
  *  - `joined`: the threads free their blocks and exit, and are joined; then as `idle`
  *    (the purger thread must stay for the trim, although one thread is left).
+ *  - `shrunk` (session 17's memory-return audit): as `idle` until the frees are given
+ *    back; then each thread grows BUILDERS blocks to 1 MiB by realloc, in turn in 64 KiB
+ *    steps, shrinks each to 100 bytes and keeps it: the idle trim must give back the
+ *    shrunk blocks' tails (a realloc scheduled none: they stayed resident for good);
+ *  - `small`: THREADS threads each allocate PER_THREAD_MIB in blocks of 1 to 2 KiB, free
+ *    them and exit, and are joined; the purger thread must give the slabs back before it
+ *    leaves (it left as they became due: 4 threads of 50 MB kept 209 MB, glibc 8).
  * Run under glibc alone too (`_glibc`), which trims each arena at its frees.
  * Resident sizes are read with open/read only: no malloc, so no slow path of the main
  * thread that could run a pass inline.
@@ -22,6 +29,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +50,17 @@
         exit(1);                                                                                   \
     } while (0)
 
-static pthread_barrier_t freed, release;
-static int stay;
+#define BUILDERS 20
+
+static pthread_barrier_t freed, release, regrown;
+static int stay, shrink, small;
+static char *builders[8][BUILDERS];
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
 
 static size_t resident(void)
 {
@@ -60,8 +77,57 @@ static size_t resident(void)
     return p ? (size_t)strtoul(p + 1, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE) : 0;
 }
 
+/* Small blocks: PER_THREAD_MIB in blocks of 1 to 2 KiB (many classes), freed. */
+static void small_blocks(void)
+{
+    size_t n = PER_THREAD_MIB * MIB / 1536;
+    unsigned char **blocks = malloc(n * sizeof *blocks);
+    if (!blocks)
+        FAIL("malloc");
+    for (size_t i = 0; i < n; i++) {
+        size_t size = 1024 + (i * 37) % 1024;
+        blocks[i] = malloc(size);
+        if (!blocks[i])
+            FAIL("malloc");
+        memset(blocks[i], (int)i, size);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (blocks[i][0] != (unsigned char)i)
+            FAIL("block %zu changed", i);
+        free(blocks[i]);
+    }
+    free(blocks);
+}
+
+/* BUILDERS blocks grown to 1 MiB by realloc, in turn (so that each one's old place is a
+ * hole between the others), then shrunk to 100 bytes and kept: their tails are holes in
+ * glibc's heap that only a trim gives back. */
+static void grow_and_shrink(char **mine)
+{
+    for (int b = 0; b < BUILDERS; b++)
+        mine[b] = NULL;
+    for (size_t size = 64 << 10; size <= MIB; size += 64 << 10)
+        for (int b = 0; b < BUILDERS; b++) {
+            mine[b] = realloc(mine[b], size);
+            if (!mine[b])
+                FAIL("realloc");
+            memset(mine[b] + size - (64 << 10), b, 64 << 10);
+        }
+    for (int b = 0; b < BUILDERS; b++) {
+        if (mine[b][0] != (char)b || mine[b][MIB - 1] != (char)b)
+            FAIL("builder %d changed", b);
+        mine[b] = realloc(mine[b], 100);
+        if (!mine[b] || mine[b][99] != (char)b)
+            FAIL("shrink");
+    }
+}
+
 static void *worker(void *arg)
 {
+    if (small) {
+        small_blocks();
+        return arg;
+    }
     unsigned char *blocks[BLOCKS];
     for (int i = 0; i < BLOCKS; i++) {
         blocks[i] = malloc(BLOCK);
@@ -76,30 +142,48 @@ static void *worker(void *arg)
     }
     if (stay) {
         pthread_barrier_wait(&freed);
+        if (shrink) {
+            pthread_barrier_wait(&regrown); /* the frees are back: now the builders */
+            grow_and_shrink(builders[(intptr_t)arg]);
+            pthread_barrier_wait(&freed);
+        }
         pthread_barrier_wait(&release);
+        if (shrink)
+            for (int b = 0; b < BUILDERS; b++)
+                free(builders[(intptr_t)arg][b]);
     }
     return arg;
 }
 
-static void sleep_ms(long ms)
+/* Polls the resident size, with no malloc, until it is within SLACK_MIB of base or 60 s
+ * have passed; returns it. */
+static size_t wait_for_return(size_t base)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    size_t now = resident();
+    for (int waited = 0; waited < 60000 && now > base + SLACK_MIB * MIB; waited += 100) {
+        sleep_ms(100);
+        now = resident();
+    }
+    return now;
 }
 
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "trim";
-    int trim = strcmp(mode, "trim") == 0, joined = strcmp(mode, "joined") == 0;
-    if (!trim && !joined && strcmp(mode, "idle") != 0)
-        FAIL("mode: trim, idle or joined");
+    int trim = strcmp(mode, "trim") == 0;
+    shrink = strcmp(mode, "shrunk") == 0;
+    small = strcmp(mode, "small") == 0;
+    int joined = strcmp(mode, "joined") == 0 || small;
+    if (!trim && !joined && !shrink && strcmp(mode, "idle") != 0)
+        FAIL("mode: trim, idle, joined, shrunk or small");
     stay = !joined;
     pthread_barrier_init(&freed, NULL, THREADS + 1);
     pthread_barrier_init(&release, NULL, THREADS + 1);
+    pthread_barrier_init(&regrown, NULL, THREADS + 1);
     size_t base = resident();
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++)
-        if (pthread_create(&t[i], NULL, worker, NULL) != 0)
+        if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i) != 0)
             FAIL("pthread_create");
     if (joined)
         for (int i = 0; i < THREADS; i++)
@@ -113,17 +197,22 @@ int main(int argc, char **argv)
         now = resident();
         printf("malloc_trim(0) = %d\n", r);
     } else {
-        for (int waited = 0; waited < 60000 && now > base + SLACK_MIB * MIB; waited += 100) {
-            sleep_ms(100);
-            now = resident();
-        }
+        now = wait_for_return(base);
+    }
+    if (shrink) {
+        if (now > base + SLACK_MIB * MIB)
+            FAIL("shrunk: the frees before the builders were not given back");
+        pthread_barrier_wait(&regrown);
+        pthread_barrier_wait(&freed); /* grown and shrunk */
+        after_frees = resident();
+        now = wait_for_return(base);
     }
     printf("%s: resident over the start %zu KiB after the frees, %zu KiB at the end\n", mode,
            after_frees > base ? (after_frees - base) >> 10 : 0,
            now > base ? (now - base) >> 10 : 0);
     if (now > base + SLACK_MIB * MIB)
-        FAIL("%s: %zu MiB of freed large blocks still resident (%d threads freed %d MiB each)",
-             mode, (now - base) / MIB, THREADS, PER_THREAD_MIB);
+        FAIL("%s: %zu MiB that the threads freed still resident (%d threads, %d MiB each)", mode,
+             (now - base) / MIB, THREADS, PER_THREAD_MIB);
     if (!joined) {
         pthread_barrier_wait(&release);
         for (int i = 0; i < THREADS; i++)
