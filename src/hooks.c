@@ -558,6 +558,7 @@ EXPORT int pthread_create(pthread_t *restrict t, const pthread_attr_t *restrict 
         return ENOSYS;
     struct start_call call;
     start_begin(&call, 0, "pthread_create", attr, start, NULL, arg);
+    usi_purge_thread_creating();
     usi_purge_no_start(1);
     int r = call.slot ? f(t, attr, start_trampoline, call.slot) : f(t, attr, start, arg);
     usi_purge_no_start(-1);
@@ -631,6 +632,7 @@ EXPORT int thrd_create(thrd_t *t, thrd_start_t start, void *arg)
         return thrd_error;
     struct start_call call;
     start_begin(&call, 1, "thrd_create", NULL, NULL, start, arg);
+    usi_purge_thread_creating();
     usi_purge_no_start(1);
     int r = call.slot ? f(t, start_trampoline_c11, call.slot) : f(t, start, arg);
     usi_purge_no_start(-1);

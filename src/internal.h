@@ -274,6 +274,9 @@ int usi_os_is_mapped(const void *addr, size_t size);
 int usi_os_locks_future(void);
 /* The mlockall system call (0, or -1 with errno). */
 int usi_os_mlockall(int flags);
+/* The prlimit64 system call, as glibc's setrlimit and prlimit make it (0, or -1 with
+ * errno); the limits are struct rlimit (64-bit fields). */
+int usi_os_prlimit(int pid, int resource, const void *new_limit, void *old_limit);
 /* Makes read/write memory inaccessible again (PROT_NONE): a guard page. 0, or -1. */
 int usi_os_guard(void *addr, size_t size);
 /* Fresh zeroed read/write memory of size bytes (page multiple) with a PROT_NONE guard page
@@ -782,6 +785,12 @@ void usi_pages_try_tags(void);
  * unmaps the tag table (4 GiB that the kernel would count and make present); free then
  * takes the page-map path, as before the table existed (design §2). */
 void usi_pages_before_mlockall(int flags);
+/* The process's RLIMIT_AS is now `limit` bytes (SIZE_MAX: none), set by the program
+ * (override.c's setrlimit and prlimit): the budget follows it, and where the tag table no
+ * longer fits it (room for it twice in a quarter of the limit, as when it is mapped) and
+ * no other thread can be reading it (`alone`: the caller's word, by the purger's rule), the
+ * table is unmapped (design §2). */
+void usi_pages_address_limit_changed(size_t limit, int alone);
 /* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero (fresh,
  * purged, or zeroed by hand where the purge failed: design §2). NULL (ENOMEM) when the
  * reservation is exhausted or the kernel refuses to commit more of it. */
@@ -1049,6 +1058,10 @@ static inline void usi_purge_poll(void)
  * it is not single-threaded and, in a fork child, another thread than the forking one has
  * called into uslab since. */
 int usi_purge_process_threaded(void);
+/* A thread is about to be created (hooks.c's pthread_create and thrd_create, before the
+ * call): a fork child is no longer its forking thread's alone, even before the new thread
+ * calls into uslab (whose first free reads the tag table, usi_pages_address_limit_changed). */
+void usi_purge_thread_creating(void);
 
 /* pressure.c (rank 11, with the purger): 1 if the kernel reported memory pressure since
  * the previous call (PSI stall time, cgroup events, memory.high nearly reached; design

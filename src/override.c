@@ -224,6 +224,51 @@ __attribute__((visibility("default"))) int mlockall(int flags)
     return usi_os_mlockall(flags);
 }
 
+/* setrlimit and prlimit (and their 64 names, the same on x86-64): the system call glibc
+ * makes, then, when the process's own RLIMIT_AS changed, uslab's address-space budget
+ * follows, and the tag table goes where it no longer fits (usi_pages_address_limit_changed,
+ * design §2). The limits are taken as glibc's struct rlimit, two 64-bit fields: declared
+ * here without <sys/resource.h>, whose prototypes name an enum. */
+struct usi_rlimit {
+    uint64_t cur, max;
+};
+#define USI_RLIMIT_AS     9
+#define USI_RLIM_INFINITY (~(uint64_t)0)
+
+static int limit_set(int pid, int resource, const struct usi_rlimit *new_limit,
+                     struct usi_rlimit *old_limit)
+{
+    int r = usi_os_prlimit(pid, resource, new_limit, old_limit);
+    if (r == 0 && new_limit && resource == USI_RLIMIT_AS &&
+        (pid == 0 || pid == (int)usi_os_getpid())) {
+        int saved = errno;
+        usi_pages_address_limit_changed(
+            new_limit->cur == USI_RLIM_INFINITY ? SIZE_MAX : (size_t)new_limit->cur,
+            !usi_purge_process_threaded());
+        errno = saved;
+    }
+    return r;
+}
+
+EXPORT int setrlimit(int resource, const struct usi_rlimit *rl)
+{
+    return limit_set(0, resource, rl, NULL);
+}
+EXPORT int setrlimit64(int resource, const struct usi_rlimit *rl)
+{
+    return limit_set(0, resource, rl, NULL);
+}
+EXPORT int prlimit(int pid, int resource, const struct usi_rlimit *new_limit,
+                   struct usi_rlimit *old_limit)
+{
+    return limit_set(pid, resource, new_limit, old_limit);
+}
+EXPORT int prlimit64(int pid, int resource, const struct usi_rlimit *new_limit,
+                     struct usi_rlimit *old_limit)
+{
+    return limit_set(pid, resource, new_limit, old_limit);
+}
+
 /* malloc_trim(pad), as glibc's: gives free memory back to the system and returns 1 if any
  * went back, else 0. Here also the malloc classes' cached blocks: the calling thread's
  * magazines and the depots go back to their slabs and every empty slab is released (no

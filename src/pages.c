@@ -92,20 +92,28 @@ static inline size_t page_up(size_t n)
     return (n + USI_PAGE_SIZE - 1) & ~(size_t)(USI_PAGE_SIZE - 1);
 }
 
-/* RLIMIT_AS as it was at initialisation (SIZE_MAX: none). Read once: a growth path that
- * asked the kernel each time would make a system call that sandboxes allowing only memory
- * calls refuse (design §2, §3). A limit lowered later makes mmap fail, which every growth
- * path handles. */
+/* RLIMIT_AS as it was at initialisation (SIZE_MAX: none), and as the program set it since
+ * through setrlimit or prlimit (the preload library's, override.c). Not read again: a
+ * growth path that asked the kernel each time would make a system call that sandboxes
+ * allowing only memory calls refuse (design §2, §3). A limit lowered otherwise (another
+ * process's prlimit, the system call by hand) makes mmap fail, which every growth path
+ * handles. Written under pages.lock; read without it (atomic). */
 static size_t as_limit = SIZE_MAX;
 
-/* Bytes uslab may still map under RLIMIT_AS (SIZE_MAX without a limit). */
-static size_t budget_left(void)
+/* Bytes uslab may still map under RLIMIT_AS (SIZE_MAX without a limit), the tag table
+ * counted if `with_tags`. */
+static size_t budget_of(int with_tags)
 {
-    size_t limit = as_limit;
+    size_t limit = __atomic_load_n(&as_limit, __ATOMIC_RELAXED);
     if (limit == SIZE_MAX)
         return SIZE_MAX;
-    size_t used = pages.reserved + pages.side_bytes + (unit_tags ? TAG_BYTES : 0);
+    size_t used = pages.reserved + pages.side_bytes + (with_tags ? TAG_BYTES : 0);
     return limit / BUDGET_SHARE > used ? limit / BUDGET_SHARE - used : 0;
+}
+
+static size_t budget_left(void)
+{
+    return budget_of(unit_tags != NULL);
 }
 
 /* Maps side array i up to `units` units, in place after what it has (it never shrinks
@@ -164,7 +172,8 @@ int usi_pages_init(void)
 {
     size_t align = span_bytes(USI_SPAN_ORDERS - 1);
     size_t size = usi_options.reserve_bytes;
-    size_t limit = as_limit = usi_os_address_limit();
+    size_t limit = usi_os_address_limit();
+    __atomic_store_n(&as_limit, limit, __ATOMIC_RELAXED);
     if (limit != SIZE_MAX) {
         size_t budget = limit / BUDGET_SHARE;
         if (budget < MIN_RESERVE + align)
@@ -340,21 +349,41 @@ void usi_pages_try_tags(void)
     errno = saved_errno;
 }
 
-void usi_pages_before_mlockall(int flags)
+/* Unmaps the tag table, under pages.lock, where no other thread can be reading it: the
+ * mask first (a reader that still sees the old one reads entry 0 of the old table), then
+ * the table. A signal handler that frees here sees one of the two consistent states. */
+static void drop_tags(int alone)
 {
-    if (!(flags & MCL_CURRENT) || !usi_pages_have_tags())
-        return;
-    usi_lock(&pages.lock);
-    /* Only where no other thread can be reading it: the mask first (a reader that still
-     * sees the old one reads entry 0 of the old table), then the table. A signal handler
-     * that frees here sees one of the two consistent states. */
-    if (unit_tags && usi_os_single_threaded()) {
+    if (unit_tags && alone) {
         uint16_t *old = unit_tags;
         __atomic_store_n(&usi_unit_tag_mask, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&usi_unit_tags, zero_tags, __ATOMIC_RELEASE);
         __atomic_store_n(&unit_tags, NULL, __ATOMIC_RELEASE);
         usi_os_unmap(old, TAG_BYTES);
     }
+}
+
+void usi_pages_before_mlockall(int flags)
+{
+    if (!(flags & MCL_CURRENT) || !usi_pages_have_tags())
+        return;
+    usi_lock(&pages.lock);
+    drop_tags(usi_os_single_threaded());
+    usi_unlock(&pages.lock);
+}
+
+void usi_pages_address_limit_changed(size_t limit, int alone)
+{
+    if (!__atomic_load_n(&usi_pagemap.nunits, __ATOMIC_ACQUIRE))
+        return; /* not initialised (it reads the limit then), or slabs are off */
+    usi_lock(&pages.lock);
+    __atomic_store_n(&as_limit, limit, __ATOMIC_RELAXED);
+    /* Where the table would not be mapped now (usi_pages_try_tags), it goes: a program
+     * that lowers its RLIMIT_AS (a worker's sandbox, `resource.setrlimit` in Python) found
+     * its 4 GiB already over a 1 GiB limit, and every new mapping of its own failed
+     * (session 17's audit of CPython's tests: a pool initialiser's limit, MemoryError). */
+    if (unit_tags && budget_of(0) < 2 * TAG_BYTES)
+        drop_tags(alone);
     usi_unlock(&pages.lock);
 }
 

@@ -87,6 +87,11 @@ void usi_purge_no_start(int delta)
     tls_no_start += delta;
 }
 
+void usi_purge_thread_creating(void)
+{
+    __atomic_store_n(&purger.fork_tid, 0, __ATOMIC_RELAXED);
+}
+
 /* The thread calls the purger makes. With the hooks (shared libraries), the program's
  * pthread_create, pthread_join and pthread_detach are hooks.c's, a layer above, so the
  * purger calls the first definitions in the process's lookup order (a sanitizer's
