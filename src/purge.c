@@ -49,6 +49,8 @@ static struct {
     int pending;  /* the thread: something may be waiting to be given back (under lock) */
     int more;     /* the thread: its last pass left idle memory to give back later (under
                    * lock) */
+    int exited;   /* a thread that used uslab exited since the thread last left: it may
+                   * start with one user or none (atomic; thread_wanted) */
     int thread;   /* the thread: 0 none yet, 1 asked for or running, -1 never in this
                    * process (refused or failed), 2 paused (usi_purge_pause: none now,
                    * passes inline) (atomic; reset in a fork child) */
@@ -533,16 +535,21 @@ static void *purger_main(void *arg)
             usi_os_realtime_after(at > now ? at - now : 1, &until);
             pthread_cond_timedwait(&purger.wake, &purger.lock, &until);
         }
-        if (!leaving()) {
+        /* A kick since the last pass (`work`) gets a pass before any leave: the pass is
+         * what tells whether idle memory is left (`more`); a leave that came due during
+         * the tick's sleep went before it, with the memory the kick was for. */
+        int work = purger.pending;
+        if (work || !leaving()) {
             purger.pending = 0;
-            /* The tick's sleep, cut short by a stop (usi_purge_pause) or a leave. */
+            /* The tick's sleep, cut short by a stop (usi_purge_pause), or a leave when no
+             * kick came. */
             struct timespec until;
             usi_os_realtime_after(tick, &until);
-            while (!purger.stop && !leaving() &&
+            while (!purger.stop && (work || !leaving()) &&
                    pthread_cond_timedwait(&purger.wake, &purger.lock, &until) == 0)
                 ;
         }
-        int stop = purger.stop, leave = !stop && leaving();
+        int stop = purger.stop, leave = !stop && !work && leaving();
         if (leave) {
             /* Unless paused, none now (0). Detached: nobody joins a thread that left by
              * itself (a finished thread never joined is a leak to TSan); a pause waits for
@@ -551,6 +558,7 @@ static void *purger_main(void *arg)
             __atomic_compare_exchange_n(&purger.thread, &state, 0, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED);
             purger.started = 0;
+            __atomic_store_n(&purger.exited, 0, __ATOMIC_RELEASE);
             thread_detach(pthread_self());
         }
         usi_unlock(&purger.lock);
@@ -660,8 +668,14 @@ static int thread_wanted(void)
     case USI_PURGER_ALWAYS:
         return 1;
     case USI_PURGER_AUTO:
-        /* Asked again at each kick: threads come and go (the thread leaves when alone). */
-        if (!usi_purge_process_threaded() || __atomic_load_n(&purger.users, __ATOMIC_ACQUIRE) <= 1)
+        /* Asked again at each kick: threads come and go (the thread leaves when alone).
+         * With one user or none, only after a thread's exit: what it freed and flushed
+         * goes back by the purger, which leaves once that is done, rather than wait for a
+         * slow path of the threads left (workers that ran one after another, their
+         * process's main thread idle: session 17). */
+        if (!usi_purge_process_threaded() ||
+            (__atomic_load_n(&purger.users, __ATOMIC_ACQUIRE) <= 1 &&
+             !__atomic_load_n(&purger.exited, __ATOMIC_ACQUIRE)))
             return 0;
         /* The reads below (the status file for seccomp, the cgroup's pids.max) need some
          * hundred bytes of stack: on a handler's alternate stack, a later kick does them
@@ -874,6 +888,11 @@ void usi_purge_thread_exited(void)
         usi_lock(&purger.lock); /* the thread rechecks under it: no lost wake-up */
         pthread_cond_broadcast(&purger.wake);
         usi_unlock(&purger.lock);
+    } else if (usi_options.purger == USI_PURGER_AUTO && usi_options.purge_delay_ms) {
+        /* None running: this thread's flush may have left empty slabs and full depots that
+         * no other thread's slow path will ever pass by. The purger comes for them. */
+        __atomic_store_n(&purger.exited, 1, __ATOMIC_RELEASE);
+        usi_purge_kick();
     }
 }
 
@@ -953,6 +972,7 @@ void usi_purge_postfork_child(void)
     purger.thread = 0;
     purger.pending = 0;
     purger.more = 0;
+    purger.exited = 0;
     purger.started = 0; /* the parent's thread is not the child's to join */
     purger.ktid = 0;
     purger.stop = 0;

@@ -21,7 +21,10 @@
  *    shrunk blocks' tails (a realloc scheduled none: they stayed resident for good);
  *  - `small`: THREADS threads each allocate PER_THREAD_MIB in blocks of 1 to 2 KiB, free
  *    them and exit, and are joined; the purger thread must give the slabs back before it
- *    leaves (it left as they became due: 4 threads of 50 MB kept 209 MB, glibc 8).
+ *    leaves (it left as they became due: 4 threads of 50 MB kept 209 MB, glibc 8);
+ *  - `serial`: the same threads one after another, each joined before the next starts,
+ *    and the main thread never calls malloc: never two users at once, so no purger was
+ *    started, and nothing gave their memory back (a thread's exit now starts it).
  * Run under glibc alone too (`_glibc`), which trims each arena at its frees.
  * Resident sizes are read with open/read only: no malloc, so no slow path of the main
  * thread that could run a pass inline.
@@ -172,24 +175,28 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "trim";
     int trim = strcmp(mode, "trim") == 0;
     shrink = strcmp(mode, "shrunk") == 0;
-    small = strcmp(mode, "small") == 0;
+    int serial = strcmp(mode, "serial") == 0;
+    small = strcmp(mode, "small") == 0 || serial;
     int joined = strcmp(mode, "joined") == 0 || small;
     if (!trim && !joined && !shrink && strcmp(mode, "idle") != 0)
-        FAIL("mode: trim, idle, joined, shrunk or small");
+        FAIL("mode: trim, idle, joined, shrunk, small or serial");
     stay = !joined;
     pthread_barrier_init(&freed, NULL, THREADS + 1);
     pthread_barrier_init(&release, NULL, THREADS + 1);
     pthread_barrier_init(&regrown, NULL, THREADS + 1);
     size_t base = resident();
     pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++)
+    for (int i = 0; i < THREADS; i++) {
         if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i) != 0)
             FAIL("pthread_create");
-    if (joined)
+        if (serial)
+            pthread_join(t[i], NULL);
+    }
+    if (!joined)
+        pthread_barrier_wait(&freed);
+    else if (!serial)
         for (int i = 0; i < THREADS; i++)
             pthread_join(t[i], NULL);
-    else
-        pthread_barrier_wait(&freed);
     size_t after_frees = resident();
     size_t now = after_frees;
     if (trim) {
