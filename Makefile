@@ -1,7 +1,7 @@
 # Thin wrapper over CMake: each target is a configure, a build and a ctest or runner line.
 #   make          build libuslab.so, libuslab.a, libuslab-preload.so (in ./build)
 #   make test     everything CI runs: a clang-format check, the test suite, glibc's malloc
-#                 tests under uslab, the suite again built and run on uslab (test-selfhost),
+#                 tests under uslab, CPython's tests under uslab, the suite again built and run on uslab (test-selfhost),
 #                 then under UBSan, TSan and memcheck
 #                 (a Valgrind client-request build), then 60 s of fuzzing
 #   make check    just the test suite of ./build (the quick inner loop)
@@ -11,7 +11,7 @@ JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all configure check layers test test-glibc test-selfhost test-ubsan test-tsan test-valgrind fuzz clean format format-check
+.PHONY: all configure check layers test test-glibc test-python test-selfhost test-ubsan test-tsan test-valgrind fuzz clean format format-check
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -30,7 +30,7 @@ layers: all
 	cd $(BUILD) && $(CTEST) -R '^layers_selftest$$'
 	python3 tools/check_layers.py $(LAYERS_FLAGS) docs/design.md @$(BUILD)/tests/layers/objects.txt
 
-test: format-check check test-glibc test-selfhost test-ubsan test-tsan test-valgrind fuzz
+test: format-check check test-glibc test-python test-selfhost test-ubsan test-tsan test-valgrind fuzz
 
 # glibc 2.36's own malloc tests (from Debian's glibc-source tarball, built at test time in
 # $(BUILD)/glibc-tests), each run under plain glibc and under libuslab-preload.so:
@@ -38,6 +38,13 @@ test: format-check check test-glibc test-selfhost test-ubsan test-tsan test-valg
 # unless CI is set.
 test-glibc: all
 	python3 tests/glibc/run.py --build $(BUILD) --jobs $(JOBS)
+
+# CPython's own regression tests (Debian's libpython3.X-testsuite) on /usr/bin/python3 with
+# PYTHONMALLOC=malloc under libuslab-preload.so, a module per process; a module that fails is
+# run again under plain glibc as the control (tests/python/run.py). Fails if one fails under
+# uslab only; skips when the test package is missing, unless CI is set.
+test-python: all
+	python3 tests/python/run.py --build $(BUILD) --jobs $(JOBS)
 
 # Self-hosting: a fresh configure, build and test run of build-selfhost with LD_PRELOAD set to
 # $(BUILD)'s preload library, so cmake, make, the compilers (cc1, as, ld), ctest, python and
