@@ -257,9 +257,20 @@ static void print_track(const char *what, const struct track *t)
 {
     if (t->depth == 0)
         return;
+    /* The caller checked the state word before it: a linear overflow that reaches the
+     * tracks passes it first. The bound is kept all the same (an overwritten depth walked
+     * off the record, session 18's audit). */
+    uint32_t depth = t->depth < TRACK_DEPTH ? t->depth : TRACK_DEPTH;
     uint64_t now = usi_os_now_ms();
     out("INFO: %s age=%llu ms tid=%u\n", what, (unsigned long long)(now - t->when_ms), t->tid);
-    print_stack(t->stack, t->depth);
+    print_stack(t->stack, depth);
+}
+
+/* The tail's state word is one of the two a debug cache writes: else the program overwrote
+ * the tail (an overflow past the right red zone), and the tracks after it are its data. */
+static int tail_intact(const struct tail *t)
+{
+    return t->state == STATE_ALLOC || t->state == STATE_FREE;
 }
 
 static void hexdump(const char *label, const unsigned char *p, size_t n)
@@ -292,9 +303,13 @@ void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj
     }
     if (slot && slot + c->obj_offset == (const char *)obj && c->debug) {
         struct tail *t = tail_of(c, slot);
-        if (c->debug & USI_DEBUG_U) {
+        if ((c->debug & USI_DEBUG_U) && tail_intact(t)) {
             print_track("Allocated in", &t->alloc);
             print_track("Freed in", &t->free);
+        } else if (c->debug & USI_DEBUG_U) {
+            out("INFO: allocation and free stacks unknown: the tracking record at %p, after the "
+                "object's red zone, is overwritten\n",
+                (void *)t);
         }
         if (c->obj_offset)
             hexdump("Redzone", (unsigned char *)slot, c->obj_offset);
@@ -623,7 +638,10 @@ struct leak_table {
     const char **skipped;
     uint32_t *order; /* sites' indices, largest first, for printing */
     size_t nsites, nparts, nskipped, objects, bytes;
+    size_t overwritten; /* live objects whose tracking record the program overwrote */
 };
+
+static const struct track no_track;
 
 static uint64_t stack_hash(void *const *stack, uint32_t depth)
 {
@@ -717,9 +735,12 @@ static void leak_scan_cache(struct uslab_cache *c, void *arg)
     for (unsigned l = USI_SLAB_PARTIAL; l <= USI_SLAB_FULL; l++)
         for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
             for (uint32_t i = 0; i < s->bump; i++)
-                if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63)))
-                    leak_add(lt, c->name, c->size,
-                             &tail_of(c, s->objs + (size_t)i * c->stride)->alloc, c->size);
+                if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63))) {
+                    const struct tail *t = tail_of(c, s->objs + (size_t)i * c->stride);
+                    if (!tail_intact(t))
+                        lt->overwritten++; /* listed with no stack: its track is data */
+                    leak_add(lt, c->name, c->size, tail_intact(t) ? &t->alloc : &no_track, c->size);
+                }
     usi_unlock(&c->lock);
 }
 
@@ -777,8 +798,9 @@ static void json_string(const char *text)
 
 static void print_leaks_json(const struct leak_table *lt)
 {
-    out("{\"uslab_leaks\": {\"objects\": %zu, \"bytes\": %zu, \"sites\": %zu, \"by_site\": [",
-        lt->objects, lt->bytes, lt->nsites);
+    out("{\"uslab_leaks\": {\"pid\": %d, \"objects\": %zu, \"bytes\": %zu, \"sites\": %zu, "
+        "\"overwritten\": %zu, \"by_site\": [",
+        (int)usi_os_getpid(), lt->objects, lt->bytes, lt->nsites, lt->overwritten);
     for (size_t i = 0; i < lt->nsites; i++) {
         const struct leak_site *site = &lt->sites[lt->order[i]];
         out("%s\n  {\"bytes\": %zu, \"objects\": %zu, \"caches\": [", i ? "," : "", site->bytes,
@@ -833,6 +855,10 @@ static void print_leaks_text(const struct leak_table *lt)
     }
     if (lt->nskipped > LEAK_SKIPPED)
         out("uslab: leak report: %zu more caches not scanned\n", lt->nskipped - LEAK_SKIPPED);
+    if (lt->overwritten)
+        out("uslab: leak report: %zu of these objects had their tracking record overwritten "
+            "(an overflow past the block): listed with no stack\n",
+            lt->overwritten);
     for (size_t i = 0; i < lt->nsites; i++) {
         const struct leak_site *site = &lt->sites[lt->order[i]];
         out("LEAK: %zu bytes in %zu objects (", site->bytes, site->count);
@@ -840,6 +866,8 @@ static void print_leaks_text(const struct leak_table *lt)
             out("%s%s x%zu", k == site->parts ? "" : ", ", lt->parts[k - 1].cache,
                 lt->parts[k - 1].count);
         out("), allocated from:\n");
+        if (site->depth == 0)
+            out("    (stack unknown)\n");
         for (uint32_t f = 0; f < site->depth; f++)
             print_frame("    ", site->stack[f]);
     }

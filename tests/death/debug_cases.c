@@ -68,6 +68,31 @@ int main(int argc, char **argv)
         free(p);
         printf("not checked\n");
         return 0;
+    } else if (strcmp(c, "tail_overwritten") == 0) { /* an overflow through the red zone
+                                                      * into the tracking record (U) */
+        char *p = malloc(32);
+        for (size_t i = 32; i < 232; i++)
+            touch(p, i, 'A'); /* its depth read 0x41414141: the report walked off it */
+        free(p);
+    } else if (strcmp(c, "leak_overwritten") == 0) { /* the same block left live at exit */
+        char *p = malloc(32);
+        for (size_t i = 32; i < 232; i++)
+            touch(p, i, 'A');
+        keep = p;
+        return 0;
+    } else if (strcmp(c, "poison_new") == 0) { /* P: every byte of a new block is 0x5a */
+        static const size_t sizes[] = {16, 24, 32, 48, 64, 100, 128, 256, 1000};
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            unsigned char *p = malloc(sizes[k]);
+            for (size_t i = 0; i < sizes[k]; i++)
+                if (p[i] != 0x5a) {
+                    printf("malloc(%zu): byte %zu is 0x%02x, not poisoned\n", sizes[k], i, p[i]);
+                    return 1;
+                }
+            free(p);
+        }
+        printf("poisoned whole\n");
+        return 0;
     } else if (strcmp(c, "ok") == 0) { /* correct use: no report */
         for (int i = 0; i < 1000; i++) {
             char *p = malloc((size_t)i + 1);
