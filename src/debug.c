@@ -100,6 +100,7 @@ static struct {
     char globs[256]; /* comma-separated, copied from the environment */
     int continue_after_report;
     int leaks, leaks_json;
+    uint64_t globs_matched; /* bit i: the i-th glob (of the first 64) selected a cache */
 } dbg;
 
 static size_t round_up(size_t x, size_t a)
@@ -172,13 +173,34 @@ unsigned usi_debug_flags_for(const char *name, unsigned cache_flags)
         return 0;
     if (dbg.globs[0] == '\0')
         return dbg.letters;
-    for (const char *g = dbg.globs; *g;) {
+    unsigned i = 0;
+    for (const char *g = dbg.globs; *g; i++) {
         size_t len = strcspn(g, ",");
-        if (len && glob_match(g, len, name))
+        if (len && glob_match(g, len, name)) {
+            if (i < 64)
+                __atomic_fetch_or(&dbg.globs_matched, (uint64_t)1 << i, __ATOMIC_RELAXED);
             return dbg.letters;
+        }
         g += len + (g[len] == ',');
     }
     return dbg.leaks ? USI_DEBUG_U : 0;
+}
+
+/* At exit: a glob that selected no cache checked nothing, and said nothing (session 18's
+ * audit: `USLAB_DEBUG=FZ,malloc-24`, the size asked for rather than a class's name). */
+static void note_unmatched_globs(void)
+{
+    uint64_t matched = __atomic_load_n(&dbg.globs_matched, __ATOMIC_RELAXED);
+    unsigned i = 0;
+    for (const char *g = dbg.globs; *g && i < 64; i++) {
+        size_t len = strcspn(g, ",");
+        if (len && !(matched & ((uint64_t)1 << i)))
+            usi_report_warn("%s: the glob '%.*s' selected no cache, so nothing was checked for "
+                            "it (malloc classes are named by their block size: malloc-16, "
+                            "malloc-32, malloc-48, ...; USLAB_STATS=1 lists the caches)",
+                            usi_settings_table[USI_SETTING_DEBUG].name, (int)len, g);
+        g += len + (g[len] == ',');
+    }
 }
 
 void usi_debug_layout(struct uslab_cache *c)
@@ -908,6 +930,8 @@ void usi_debug_leak_report(void)
  * library frees in its destructor are not leaks, whatever the order of finalisation. */
 __attribute__((destructor)) static void leak_report_at_exit(void)
 {
+    if (dbg.letters && dbg.globs[0])
+        note_unmatched_globs();
     if (!dbg.leaks && !(dbg.letters & USI_DEBUG_U)) /* set only by initialisation */
         return;
     if (usi_os_after_destructors(usi_debug_leak_report) != 0)
