@@ -45,7 +45,7 @@ run_options)
     run_status 0 run --leaks=json -- "$probe"
     expect_line "$tmp/out" "USLAB_LEAKS=json"
     expect_line "$tmp/out" "malloc=uslab"
-    grep -q '^{"uslab_leaks": {"objects": [0-9]*, "bytes": [0-9]*, "sites": [0-9]*, "by_site": \[' \
+    grep -q '^{"uslab_leaks": {"pid": [0-9]*, "objects": [0-9]*, "bytes": [0-9]*, "sites": [0-9]*, "overwritten": 0, "by_site": \[' \
         "$tmp/err" || { cat "$tmp/err" >&2; fail "--leaks=json: no JSON leak report on stderr"; }
     expect_no_match "$tmp/err" "^uslab: leak report"
     if command -v python3 > /dev/null; then
@@ -279,8 +279,9 @@ layout_install)
 debug_spec)
     # --debug takes exactly what the library takes (src/settings.c's parser): letters in
     # either case, none meaning FZPU, '-' ignored, empty globs; the value reaches the
-    # program unchanged, and the library reads it without a warning.
-    for v in fz ',malloc-*' '' - FZ, 'f-z,,conn*' tU,malloc-64; do
+    # program unchanged, and the library reads it without a warning (its globs select caches
+    # the probe uses: one that selects none is named at exit).
+    for v in fz ',malloc-*' '' - FZ, 'f-z,,malloc-*' tU,malloc-64; do
         run_status 0 run --debug="$v" -- "$probe"
         expect_line "$tmp/out" "USLAB_DEBUG=$v"
         expect_line "$tmp/out" "malloc=uslab"
