@@ -45,11 +45,15 @@ struct track {
     uint32_t depth;
 };
 
-/* After the right red zone: the object's state, then (with U) its two tracks. */
+/* After the right red zone: the object's state, the size a malloc caller asked for, then
+ * (with U) its two tracks. */
 struct tail {
     uint64_t state;
+    uint64_t asked; /* ASKED_SET | size (usi_debug_asked); 0: the whole object is the user's */
     struct track alloc, free;
 };
+
+#define ASKED_SET ((uint64_t)1 << 63)
 
 int usi_debug_enabled;
 
@@ -314,12 +318,20 @@ void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj
 {
     out("%sBUG %s: %s\n", rule, c->name, what);
     out("-----------------------------------------------------------------------------\n");
-    out("INFO: object %p, size %zu, objects every %zu bytes\n", obj, c->size, c->stride);
     char *slot = NULL;
     if (s) {
         uintptr_t off = (uintptr_t)obj - c->obj_offset - (uintptr_t)s->objs;
         if (off < (uintptr_t)c->nobjs * c->stride)
             slot = s->objs + off / c->stride * c->stride;
+    }
+    const struct tail *tk =
+        slot && slot + c->obj_offset == (const char *)obj && c->debug ? tail_of(c, slot) : NULL;
+    if (tk && tail_intact(tk) && (tk->asked & ASKED_SET))
+        out("INFO: object %p, size %zu (%llu asked for), objects every %zu bytes\n", obj, c->size,
+            (unsigned long long)(tk->asked & ~ASKED_SET), c->stride);
+    else
+        out("INFO: object %p, size %zu, objects every %zu bytes\n", obj, c->size, c->stride);
+    if (s) {
         out("INFO: slab %p objects=%u used=%u colour=%u first object %p\n", (void *)s->span,
             c->nobjs, s->inuse, s->colour, (void *)s->objs);
     }
@@ -383,14 +395,50 @@ static void check_redzones(struct uslab_cache *c, struct usi_slab *s, char *slot
     char *obj = slot + c->obj_offset;
     size_t right = c->tail_offset - c->obj_offset - c->size;
     const unsigned char *bad = first_not((unsigned char *)slot, c->obj_offset, want);
+    /* A live malloc block's class beyond the size asked for (usi_debug_asked). */
+    const struct tail *t = tail_of(c, slot);
+    size_t asked =
+        want == RED_ACTIVE && (t->asked & ASKED_SET) ? (size_t)(t->asked & ~ASKED_SET) : c->size;
+    if (!bad && asked < c->size)
+        bad = first_not((unsigned char *)obj + asked, c->size - asked, want);
     if (!bad)
         bad = first_not((unsigned char *)obj + c->size, right, want);
     if (bad) {
-        char what[160];
-        snprintf(what, sizeof what, "Redzone overwritten (%s): byte 0x%02x at %p, object%+ld", when,
-                 *bad, (const void *)bad, (long)((const char *)bad - obj));
+        char what[200];
+        long at = (long)((const char *)bad - obj);
+        if (asked < c->size && at >= (long)asked)
+            snprintf(what, sizeof what,
+                     "Redzone overwritten (%s): byte 0x%02x at %p, object%+ld, past the %zu "
+                     "bytes asked for",
+                     when, *bad, (const void *)bad, at, asked);
+        else
+            snprintf(what, sizeof what, "Redzone overwritten (%s): byte 0x%02x at %p, object%+ld",
+                     when, *bad, (const void *)bad, at);
         usi_debug_report(c, s, obj, what);
     }
+}
+
+void usi_debug_asked(struct uslab_cache *c, void *obj, size_t size)
+{
+    if (!(c->debug & USI_DEBUG_Z))
+        return;
+    char *slot = (char *)obj - c->obj_offset;
+    USI_VG_DEFINED(slot, c->stride);
+    if (size >= c->size) { /* all the user's (a realloc may have grown it in place) */
+        tail_of(c, slot)->asked = 0;
+        return;
+    }
+    tail_of(c, slot)->asked = ASKED_SET | size;
+    memset((char *)obj + size, RED_ACTIVE, c->size - size);
+    USI_VG_UNDEFINED((char *)obj + size, c->size - size);
+}
+
+size_t usi_debug_usable_size(const struct uslab_cache *c, const void *obj)
+{
+    if (!(c->debug & USI_DEBUG_Z))
+        return c->size;
+    const struct tail *t = tail_of(c, (char *)(uintptr_t)obj - c->obj_offset);
+    return (t->asked & ASKED_SET) ? (size_t)(t->asked & ~ASKED_SET) : c->size;
 }
 
 void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot)
@@ -420,6 +468,7 @@ void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot)
     if (c->debug & USI_DEBUG_P)
         memset(obj, POISON_NEW, c->size);
     t->state = STATE_ALLOC;
+    t->asked = 0; /* a malloc caller says its size next (usi_debug_asked) */
     if (c->debug & USI_DEBUG_U) {
         record(&t->alloc);
         t->free.depth = 0;

@@ -646,6 +646,11 @@ void usi_debug_capture(void);
 /* Slab-layer hooks for debug caches, under cache->lock. */
 void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot);
 void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot);
+/* A malloc block of a debug class was handed out for `size` bytes (the caller owns it, no
+ * lock): under Z the rest of its class, [size, c->size), becomes red zone, checked on free,
+ * and usi_debug_usable_size says `size`. Also after a realloc kept the block in place. */
+void usi_debug_asked(struct uslab_cache *c, void *obj, size_t size);
+size_t usi_debug_usable_size(const struct uslab_cache *c, const void *obj);
 /* Prints a report in the kernel's form ("BUG <cache>: <what>", object dump, tracks, slab)
  * and aborts unless USLAB_DEBUG_CONTINUE=1. */
 void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj, const char *what);

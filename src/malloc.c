@@ -299,7 +299,7 @@ __attribute__((destructor)) static void profile_at_exit(void)
  * fallback then costs no lock. The pair first, without the descriptor: a class's pair is
  * at its id's offset (usi_class_setup), and a class not set up yet has a blank pair in
  * every thread, on which the pop misses. */
-static inline __attribute__((always_inline)) void *class_alloc(unsigned id)
+static inline __attribute__((always_inline)) void *class_alloc(unsigned id, size_t size)
 {
     struct usi_tcache *tc = usi_tls;
     uintptr_t offset = (uintptr_t)id * sizeof(struct usi_magpair);
@@ -317,6 +317,7 @@ static inline __attribute__((always_inline)) void *class_alloc(unsigned id)
          * audit). */
         if (USI_UNLIKELY(c->debug)) {
             USI_VG_HANDOUT(&usi_class_caches[id], p);
+            usi_debug_asked(c, p, size); /* Z: the class beyond `size` is red zone */
             return p;
         }
     }
@@ -345,7 +346,7 @@ static USI_NOINLINE void *malloc_slow(size_t size)
     }
     unsigned id =
         size <= USI_SMALL_MAX ? usi_class_small[(size + 7) >> 3] : usi_sizeclass_of_large(size);
-    void *p = class_alloc(id);
+    void *p = class_alloc(id, size);
     /* slabs full: glibc's */
     return USI_LIKELY(p != NULL) ? p : sys_tracked(usi_sys_malloc(size), size);
 }
@@ -538,7 +539,10 @@ static size_t usi_malloc_usable_size(void *p)
     uintptr_t e = usi_pagemap_lookup(p);
     if (is_class_id(e & USI_ID_MASK)) {
         struct uslab_cache *c = &usi_class_caches[e & USI_ID_MASK];
-        return check_in_use(c, e, p, "malloc_usable_size") ? 0 : c->size;
+        if (check_in_use(c, e, p, "malloc_usable_size"))
+            return 0;
+        /* Under USLAB_DEBUG=Z the size asked for: the rest of the class is red zone. */
+        return USI_UNLIKELY(c->debug) ? usi_debug_usable_size(c, p) : c->size;
     }
     check_other(p, e, "malloc_usable_size");
     if (tracking_large())
@@ -566,6 +570,10 @@ static void *usi_calloc(size_t n, size_t size)
      * malloc_usable_size reports beyond the request (the audit of session 13: a block of a
      * freed one's class kept its old bytes there). */
     uintptr_t id = usi_pagemap_lookup(p) & USI_ID_MASK;
+    if (is_class_id(id) && USI_UNLIKELY(usi_class_caches[id].debug)) {
+        memset(p, 0, total); /* Z's red zone after it stays (usi_debug_asked) */
+        return p;
+    }
     memset(p, 0, is_class_id(id) ? usi_class_caches[id].size : usi_sys_usable_size(p));
     return p;
 }
@@ -612,6 +620,8 @@ static void *usi_realloc(void *p, size_t size)
         if (size > have / 2 || have <= 16) {
             if (USI_UNLIKELY(usi_options.profile))
                 profile_record(size); /* a request, even if the block stays */
+            if (USI_UNLIKELY(c->debug))
+                usi_debug_asked(c, p, size); /* Z: the new size's red zone */
             return p;
         }
     }
@@ -642,7 +652,7 @@ static void *aligned_impl(size_t align, size_t size)
         if (USI_UNLIKELY(usi_options.profile))
             profile_record(size > align ? size : align);
         unsigned id = usi_sizeclass_aligned(size, align);
-        void *p = id ? class_alloc(id) : NULL;
+        void *p = id ? class_alloc(id, size) : NULL;
         if (p)
             return p;
     }

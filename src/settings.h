@@ -26,7 +26,8 @@
       "object state, slab consistency")                                                            \
     X(Z, 0x02u, 1,                                                                                 \
       "red zones before and after each object, checked on free and on allocation (a malloc "       \
-      "block's object is its whole size class, as malloc_usable_size reports)")                    \
+      "block's right red zone starts at the size asked for, which malloc_usable_size then "        \
+      "reports)")                                                                                  \
     X(P, 0x04u, 1, "poisoning of free and new objects, checked on allocation (writes after free)") \
     X(U, 0x08u, 1,                                                                                 \
       "user tracking: allocation and free stacks, thread and time per object, and the leak "       \

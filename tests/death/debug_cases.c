@@ -7,6 +7,7 @@
  */
 #include "uslab.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,31 @@ int main(int argc, char **argv)
         free(p);
         printf("not checked\n");
         return 0;
+    } else if (strcmp(c, "slack") == 0) { /* one byte past the size asked for, inside the
+                                           * class (Z: the class beyond it is red zone) */
+        char *p = malloc(24);
+        touch(p, 24, 'x');
+        free(p);
+    } else if (strcmp(c, "slack_realloc") == 0) { /* realloc in place moves the red zone */
+        char *p = malloc(40);
+        p = realloc(p, 44); /* malloc-48 keeps it */
+        for (size_t i = 0; i < 44; i++)
+            touch(p, i, 'y'); /* all the user's */
+        p = realloc(p, 36);
+        touch(p, 36, 'x'); /* past the new size */
+        free(p);
+    } else if (strcmp(c, "usable_asked") == 0) { /* Z: malloc_usable_size is the size asked */
+        char *p = malloc(24);
+        char *q = calloc(3, 7);
+        for (size_t i = 0; i < 21; i++)
+            if (q[i] != 0)
+                return 1;
+        printf("usable %zu %zu\n", malloc_usable_size(p), malloc_usable_size(q));
+        p = realloc(p, 30);
+        printf("usable %zu\n", malloc_usable_size(p));
+        free(p);
+        free(q);
+        return 0;
     } else if (strcmp(c, "tail_overwritten") == 0) { /* an overflow through the red zone
                                                       * into the tracking record (U) */
         char *p = malloc(32);
@@ -97,6 +123,9 @@ int main(int argc, char **argv)
         for (int i = 0; i < 1000; i++) {
             char *p = malloc((size_t)i + 1);
             memset(p, 1, (size_t)i + 1);
+            size_t grown = (size_t)i + 1 + (size_t)(i % 7); /* in place or moved */
+            p = realloc(p, grown);
+            memset(p, 2, grown);
             free(p);
         }
         return 0;
