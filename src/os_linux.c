@@ -1410,6 +1410,25 @@ static int find_glibc_fns(struct sys_fns *out)
     return 0;
 }
 
+/* A function of glibc's own, from libc.so.6's table (memory only), else by dlsym; NULL if
+ * neither has it. For the few that are looked up at their first use (malloc_trim,
+ * mallinfo2): dlsym waits for the dynamic linker's lock, which a thread in dlopen holds
+ * while it runs constructors, and a program's first malloc_trim deadlocked against one that
+ * waited for a lock the caller held (session 18's audit). */
+static void *glibc_symbol(const char *name)
+{
+    const struct link_map *m = _r_debug.r_map;
+    while (m && !(m->l_name && strcmp(file_base_name(m->l_name), "libc.so.6") == 0))
+        m = m->l_next;
+    struct obj_syms o;
+    const ElfW(Sym) *s = m && obj_syms_of(m, &o) == 0 ? obj_lookup(&o, name) : NULL;
+    if (s)
+        return (void *)(o.base + (uintptr_t)s->st_value);
+    void *f = dlsym(RTLD_NEXT, name);
+    (void)dlerror(); /* leave no error of this lookup for the program's dlerror() */
+    return f;
+}
+
 static const struct sys_fns *glibc_fns(void)
 {
     if (USI_LIKELY(__atomic_load_n(&sys_state, __ATOMIC_ACQUIRE)))
@@ -1531,8 +1550,7 @@ int usi_sys_trim_pad(size_t pad)
     int e = errno;
     trim_fn f = __atomic_load_n(&glibc_trim, __ATOMIC_ACQUIRE);
     if (!f) {
-        f = (trim_fn)(uintptr_t)dlsym(RTLD_NEXT, "malloc_trim");
-        (void)dlerror(); /* leave no error of this lookup for the program's dlerror() */
+        f = (trim_fn)(uintptr_t)glibc_symbol("malloc_trim");
         if (f)
             __atomic_store_n(&glibc_trim, f, __ATOMIC_RELEASE);
     }
@@ -1554,8 +1572,7 @@ int usi_sys_mallinfo2(struct mallinfo2 *out)
     int e = errno;
     info_fn f = __atomic_load_n(&glibc_info, __ATOMIC_ACQUIRE);
     if (!f) {
-        f = (info_fn)(uintptr_t)dlsym(RTLD_NEXT, "mallinfo2");
-        (void)dlerror();
+        f = (info_fn)(uintptr_t)glibc_symbol("mallinfo2");
         if (f)
             __atomic_store_n(&glibc_info, f, __ATOMIC_RELEASE);
     }

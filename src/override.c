@@ -44,7 +44,17 @@ typedef void (*throw_bad_alloc_fn)(void);
  */
 static void *cxx_runtime_symbol(const char *name)
 {
-    void *f = dlsym(RTLD_DEFAULT, name);
+    /* First the loaded objects' symbol tables, lock-free: dlsym waits for the dynamic
+     * linker's lock, which a thread in dlopen holds while it runs the new object's
+     * constructors; one that waits for a lock this thread holds around a failing `new`
+     * deadlocked (session 18's audit; libstdc++'s own operator new takes no such lock).
+     * Only libstdc++ defines these names, and every loaded object of the base namespace is
+     * in that list, also one a module brought with RTLD_LOCAL. dlsym remains for what the
+     * walk cannot read. */
+    void *f = NULL;
+    if (usi_os_defined_after(&name, &f, 1) == 0)
+        return f;
+    f = dlsym(RTLD_DEFAULT, name);
     if (!f) {
         void *h = dlopen(STDCXX_SONAME, RTLD_LAZY | RTLD_NOLOAD); /* only if loaded */
         if (h) {
@@ -71,6 +81,128 @@ static USI_NORETURN void throw_bad_alloc(size_t size, size_t bad_align)
     usi_report_fatal("operator new(%zu): out of memory", size);
 }
 
+/* ---- a program's own operators --------------------------------------------------------
+ *
+ * C++ lets a program replace any of these functions; the standard defines the others'
+ * defaults in terms of the ones it replaces (new[] calls new, the nothrow forms call the
+ * throwing ones and catch, every delete form calls operator delete(void*), the aligned ones
+ * likewise), and libstdc++ implements them so. A program that replaces only the basic pair
+ * (a size header, counters, an arena) got its own `new T` but uslab's sized delete, new[],
+ * nothrow new: blocks that did not pair up, aborts, and a freed neighbour in a magazine
+ * twice (session 18's audit). So the first call of any of uslab's operators looks whether
+ * an object before the preload library (the executable, an earlier preload) defines one of
+ * them: if so, each of uslab's forwards to the next definition, libstdc++'s, which reaches
+ * the program's replacements through the global scope, and uslab's malloc and free under
+ * them. Memory only, no lock (usi_os_defined_before/after). */
+enum cxx_op {
+    OP_NEW,
+    OP_NEW_ARRAY,
+    OP_NEW_NOTHROW,
+    OP_NEW_ARRAY_NOTHROW,
+    OP_NEW_AL,
+    OP_NEW_ARRAY_AL,
+    OP_NEW_AL_NOTHROW,
+    OP_NEW_ARRAY_AL_NOTHROW,
+    OP_DEL,
+    OP_DEL_ARRAY,
+    OP_DEL_SIZED,
+    OP_DEL_ARRAY_SIZED,
+    OP_DEL_NOTHROW,
+    OP_DEL_ARRAY_NOTHROW,
+    OP_DEL_AL,
+    OP_DEL_ARRAY_AL,
+    OP_DEL_SIZED_AL,
+    OP_DEL_ARRAY_SIZED_AL,
+    OP_DEL_AL_NOTHROW,
+    OP_DEL_ARRAY_AL_NOTHROW,
+    OP_COUNT
+};
+static const char *const op_names[OP_COUNT] = {"_Znwm",
+                                               "_Znam",
+                                               "_ZnwmRKSt9nothrow_t",
+                                               "_ZnamRKSt9nothrow_t",
+                                               "_ZnwmSt11align_val_t",
+                                               "_ZnamSt11align_val_t",
+                                               "_ZnwmSt11align_val_tRKSt9nothrow_t",
+                                               "_ZnamSt11align_val_tRKSt9nothrow_t",
+                                               "_ZdlPv",
+                                               "_ZdaPv",
+                                               "_ZdlPvm",
+                                               "_ZdaPvm",
+                                               "_ZdlPvRKSt9nothrow_t",
+                                               "_ZdaPvRKSt9nothrow_t",
+                                               "_ZdlPvSt11align_val_t",
+                                               "_ZdaPvSt11align_val_t",
+                                               "_ZdlPvmSt11align_val_t",
+                                               "_ZdaPvmSt11align_val_t",
+                                               "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+                                               "_ZdaPvSt11align_val_tRKSt9nothrow_t"};
+
+enum { CXX_UNDECIDED, CXX_OWN, CXX_FORWARD };
+static int cxx_mode;             /* CXX_*: set once by the first call (racing callers agree) */
+static void *cxx_next[OP_COUNT]; /* libstdc++'s definitions, under CXX_FORWARD */
+
+static USI_NOINLINE int cxx_decide(void)
+{
+    int replaced = 0;
+    for (int i = 0; i < OP_COUNT && !replaced; i++)
+        replaced = usi_os_defined_before(op_names[i]) == 1;
+    int mode = CXX_OWN;
+    if (replaced) {
+        void *found[OP_COUNT];
+        if (usi_os_defined_after(op_names, found, OP_COUNT) == 0) {
+            for (int i = 0; i < OP_COUNT; i++)
+                __atomic_store_n(&cxx_next[i], found[i], __ATOMIC_RELAXED);
+            mode = CXX_FORWARD;
+        } else {
+            usi_report_warn("the program defines its own operator new or delete, but the C++ "
+                            "runtime's other forms were not found: uslab's serve them");
+        }
+    }
+    __atomic_store_n(&cxx_mode, mode, __ATOMIC_RELEASE);
+    return mode;
+}
+
+/* The next definition of form `op` when the program replaced some form, else NULL; called
+ * only while the mode is not CXX_OWN (FWD below: one compare on the operators' path). */
+static USI_NOINLINE void *cxx_forward(enum cxx_op op)
+{
+    int mode = __atomic_load_n(&cxx_mode, __ATOMIC_ACQUIRE);
+    if (mode == CXX_UNDECIDED)
+        mode = cxx_decide();
+    return mode == CXX_FORWARD ? __atomic_load_n(&cxx_next[op], __ATOMIC_RELAXED) : NULL;
+}
+
+typedef void *(*new_fn)(size_t);
+typedef void *(*new_nothrow_fn)(size_t, const void *);
+typedef void *(*new_al_fn)(size_t, size_t);
+typedef void *(*new_al_nothrow_fn)(size_t, size_t, const void *);
+typedef void (*del_fn)(void *);
+typedef void (*del_sized_fn)(void *, size_t);
+typedef void (*del_nothrow_fn)(void *, const void *);
+typedef void (*del_sized_al_fn)(void *, size_t, size_t);
+typedef void (*del_al_nothrow_fn)(void *, size_t, const void *);
+
+/* libstdc++'s nothrow form, for a nothrow new whose allocation failed with a new_handler
+ * installed: it calls the throwing form (uslab's) inside a try block, so a handler that
+ * throws std::bad_alloc, as the standard allows, makes it return NULL; C cannot catch, and
+ * the exception ended the program in std::terminate (session 18's audit). Found after this
+ * library only: the first definition in the global scope is uslab's own. */
+static void *nothrow_by_runtime(size_t align, size_t size)
+{
+    const char *name = align ? op_names[OP_NEW_AL_NOTHROW] : op_names[OP_NEW_NOTHROW];
+    void *f = NULL;
+    if (usi_os_defined_after(&name, &f, 1) != 0) {
+        f = dlsym(RTLD_NEXT, name);
+        (void)dlerror();
+    }
+    static const char nothrow_tag = 0; /* std::nothrow_t is empty: only its address passes */
+    if (!f)
+        return NULL;
+    return align ? ((new_al_nothrow_fn)(uintptr_t)f)(size, align, &nothrow_tag)
+                 : ((new_nothrow_fn)(uintptr_t)f)(size, &nothrow_tag);
+}
+
 /* Returns a block or NULL after the new_handler loop; throws if `nothrow` is false. */
 static USI_NOINLINE void *new_failed(size_t align, size_t size, int nothrow)
 {
@@ -83,6 +215,8 @@ static USI_NOINLINE void *new_failed(size_t align, size_t size, int nothrow)
                 return NULL;
             throw_bad_alloc(size, 0);
         }
+        if (nothrow)
+            return nothrow_by_runtime(align, size);
         h();
         void *p = align ? usi_aligned_for_new(align, size) : usi_malloc_for_new(size);
         if (p)
@@ -118,102 +252,157 @@ static inline void *new_aligned_impl(size_t size, size_t align, int nothrow)
 #pragma GCC diagnostic ignored "-Wmissing-prototypes"
 #define EXPORT __attribute__((visibility("default")))
 
+/* Each form: one compare of the mode, then uslab's own path; else a call of its own
+ * (cxx_forward and the next definition, or uslab's path if there is none), so that the
+ * operators themselves keep no frame and end in a tail call. */
+/* A plain read: an int stored once (cxx_decide), and the compare takes it from memory. */
+#define OWN_MODE() USI_LIKELY(cxx_mode == CXX_OWN)
+
+static USI_NOINLINE void *new_slow(enum cxx_op op, size_t n, int nothrow)
+{
+    void *next = cxx_forward(op);
+    return next ? ((new_fn)(uintptr_t)next)(n) : new_impl(n, nothrow);
+}
+static USI_NOINLINE void *new_nothrow_slow(enum cxx_op op, size_t n, const void *t)
+{
+    void *next = cxx_forward(op);
+    return next ? ((new_nothrow_fn)(uintptr_t)next)(n, t) : new_impl(n, 1);
+}
+static USI_NOINLINE void *new_al_slow(enum cxx_op op, size_t n, size_t a)
+{
+    void *next = cxx_forward(op);
+    return next ? ((new_al_fn)(uintptr_t)next)(n, a) : new_aligned_impl(n, a, 0);
+}
+static USI_NOINLINE void *new_al_nothrow_slow(enum cxx_op op, size_t n, size_t a, const void *t)
+{
+    void *next = cxx_forward(op);
+    return next ? ((new_al_nothrow_fn)(uintptr_t)next)(n, a, t) : new_aligned_impl(n, a, 1);
+}
+static USI_NOINLINE void del_slow(enum cxx_op op, void *p)
+{
+    void *next = cxx_forward(op);
+    if (next)
+        ((del_fn)(uintptr_t)next)(p);
+    else
+        usi_free_for_delete(p);
+}
+/* (p, size) and (p, alignment): the same registers */
+static USI_NOINLINE void del_word_slow(enum cxx_op op, void *p, size_t w)
+{
+    void *next = cxx_forward(op);
+    if (next)
+        ((del_sized_fn)(uintptr_t)next)(p, w);
+    else
+        usi_free_for_delete(p);
+}
+static USI_NOINLINE void del_nothrow_slow(enum cxx_op op, void *p, const void *t)
+{
+    void *next = cxx_forward(op);
+    if (next)
+        ((del_nothrow_fn)(uintptr_t)next)(p, t);
+    else
+        usi_free_for_delete(p);
+}
+static USI_NOINLINE void del_sized_al_slow(enum cxx_op op, void *p, size_t n, size_t a)
+{
+    void *next = cxx_forward(op);
+    if (next)
+        ((del_sized_al_fn)(uintptr_t)next)(p, n, a);
+    else
+        usi_free_for_delete(p);
+}
+static USI_NOINLINE void del_al_nothrow_slow(enum cxx_op op, void *p, size_t a, const void *t)
+{
+    void *next = cxx_forward(op);
+    if (next)
+        ((del_al_nothrow_fn)(uintptr_t)next)(p, a, t);
+    else
+        usi_free_for_delete(p);
+}
+
 /* operator new / new[] (size_t), nothrow, aligned, aligned nothrow */
 EXPORT void *_Znwm(size_t n)
 {
-    return new_impl(n, 0);
+    return OWN_MODE() ? new_impl(n, 0) : new_slow(OP_NEW, n, 0);
 }
 EXPORT void *_Znam(size_t n)
 {
-    return new_impl(n, 0);
+    return OWN_MODE() ? new_impl(n, 0) : new_slow(OP_NEW_ARRAY, n, 0);
 }
 EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t)
 {
-    (void)t;
-    return new_impl(n, 1);
+    return OWN_MODE() ? new_impl(n, 1) : new_nothrow_slow(OP_NEW_NOTHROW, n, t);
 }
 EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t)
 {
-    (void)t;
-    return new_impl(n, 1);
+    return OWN_MODE() ? new_impl(n, 1) : new_nothrow_slow(OP_NEW_ARRAY_NOTHROW, n, t);
 }
 EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a)
 {
-    return new_aligned_impl(n, a, 0);
+    return OWN_MODE() ? new_aligned_impl(n, a, 0) : new_al_slow(OP_NEW_AL, n, a);
 }
 EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a)
 {
-    return new_aligned_impl(n, a, 0);
+    return OWN_MODE() ? new_aligned_impl(n, a, 0) : new_al_slow(OP_NEW_ARRAY_AL, n, a);
 }
 EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t)
 {
-    (void)t;
-    return new_aligned_impl(n, a, 1);
+    return OWN_MODE() ? new_aligned_impl(n, a, 1) : new_al_nothrow_slow(OP_NEW_AL_NOTHROW, n, a, t);
 }
 EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t)
 {
-    (void)t;
-    return new_aligned_impl(n, a, 1);
+    return OWN_MODE() ? new_aligned_impl(n, a, 1)
+                      : new_al_nothrow_slow(OP_NEW_ARRAY_AL_NOTHROW, n, a, t);
 }
 
 /* operator delete / delete[]: plain, sized, nothrow, aligned, sized aligned, aligned nothrow */
 EXPORT void _ZdlPv(void *p)
 {
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_slow(OP_DEL, p);
 }
 EXPORT void _ZdaPv(void *p)
 {
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_slow(OP_DEL_ARRAY, p);
 }
 EXPORT void _ZdlPvm(void *p, size_t n)
 {
-    (void)n;
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_word_slow(OP_DEL_SIZED, p, n);
 }
 EXPORT void _ZdaPvm(void *p, size_t n)
 {
-    (void)n;
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_word_slow(OP_DEL_ARRAY_SIZED, p, n);
 }
 EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t)
 {
-    (void)t;
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_nothrow_slow(OP_DEL_NOTHROW, p, t);
 }
 EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t)
 {
-    (void)t;
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_nothrow_slow(OP_DEL_ARRAY_NOTHROW, p, t);
 }
 EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a)
 {
-    (void)a;
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_word_slow(OP_DEL_AL, p, a);
 }
 EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a)
 {
-    (void)a;
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_word_slow(OP_DEL_ARRAY_AL, p, a);
 }
 EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a)
 {
-    (void)n, (void)a;
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_sized_al_slow(OP_DEL_SIZED_AL, p, n, a);
 }
 EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a)
 {
-    (void)n, (void)a;
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_sized_al_slow(OP_DEL_ARRAY_SIZED_AL, p, n, a);
 }
 EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t)
 {
-    (void)a, (void)t;
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_al_nothrow_slow(OP_DEL_AL_NOTHROW, p, a, t);
 }
 EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t)
 {
-    (void)a, (void)t;
-    usi_free_for_delete(p);
+    OWN_MODE() ? usi_free_for_delete(p) : del_al_nothrow_slow(OP_DEL_ARRAY_AL_NOTHROW, p, a, t);
 }
 
 /* mlockall: the tag table goes first where that is safe (usi_pages_before_mlockall); no
