@@ -440,6 +440,14 @@ int usi_os_register_atfork(void (*prepare)(void), void (*parent)(void), void (*c
  * order given), for the exit reports (design §9). 0, or -1: not possible (this copy of uslab
  * may be unloaded first, or exit handlers are over), and the caller runs fn itself. */
 int usi_os_after_destructors(void (*fn)(void));
+/* From a function usi_os_after_destructors runs, in a process with no other thread: frees
+ * what glibc and libstdc++ keep for the process's life (stdio buffers, the thread stack
+ * cache, the C++ emergency exception pool) as valgrind does before its leak scan
+ * (__libc_freeres, __gnu_cxx::__freeres); 1 if it did, 0 where it may not. */
+int usi_os_runtime_freeres(void);
+/* uslab's own threads (the purger) count themselves here, +1 as one starts running, -1 as
+ * it returns, for usi_os_runtime_freeres's test of "no other thread". */
+void usi_os_helper_thread(int delta);
 #ifdef USLAB_FAULT_INJECTION
 /* Test builds only (design §2): makes the os layer's mmap, mprotect, madvise and munmap
  * fail at random. spec: "rate[,seed[,calls]]" as USLAB_FAULTS, or NULL: no more faults.
@@ -641,6 +649,9 @@ unsigned usi_debug_flags_for(const char *name, unsigned cache_flags);
 /* Lays out a debug cache's slot: red zones, link, state and tracking after the object;
  * sets obj_offset, tail_offset and stride. */
 void usi_debug_layout(struct uslab_cache *c);
+/* Around uslab's own use of the program's allocator on this thread (the purger thread's
+ * creation): +1 before, -1 after; such blocks are left out of the leak report. */
+void usi_debug_own_allocations(int delta);
 /* Records the caller's stack for the hooks below; called before the cache lock is taken. */
 void usi_debug_capture(void);
 /* Slab-layer hooks for debug caches, under cache->lock. */

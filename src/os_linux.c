@@ -1150,11 +1150,34 @@ static void (*last_fns[LAST_MAX])(void);
 static unsigned last_n; /* destructors run in the one thread that exits: no race */
 static int last_registered;
 
+static int in_last; /* run_last is running: every destructor has run */
+
 static void run_last(void *arg)
 {
     (void)arg;
+    in_last = 1;
     for (unsigned i = 0; i < last_n; i++)
         last_fns[i]();
+}
+
+/* The process's tasks (threads), from /proc/self/stat's 20th field; -1 if unreadable. */
+static long task_count(void)
+{
+    char buf[1024];
+    long len = usi_os_read_file("/proc/self/stat", buf, sizeof buf - 1);
+    if (len <= 0)
+        return -1;
+    buf[len] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    if (!p)
+        return -1;
+    for (int field = 2; field < 20 && *p; p++) /* p at ')': field 2 ends there */
+        if (*p == ' ')
+            field++;
+    long n_tasks = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        n_tasks = n_tasks * 10 + (*p - '0');
+    return n_tasks > 0 ? n_tasks : -1;
 }
 
 #if !USI_HOOKS
@@ -1339,6 +1362,40 @@ int usi_os_defined_after(const char *const *names, void **found, int n)
         }
     }
     return left;
+}
+
+static int helper_threads; /* usi_os_helper_thread */
+
+void usi_os_helper_thread(int delta)
+{
+    __atomic_add_fetch(&helper_threads, delta, __ATOMIC_RELAXED);
+}
+
+extern void __libc_freeres(void);
+
+int usi_os_runtime_freeres(void)
+{
+    /* No system call under a seccomp filter (a sandbox may kill for the open of /proc). */
+    if (!in_last || usi_os_quiet() || usi_os_seccomp_known() || usi_os_seccomp_mode() != 0)
+        return 0;
+    /* Alone, or with uslab's own purger thread, which uses none of what is freed (a fork
+     * child inherits the count, not the thread: alone then). */
+    long tasks = task_count();
+    if (tasks != 1 && tasks != 1 + __atomic_load_n(&helper_threads, __ATOMIC_RELAXED))
+        return 0;
+    __libc_freeres();
+    /* libstdc++'s, wherever it is in the list (before libuslab.so, or after the preload
+     * library): memory only, no dlsym. */
+    static const char name[] = "_ZN9__gnu_cxx9__freeresEv";
+    for (const struct link_map *m = _r_debug.r_map; m; m = m->l_next) {
+        struct obj_syms o;
+        const ElfW(Sym) *sym = obj_syms_of(m, &o) == 0 ? obj_lookup(&o, name) : NULL;
+        if (sym) {
+            ((void (*)(void))(o.base + (uintptr_t)sym->st_value))();
+            break;
+        }
+    }
+    return 1;
 }
 
 /* ---- the system allocator ------------------------------------------------------------ */

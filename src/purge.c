@@ -522,6 +522,7 @@ static void *purger_main(void *arg)
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     tls_role = 2;
     __atomic_store_n(&purger.ktid, usi_os_gettid(), __ATOMIC_RELEASE);
+    usi_os_helper_thread(1); /* not the program's: usi_os_runtime_freeres */
     uint64_t tick = tick_ms();
     for (;;) {
         usi_lock(&purger.lock);
@@ -564,8 +565,10 @@ static void *purger_main(void *arg)
         usi_unlock(&purger.lock);
         if (leave)
             schedule_inline(); /* what is pending goes back on the slow paths */
-        if (stop || leave)
+        if (stop || leave) {
+            usi_os_helper_thread(-1);
             return NULL;
+        }
         USI_ASSERT_NO_LOCK();
         /* Never two passes at a time (pressure.c relies on it): an inline pass scheduled
          * before this thread started may still run on a slow path. */
@@ -616,7 +619,9 @@ static int purger_start(void)
     /* Joinable: usi_purge_pause joins it once `started` is set. No lock across
      * pthread_create, which may allocate and free through uslab and so kick (that kick
      * finds the state set and takes purger.lock); `creating` tells a pause to wait. */
+    usi_debug_own_allocations(1); /* its TLS is uslab's, not a leak of the program's */
     int ok = create(&t, &attr, purger_main, NULL) == 0;
+    usi_debug_own_allocations(-1);
     usi_lock(&purger.lock);
     if (ok) {
         purger.tid = t;

@@ -49,7 +49,7 @@ def report(case):
     # The pid tells a fork child's report from its parent's (session 18's audit).
     assert doc["pid"] == p.pid and doc["overwritten"] == 0, doc
     sites = doc["by_site"]
-    assert doc["sites"] == len(sites) >= 2, doc
+    assert doc["sites"] == len(sites) >= 1, doc
     assert doc["bytes"] == sum(s["bytes"] for s in sites), doc
     assert doc["objects"] == sum(s["objects"] for s in sites), doc
     assert doc["not_scanned"] == [], doc
