@@ -324,32 +324,38 @@ void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj
         if (off < (uintptr_t)c->nobjs * c->stride)
             slot = s->objs + off / c->stride * c->stride;
     }
-    const struct tail *tk =
-        slot && slot + c->obj_offset == (const char *)obj && c->debug ? tail_of(c, slot) : NULL;
+    /* The object the pointer is in (or nearest before it): an interior pointer is reported
+     * with that object's sizes, tracks and dump (session 18's audit: the bad pointer was
+     * labelled the object, with no offset and no stacks). */
+    const char *base = slot ? slot + c->obj_offset : (const char *)obj;
+    const struct tail *tk = slot && c->debug ? tail_of(c, slot) : NULL;
+    if (base != (const char *)obj)
+        out("INFO: pointer %p is %ld bytes into the object at %p\n", obj,
+            (long)((const char *)obj - base), (const void *)base);
     if (tk && tail_intact(tk) && (tk->asked & ASKED_SET))
-        out("INFO: object %p, size %zu (%llu asked for), objects every %zu bytes\n", obj, c->size,
-            (unsigned long long)(tk->asked & ~ASKED_SET), c->stride);
+        out("INFO: object %p, size %zu (%llu asked for), objects every %zu bytes\n",
+            (const void *)base, c->size, (unsigned long long)(tk->asked & ~ASKED_SET), c->stride);
     else
-        out("INFO: object %p, size %zu, objects every %zu bytes\n", obj, c->size, c->stride);
+        out("INFO: object %p, size %zu, objects every %zu bytes\n", (const void *)base, c->size,
+            c->stride);
     if (s) {
         out("INFO: slab %p objects=%u used=%u colour=%u first object %p\n", (void *)s->span,
-            c->nobjs, s->inuse, s->colour, (void *)s->objs);
+            c->nobjs, s->inuse, s->colour, (void *)(s->objs + c->obj_offset));
     }
-    if (slot && slot + c->obj_offset == (const char *)obj && c->debug) {
-        struct tail *t = tail_of(c, slot);
-        if ((c->debug & USI_DEBUG_U) && tail_intact(t)) {
-            print_track("Allocated in", &t->alloc);
-            print_track("Freed in", &t->free);
+    if (tk) {
+        if ((c->debug & USI_DEBUG_U) && tail_intact(tk)) {
+            print_track("Allocated in", &tk->alloc);
+            print_track("Freed in", &tk->free);
         } else if (c->debug & USI_DEBUG_U) {
             out("INFO: allocation and free stacks unknown: the tracking record at %p, after the "
                 "object's red zone, is overwritten\n",
-                (void *)t);
+                (const void *)tk);
         }
         if (c->obj_offset)
             hexdump("Redzone", (unsigned char *)slot, c->obj_offset);
-        hexdump("Object", (unsigned char *)obj, c->size < 256 ? c->size : 256);
+        hexdump("Object", (const unsigned char *)base, c->size < 256 ? c->size : 256);
         if (c->debug & USI_DEBUG_Z)
-            hexdump("Redzone", (unsigned char *)obj + c->size,
+            hexdump("Redzone", (const unsigned char *)base + c->size,
                     c->tail_offset - c->obj_offset - c->size);
     }
     out("INFO: detected in\n");
@@ -653,6 +659,22 @@ int usi_debug_large_release(const void *p, int release, size_t *size)
         r = 2; /* maybe a block that went untracked */
     large_unlock();
     return r;
+}
+
+const void *usi_debug_large_containing(const void *p, size_t *size)
+{
+    const void *start = NULL;
+    if (!large_lock())
+        return NULL;
+    for (size_t i = 0; i < large.cap && !start; i++) { /* a report's cold path: a scan */
+        const struct large_entry *e = &large.slots[i];
+        if (e->state == LARGE_LIVE && (uintptr_t)p - (uintptr_t)e->p < e->size) {
+            start = e->p;
+            *size = e->size;
+        }
+    }
+    large_unlock();
+    return start;
 }
 
 void usi_debug_prefork(void)

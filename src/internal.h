@@ -677,6 +677,9 @@ USI_NORETURN void usi_debug_bug(const char *cache, const char *what);
  * Leak reports list live ones. */
 void usi_debug_large_alloc(const void *p, size_t size);
 int usi_debug_large_release(const void *p, int release, size_t *size);
+/* The live recorded block of the system allocator that holds p (for a report: a scan), or
+ * NULL; *size its size. */
+const void *usi_debug_large_containing(const void *p, size_t *size);
 /* The tracking table's lock across fork (taken first, design §6). */
 void usi_debug_prefork(void);
 void usi_debug_postfork(int child);

@@ -42,9 +42,12 @@ static USI_COLD void check_other(const void *p, uintptr_t e, const char *fn)
     int in_range = (uintptr_t)p - usi_pagemap.base < usi_pages_reserved_bytes();
     if (usi_debug_enabled && (e || ((uintptr_t)p & 15) || in_range)) {
         if (e)
-            debug_bug("malloc", "%s(%p): object of cache %s", fn, p,
+            debug_bug("malloc", "Invalid pointer: %s(%p): object of cache %s", fn, p,
                       usi_caches[e & USI_ID_MASK] ? usi_caches[e & USI_ID_MASK]->name : "?");
-        debug_bug("malloc", "%s(%p): Invalid pointer: not allocated by uslab", fn, p);
+        debug_bug("malloc", "Invalid pointer: %s(%p): %s", fn, p,
+                  in_range ? "inside uslab's range, but not in a live slab (a block freed "
+                             "before its slab went back to the system, or never allocated)"
+                           : "not allocated by uslab");
     }
     if (e) {
         struct uslab_cache *c = usi_caches[e & USI_ID_MASK];
@@ -89,11 +92,17 @@ static size_t check_large(const void *p, const char *fn, int release)
     if (r > 0)
         return size;
     char what[200];
+    const void *start;
     if (r < 0)
         snprintf(what, sizeof what,
                  "%s: %s(%p) of a block of %zu bytes from the system allocator, already freed",
                  release && strcmp(fn, "free") == 0 ? "Double free" : "Use after free", fn, p,
                  size);
+    else if ((start = usi_debug_large_containing(p, &size)) != NULL)
+        snprintf(what, sizeof what,
+                 "Invalid pointer: %s(%p): %zu bytes into the block of %zu bytes at %p from the "
+                 "system allocator",
+                 fn, p, (size_t)((const char *)p - (const char *)start), size, start);
     else
         snprintf(what, sizeof what,
                  "Invalid pointer: %s(%p): not allocated by malloc (neither a slab block nor a "

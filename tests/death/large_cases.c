@@ -191,6 +191,9 @@ int main(int argc, char **argv)
         foreign_realloc_site(272);
     } else if (strcmp(c, "usable") == 0) {
         printf("%zu\n", malloc_usable_size(arena + 128));
+    } else if (strcmp(c, "interior") == 0) { /* 64 bytes into a block of glibc's */
+        char *volatile p = malloc(100000);
+        free(p + 64);
     } else if (strcmp(c, "double_free") == 0) {
         void *volatile p = malloc(50000);
         free(p);
