@@ -199,9 +199,16 @@ void uslab_cache_destroy(uslab_cache_t *c)
     usi_registry_remove(c); /* waits for a purger pass or reap still on c */
     struct usi_slab *release = NULL;
     usi_lock(&c->lock);
+    usi_slab_quarantine_drain(c, &release); /* a debug cache's last freed objects */
     usi_slab_detach_empty(c, 0, &release);
+    void **ring = c->quarantine;
+    size_t ring_bytes = ring ? c->quarantine_cap * sizeof(void *) : 0;
+    c->quarantine = NULL;
+    c->quarantine_cap = c->quarantine_head = c->quarantine_count = 0;
     usi_unlock(&c->lock);
     usi_slab_release(c, release);
+    if (ring)
+        usi_os_unmap(ring, ring_bytes);
     pthread_mutex_destroy(&c->lock);
     retire(c);
 }

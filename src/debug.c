@@ -435,6 +435,22 @@ static void check_redzones(struct uslab_cache *c, struct usi_slab *s, char *slot
     }
 }
 
+/* A free object's poison (P): a byte that is not is a write after free. */
+static void check_poison(struct uslab_cache *c, struct usi_slab *s, char *slot, const char *when)
+{
+    char *obj = slot + c->obj_offset;
+    const unsigned char *bad = first_not((unsigned char *)obj, c->size - 1, POISON_FREE);
+    if (!bad && ((unsigned char *)obj)[c->size - 1] != POISON_END)
+        bad = (unsigned char *)obj + c->size - 1;
+    if (bad) {
+        char what[160];
+        snprintf(what, sizeof what,
+                 "Poison overwritten%s: byte 0x%02x at %p, object+%ld (written after free)", when,
+                 *bad, (const void *)bad, (long)((const char *)bad - obj));
+        usi_debug_report(c, s, obj, what);
+    }
+}
+
 void usi_debug_asked(struct uslab_cache *c, void *obj, size_t size)
 {
     if (!(c->debug & USI_DEBUG_Z))
@@ -466,18 +482,8 @@ void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot)
     int was_free = t->state == STATE_FREE; /* never-used objects read as zero */
     if (was_free && (c->debug & USI_DEBUG_Z))
         check_redzones(c, s, slot, RED_INACTIVE, "while free");
-    if (was_free && (c->debug & USI_DEBUG_P)) {
-        const unsigned char *bad = first_not((unsigned char *)obj, c->size - 1, POISON_FREE);
-        if (!bad && ((unsigned char *)obj)[c->size - 1] != POISON_END)
-            bad = (unsigned char *)obj + c->size - 1;
-        if (bad) {
-            char what[160];
-            snprintf(what, sizeof what,
-                     "Poison overwritten: byte 0x%02x at %p, object+%ld (written after free)", *bad,
-                     (const void *)bad, (long)((const char *)bad - obj));
-            usi_debug_report(c, s, obj, what);
-        }
-    }
+    if (was_free && (c->debug & USI_DEBUG_P))
+        check_poison(c, s, slot, "");
     if (c->debug & USI_DEBUG_Z) {
         memset(slot, RED_ACTIVE, c->obj_offset);
         memset(obj + c->size, RED_ACTIVE, c->tail_offset - c->obj_offset - c->size);
@@ -492,6 +498,21 @@ void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot)
     }
     if (c->debug & USI_DEBUG_T)
         out("TRACE %s alloc %p inuse=%u/%u\n", c->name, (void *)obj, s->inuse, c->nobjs);
+}
+
+void usi_debug_on_release(struct uslab_cache *c, struct usi_slab *s, char *slot)
+{
+    USI_VG_DEFINED(slot, c->stride);
+    if (c->debug & USI_DEBUG_Z)
+        check_redzones(c, s, slot, RED_INACTIVE, "while free, in quarantine");
+    if (c->debug & USI_DEBUG_P)
+        check_poison(c, s, slot, " (in quarantine)");
+    USI_VG_NOACCESS(slot + c->obj_offset, c->size);
+}
+
+int usi_debug_is_free(const struct uslab_cache *c, const char *slot)
+{
+    return tail_of(c, (char *)(uintptr_t)slot)->state == STATE_FREE;
 }
 
 void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot)
@@ -841,8 +862,8 @@ static void leak_scan_cache(struct uslab_cache *c, void *arg)
             for (uint32_t i = 0; i < s->bump; i++)
                 if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63))) {
                     const struct tail *t = tail_of(c, s->objs + (size_t)i * c->stride);
-                    if (tail_intact(t) && t->alloc.tid == OWN_TID)
-                        continue; /* uslab's own */
+                    if (t->state == STATE_FREE || (tail_intact(t) && t->alloc.tid == OWN_TID))
+                        continue; /* quarantined (freed), or uslab's own */
                     if (!tail_intact(t))
                         lt->overwritten++; /* listed with no stack: its track is data */
                     leak_add(lt, c->name, c->size, tail_intact(t) ? &t->alloc : &no_track, c->size);
@@ -1013,6 +1034,53 @@ void usi_debug_leak_report(void)
     else
         print_leaks_text(&lt);
     usi_os_unmap(mem, bytes);
+}
+
+/* ---- checks at exit (session 18's audit) -------------------------------------------- */
+
+/* A live object's red zones, and a quarantined one's red zones and poison, are checked when
+ * the object is next freed or handed out: never, for a block the program leaks or a freed
+ * object that stays in the quarantine to the end. So at exit, after every destructor, each
+ * debug cache with Z or P is walked once (its lock tried, as the leak report does). */
+static void exit_check_cache(struct uslab_cache *c, void *arg)
+{
+    (void)arg;
+    if (!(c->debug & (USI_DEBUG_Z | USI_DEBUG_P)))
+        return;
+    if (usi_trylock_for(&c->lock, LEAK_LOCK_MS) != 0)
+        return;
+    for (unsigned l = USI_SLAB_PARTIAL; l <= USI_SLAB_FULL; l++)
+        for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
+            for (uint32_t i = 0; i < s->bump; i++) {
+                if (!(s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63))))
+                    continue;
+                char *slot = s->objs + (size_t)i * c->stride;
+                USI_VG_DEFINED(slot, c->stride);
+                const struct tail *t = tail_of(c, slot);
+                if (t->state == STATE_ALLOC && (c->debug & USI_DEBUG_Z)) {
+                    check_redzones(c, s, slot, RED_ACTIVE, "at exit, never freed");
+                } else if (t->state == STATE_FREE) { /* quarantined */
+                    if (c->debug & USI_DEBUG_Z)
+                        check_redzones(c, s, slot, RED_INACTIVE, "while free, at exit");
+                    if (c->debug & USI_DEBUG_P)
+                        check_poison(c, s, slot, " (at exit)");
+                }
+            }
+    usi_unlock(&c->lock);
+}
+
+static void exit_check(void)
+{
+    usi_debug_capture(); /* "detected in": the exit */
+    usi_registry_try_each(exit_check_cache, NULL, LEAK_LOCK_MS);
+}
+
+__attribute__((destructor)) static void check_at_exit(void)
+{
+    if (!(dbg.letters & (USI_DEBUG_Z | USI_DEBUG_P))) /* set only by initialisation */
+        return;
+    if (usi_os_after_destructors(exit_check) != 0)
+        exit_check();
 }
 
 /* After every library's destructor, when possible (usi_os_after_destructors): blocks a

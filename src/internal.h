@@ -171,9 +171,14 @@ struct uslab_cache {
     uint32_t first_offset; /* where objects start in the span: 0, or a guard page (internal) */
     uint32_t colour_max;   /* largest colour offset */
     uint32_t colour_step;
-    unsigned debug;        /* USI_DEBUG_* letters enabled for this cache (debug.c) */
-    uint32_t obj_offset;   /* user pointer = slot + obj_offset (a left red zone); 0 without */
-    uint32_t tail_offset;  /* debug caches: their per-object record at slot + tail_offset */
+    unsigned debug;       /* USI_DEBUG_* letters enabled for this cache (debug.c) */
+    uint32_t obj_offset;  /* user pointer = slot + obj_offset (a left red zone); 0 without */
+    uint32_t tail_offset; /* debug caches: their per-object record at slot + tail_offset */
+    /* Debug caches: a ring of freed objects kept out of their slabs for a while (slab.c,
+     * design §9), so that a write after free is still poison when P checks it; under `lock`.
+     * A quarantined object keeps its bitmap bit and its slab's inuse, not slab_inuse. */
+    void **quarantine;
+    uint32_t quarantine_cap, quarantine_head, quarantine_count;
     uint32_t mag_max;      /* largest magazine capacity this cache may grow to */
     size_t mag_max_bytes;  /* mag_max * stride */
     size_t depot_max_full; /* full magazines the depot keeps now (under `lock`): from
@@ -657,6 +662,12 @@ void usi_debug_capture(void);
 /* Slab-layer hooks for debug caches, under cache->lock. */
 void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot);
 void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot);
+/* Whether the debug cache's object in `slot` was freed (its state word says so): a
+ * quarantined object keeps its bitmap bit (slab.c). */
+int usi_debug_is_free(const struct uslab_cache *c, const char *slot);
+/* A quarantined object leaves the quarantine for its slab: its red zones and poison are
+ * checked (under cache->lock). */
+void usi_debug_on_release(struct uslab_cache *c, struct usi_slab *s, char *slot);
 /* A malloc block of a debug class was handed out for `size` bytes (the caller owns it, no
  * lock): under Z the rest of its class, [size, c->size), becomes red zone, checked on free,
  * and usi_debug_usable_size says `size`. Also after a realloc kept the block in place. */
@@ -936,6 +947,9 @@ int usi_slab_holds(const struct uslab_cache *c, uintptr_t e, const void *p);
  * map is exact): 0 when p is a live object; else reports it (usi_debug_report, which
  * returns only under USLAB_DEBUG_CONTINUE) and returns 1. Caller holds the cache lock. */
 int usi_slab_debug_check_live(struct uslab_cache *c, const void *p);
+/* Debug caches: every quarantined object back to its slab (under c->lock; emptied slabs as
+ * usi_slab_put leaves them, `release` for those to release). */
+void usi_slab_quarantine_drain(struct uslab_cache *c, struct usi_slab **release);
 /* Checks every invariant of slab s of c (above); returns NULL, or what is broken. Caller
  * holds cache->lock. O(objects). Used by tests and by USLAB_DEBUG=F. */
 const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s);

@@ -19,6 +19,7 @@ static size_t release_empty(struct uslab_cache *c, int all, uint64_t now_ms, uin
     struct usi_slab *release = NULL;
     usi_lock(&c->lock);
     if (all) {
+        usi_slab_quarantine_drain(c, &release); /* a debug cache's freed objects too */
         usi_slab_detach_empty(c, 0, &release);
         c->purge_pending = 0;
     } else if (c->purge_pending) {

@@ -521,11 +521,68 @@ int usi_slab_debug_check_live(struct uslab_cache *c, const void *p)
         usi_debug_report(c, s, p, "Invalid pointer: not the start of an object");
         return 1;
     }
-    if (!(s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63)))) {
+    if (!(s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63))) ||
+        usi_debug_is_free(c, (const char *)p - c->obj_offset)) { /* or quarantined */
         usi_debug_report(c, s, p, "Object already free");
         return 1;
     }
     return 0;
+}
+
+/* ---- the quarantine of debug caches (design §9) -------------------------------------- */
+
+/* Objects of at most this many bytes together, and at most this many, per debug cache. */
+#define QUARANTINE_BYTES ((size_t)1 << 20)
+#define QUARANTINE_MAX   256u
+
+/* A quarantined object back to its slab: what put_debug does for a free otherwise. */
+static void quarantine_release(struct uslab_cache *c, void *p, struct usi_slab **release)
+{
+    struct usi_slab *s = put_slab_of(c, (uintptr_t)p);
+    uint32_t idx = slab_index(c, s, (const char *)p - c->obj_offset);
+    usi_debug_on_release(c, s, (char *)p - c->obj_offset); /* written while quarantined? */
+    s->alloc_map[idx >> 6] &= ~((uint64_t)1 << (idx & 63));
+    if (idx >> 6 < s->scan)
+        s->scan = idx >> 6;
+    s->inuse--;
+    put_settle(c, s, release);
+}
+
+/* Keeps freed object p out of its slab, releasing the oldest one where the ring is full;
+ * 0 when there is no ring (no memory for it: the object goes back at once). */
+static int quarantine_put(struct uslab_cache *c, void *p, struct usi_slab **release)
+{
+    /* Only what P or Z checks later gains from it; and no mapping under strict seccomp. */
+    if (!(c->debug & (USI_DEBUG_P | USI_DEBUG_Z)) || usi_os_quiet())
+        return 0;
+    if (!c->quarantine && c->quarantine_cap == 0) {
+        size_t cap = QUARANTINE_BYTES / c->stride;
+        cap = cap < 1 ? 1 : cap > QUARANTINE_MAX ? QUARANTINE_MAX : cap;
+        c->quarantine = usi_os_map(cap * sizeof(void *));
+        c->quarantine_cap = c->quarantine ? (uint32_t)cap : UINT32_MAX; /* MAX: none */
+    }
+    if (!c->quarantine)
+        return 0;
+    if (c->quarantine_count == c->quarantine_cap) {
+        void *oldest = c->quarantine[c->quarantine_head];
+        c->quarantine[c->quarantine_head] = p;
+        c->quarantine_head = (c->quarantine_head + 1) % c->quarantine_cap;
+        quarantine_release(c, oldest, release);
+    } else {
+        c->quarantine[(c->quarantine_head + c->quarantine_count) % c->quarantine_cap] = p;
+        c->quarantine_count++;
+    }
+    return 1;
+}
+
+void usi_slab_quarantine_drain(struct uslab_cache *c, struct usi_slab **release)
+{
+    while (c->quarantine_count) {
+        void *p = c->quarantine[c->quarantine_head];
+        c->quarantine_head = (c->quarantine_head + 1) % c->quarantine_cap;
+        c->quarantine_count--;
+        quarantine_release(c, p, release);
+    }
 }
 
 /* usi_slab_put for a debug cache: each object is checked and reported (and then skipped)
@@ -558,12 +615,14 @@ static USI_COLD void put_debug(struct uslab_cache *c, size_t n, void *const *obj
             continue;
         }
         uint64_t bit = (uint64_t)1 << (idx & 63);
-        if (!(map[idx >> 6] & bit)) {
-            usi_debug_report(c, s, (void *)p, "Object already free");
+        if (!(map[idx >> 6] & bit) || usi_debug_is_free(c, (char *)p - c->obj_offset)) {
+            usi_debug_report(c, s, (void *)p, "Object already free"); /* or quarantined */
             skipped++;
             continue;
         }
         usi_debug_on_free(c, s, (char *)p - c->obj_offset);
+        if (quarantine_put(c, (void *)p, release))
+            continue; /* its bit and its slab's inuse stay until it leaves the ring */
         map[idx >> 6] &= ~bit;
         if (idx >> 6 < s->scan)
             s->scan = idx >> 6;

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
         char *p = malloc(64);
         free(p);
         touch(p, 10, 1);
-        keep = malloc(64); /* the same object comes back: its poison is checked */
+        keep = malloc(64); /* another object (p is quarantined): p's poison is checked at exit */
     } else if (strcmp(c, "double_free") == 0) {
         char *p = malloc(48);
         free(p);
@@ -93,6 +93,26 @@ int main(int argc, char **argv)
         printf("usable %zu\n", malloc_usable_size(p));
         free(p);
         free(q);
+        return 0;
+    } else if (strcmp(c, "uaf_late") == 0) { /* a write long after the free: the object is
+                                              * still quarantined, and checked as it leaves */
+        char *p = malloc(40);
+        free(p);
+        static void *v[300];
+        for (int i = 0; i < 300; i++)
+            v[i] = malloc(40);
+        touch(p, 0, 'L');
+        for (int i = 0; i < 300; i++)
+            free(v[i]);                         /* 256 of them push p out of the quarantine */
+    } else if (strcmp(c, "uaf_at_exit") == 0) { /* quarantined to the end: checked at exit */
+        char *p = malloc(40);
+        free(p);
+        touch(p, 8, 'E');
+        return 0;
+    } else if (strcmp(c, "overflow_never_freed") == 0) { /* a leaked block: checked at exit */
+        char *p = malloc(24);
+        touch(p, 24, 'x');
+        keep = p;
         return 0;
     } else if (strcmp(c, "tail_overwritten") == 0) { /* an overflow through the red zone
                                                       * into the tracking record (U) */
