@@ -413,9 +413,8 @@ static void check_redzones(struct uslab_cache *c, struct usi_slab *s, char *slot
     size_t right = c->tail_offset - c->obj_offset - c->size;
     const unsigned char *bad = first_not((unsigned char *)slot, c->obj_offset, want);
     /* A live malloc block's class beyond the size asked for (usi_debug_asked). */
-    const struct tail *t = tail_of(c, slot);
-    size_t asked =
-        want == RED_ACTIVE && (t->asked & ASKED_SET) ? (size_t)(t->asked & ~ASKED_SET) : c->size;
+    uint64_t a = __atomic_load_n(&tail_of(c, slot)->asked, __ATOMIC_ACQUIRE);
+    size_t asked = want == RED_ACTIVE && (a & ASKED_SET) ? (size_t)(a & ~ASKED_SET) : c->size;
     if (!bad && asked < c->size)
         bad = first_not((unsigned char *)obj + asked, c->size - asked, want);
     if (!bad)
@@ -457,12 +456,21 @@ void usi_debug_asked(struct uslab_cache *c, void *obj, size_t size)
         return;
     char *slot = (char *)obj - c->obj_offset;
     USI_VG_DEFINED(slot, c->stride);
+    /* The exit check may read it from another thread (no lock here): the user's part is
+     * never smaller, as it reads, than what the caller may write. Growing, the new size
+     * first; shrinking, the red zone first. */
+    struct tail *t = tail_of(c, slot);
+    uint64_t was = __atomic_load_n(&t->asked, __ATOMIC_RELAXED);
+    size_t had = (was & ASKED_SET) ? (size_t)(was & ~ASKED_SET) : c->size;
     if (size >= c->size) { /* all the user's (a realloc may have grown it in place) */
-        tail_of(c, slot)->asked = 0;
+        __atomic_store_n(&t->asked, 0, __ATOMIC_RELEASE);
         return;
     }
-    tail_of(c, slot)->asked = ASKED_SET | size;
+    if (size >= had) /* the bytes past `size` are red already */
+        __atomic_store_n(&t->asked, ASKED_SET | size, __ATOMIC_RELEASE);
     memset((char *)obj + size, RED_ACTIVE, c->size - size);
+    if (size < had)
+        __atomic_store_n(&t->asked, ASKED_SET | size, __ATOMIC_RELEASE);
     USI_VG_UNDEFINED((char *)obj + size, c->size - size);
 }
 
