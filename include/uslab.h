@@ -137,7 +137,8 @@ USLAB_API size_t uslab_cache_reap(uslab_cache_t *cache);
 /**
  * uslab_cache_destroy - destroy @cache: every cached object is destructed and all memory
  * returned. Every object must have been freed first; destroying a cache with live objects
- * prints a message and aborts. No thread may use the cache during or after the call.
+ * prints a message and aborts (with USLAB_DEBUG=U on the cache, after listing up to 8 of
+ * them with their allocation stacks). No thread may use the cache during or after the call.
  * NULL is ignored.
  *
  * Handles: every uslab_cache_* call but uslab_cache_alloc and uslab_cache_free reports a

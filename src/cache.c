@@ -193,9 +193,12 @@ void uslab_cache_destroy(uslab_cache_t *c)
     usi_registry_close(c);
     usi_reclaim_return(c, 1);
     usi_lock(&c->lock);
-    if (c->slab_inuse != 0)
-        usi_report_fatal("cache %s destroyed with %zu live objects", c->name, c->slab_inuse);
+    size_t live = c->slab_inuse;
     usi_unlock(&c->lock);
+    if (live != 0) {
+        usi_debug_report_live(c); /* which objects, where they were allocated (U) */
+        usi_report_fatal("cache %s destroyed with %zu live objects", c->name, live);
+    }
     usi_registry_remove(c); /* waits for a purger pass or reap still on c */
     struct usi_slab *release = NULL;
     usi_lock(&c->lock);

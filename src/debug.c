@@ -1044,6 +1044,52 @@ void usi_debug_leak_report(void)
     usi_os_unmap(mem, bytes);
 }
 
+/* ---- live objects of a cache destroyed too early --------------------------------------- */
+
+#define LIVE_LISTED 8u
+
+void usi_debug_report_live(struct uslab_cache *c)
+{
+    if (!(c->debug & USI_DEBUG_U)) {
+        out("uslab: USLAB_DEBUG=U,%s would list the live objects' allocation stacks\n", c->name);
+        return;
+    }
+    struct {
+        const void *obj;
+        struct track alloc;
+    } live[LIVE_LISTED];
+    size_t n = 0, more = 0;
+    if (usi_trylock_for(&c->lock, LEAK_LOCK_MS) != 0)
+        return;
+    /* Copied under the lock, printed after it (the symboliser reads files). */
+    for (unsigned l = USI_SLAB_PARTIAL; l <= USI_SLAB_FULL; l++)
+        for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
+            for (uint32_t i = 0; i < s->bump; i++) {
+                if (!(s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63))))
+                    continue;
+                char *slot = s->objs + (size_t)i * c->stride;
+                const struct tail *t = tail_of(c, slot);
+                if (t->state != STATE_ALLOC) /* quarantined, or overwritten */
+                    continue;
+                if (n == LIVE_LISTED) {
+                    more++;
+                    continue;
+                }
+                live[n].obj = slot + c->obj_offset;
+                live[n].alloc = t->alloc;
+                n++;
+            }
+    usi_unlock(&c->lock);
+    for (size_t k = 0; k < n; k++) {
+        uint32_t depth = live[k].alloc.depth < TRACK_DEPTH ? live[k].alloc.depth : TRACK_DEPTH;
+        out("uslab: live object %p of cache %s, allocated by thread %u at:\n", live[k].obj, c->name,
+            live[k].alloc.tid);
+        print_stack(live[k].alloc.stack, depth);
+    }
+    if (more)
+        out("uslab: and %zu more live objects of cache %s\n", more, c->name);
+}
+
 /* ---- checks at exit (session 18's audit) -------------------------------------------- */
 
 /* A live object's red zones, and a quarantined one's red zones and poison, are checked when

@@ -676,6 +676,9 @@ size_t usi_debug_usable_size(const struct uslab_cache *c, const void *obj);
 /* Prints a report in the kernel's form ("BUG <cache>: <what>", object dump, tracks, slab)
  * and aborts unless USLAB_DEBUG_CONTINUE=1. */
 void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj, const char *what);
+/* A cache destroyed with live objects (no lock held): under U, up to 8 of them with their
+ * allocation stacks; else a line that says which setting lists them. */
+void usi_debug_report_live(struct uslab_cache *c);
 extern int usi_debug_enabled; /* some cache may have debugging */
 /* An invalid pointer, reported in BUG form when debugging is on: always aborts. */
 USI_NORETURN void usi_debug_bug(const char *cache, const char *what);
@@ -946,7 +949,7 @@ int usi_slab_holds(const struct uslab_cache *c, uintptr_t e, const void *p);
 /* For realloc and malloc_usable_size of p in a debug cache c (no magazines: the slab's
  * map is exact): 0 when p is a live object; else reports it (usi_debug_report, which
  * returns only under USLAB_DEBUG_CONTINUE) and returns 1. Caller holds the cache lock. */
-int usi_slab_debug_check_live(struct uslab_cache *c, const void *p);
+int usi_slab_debug_check_live(struct uslab_cache *c, const void *p, const char *fn);
 /* Debug caches: every quarantined object back to its slab (under c->lock; emptied slabs as
  * usi_slab_put leaves them, `release` for those to release). */
 void usi_slab_quarantine_drain(struct uslab_cache *c, struct usi_slab **release);
@@ -1174,7 +1177,7 @@ void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
 int usi_objects_in_callback_of(const struct uslab_cache *c);
 /* usi_slab_debug_check_live under the cache lock, with the caller's stack captured for the
  * report: for realloc and malloc_usable_size of a block of a debug class (§9). */
-int usi_objects_debug_check_live(struct uslab_cache *c, const void *p);
+int usi_objects_debug_check_live(struct uslab_cache *c, const void *p, const char *fn);
 /* Objects back to their slabs with no destructor: a fork child's share of the magazines
  * that other threads of its parent were flushing (their destructors ran there, or not). */
 void usi_objects_put_back(struct uslab_cache *c, size_t n, void *const *objs);

@@ -526,7 +526,7 @@ static __attribute__((aligned(64))) void usi_free(void *p)
 static int check_in_use(struct uslab_cache *c, uintptr_t e, void *p, const char *fn)
 {
     if (USI_UNLIKELY(c->debug))
-        return usi_objects_debug_check_live(c, p);
+        return usi_objects_debug_check_live(c, p, fn);
 #ifdef USLAB_VALGRIND
     /* memcheck build: a live block's second word is undefined to memcheck until the program
      * writes it, so the key is not read here; a freed block is no-access to memcheck, which

@@ -316,11 +316,11 @@ void usi_objects_put_back(struct uslab_cache *c, size_t n, void *const *objs)
     put_raw(c, n, objs);
 }
 
-int usi_objects_debug_check_live(struct uslab_cache *c, const void *p)
+int usi_objects_debug_check_live(struct uslab_cache *c, const void *p, const char *fn)
 {
     usi_debug_capture(); /* a report's "detected in": the unwinder runs before the lock */
     usi_lock(&c->lock);
-    int bad = usi_slab_debug_check_live(c, p);
+    int bad = usi_slab_debug_check_live(c, p, fn);
     usi_unlock(&c->lock);
     return bad;
 }

@@ -513,17 +513,20 @@ static inline struct usi_slab *put_slab_of(const struct uslab_cache *c, uintptr_
     return usi_slab_of_entry(e);
 }
 
-int usi_slab_debug_check_live(struct uslab_cache *c, const void *p)
+int usi_slab_debug_check_live(struct uslab_cache *c, const void *p, const char *fn)
 {
     struct usi_slab *s = put_slab_of(c, (uintptr_t)p);
     uint32_t idx = slab_index(c, s, (const char *)p - c->obj_offset);
+    char what[160]; /* the call named, as the reports without debugging do */
     if (idx == UINT32_MAX || idx >= c->nobjs) {
-        usi_debug_report(c, s, p, "Invalid pointer: not the start of an object");
+        snprintf(what, sizeof what, "Invalid pointer: %s(%p): not the start of an object", fn, p);
+        usi_debug_report(c, s, p, what);
         return 1;
     }
     if (!(s->alloc_map[idx >> 6] & ((uint64_t)1 << (idx & 63))) ||
         usi_debug_is_free(c, (const char *)p - c->obj_offset)) { /* or quarantined */
-        usi_debug_report(c, s, p, "Object already free");
+        snprintf(what, sizeof what, "Object already free: %s(%p)", fn, p);
+        usi_debug_report(c, s, p, what);
         return 1;
     }
     return 0;

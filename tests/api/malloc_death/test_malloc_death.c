@@ -207,11 +207,11 @@ static const struct death_case {
      "use after free (the malloc-64 block is already free)"},
     /* Run with USLAB_DEBUG=F (test death_malloc_debug): the debug classes' exact checks. */
     {"debug_realloc_after_free", realloc_after_free, "BUG malloc-48: Object already free",
-     "detected in"},
+     "Object already free: realloc(0x"},
     {"debug_realloc_interior", free_interior_realloc, "BUG malloc-112: Invalid pointer",
      "not the start of an object"},
     {"debug_usable_size_after_free", usable_size_after_free, "BUG malloc-64: Object already free",
-     "detected in"},
+     "Object already free: malloc_usable_size(0x"},
     {"debug_usable_size_interior", usable_size_interior, "BUG malloc-112: Invalid pointer",
      "not the start of an object"},
 };
