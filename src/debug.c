@@ -856,6 +856,33 @@ static void leak_add(struct leak_table *lt, const char *cache, size_t order, con
     lt->bytes += size;
 }
 
+/* fn on every object of debug cache c that is out of its slabs (bitmap bit set: live, or
+ * quarantined), with c->lock held by the caller: the leak report, the exit check and a
+ * destroy's list of live objects walk the same way. */
+static void each_held_object(struct uslab_cache *c,
+                             void (*fn)(struct uslab_cache *c, struct usi_slab *s, char *slot,
+                                        void *arg),
+                             void *arg)
+{
+    for (unsigned l = USI_SLAB_PARTIAL; l <= USI_SLAB_FULL; l++)
+        for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
+            for (uint32_t i = 0; i < s->bump; i++)
+                if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63)))
+                    fn(c, s, s->objs + (size_t)i * c->stride, arg);
+}
+
+static void leak_scan_object(struct uslab_cache *c, struct usi_slab *s, char *slot, void *arg)
+{
+    (void)s;
+    struct leak_table *lt = arg;
+    const struct tail *t = tail_of(c, slot);
+    if (t->state == STATE_FREE || (tail_intact(t) && t->alloc.tid == OWN_TID))
+        return; /* quarantined (freed), or uslab's own */
+    if (!tail_intact(t))
+        lt->overwritten++; /* listed with no stack: its track is data */
+    leak_add(lt, c->name, c->size, tail_intact(t) ? &t->alloc : &no_track, c->size);
+}
+
 static void leak_scan_cache(struct uslab_cache *c, void *arg)
 {
     struct leak_table *lt = arg;
@@ -865,17 +892,7 @@ static void leak_scan_cache(struct uslab_cache *c, void *arg)
         leak_skipped(lt, c->name);
         return;
     }
-    for (unsigned l = USI_SLAB_PARTIAL; l <= USI_SLAB_FULL; l++)
-        for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
-            for (uint32_t i = 0; i < s->bump; i++)
-                if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63))) {
-                    const struct tail *t = tail_of(c, s->objs + (size_t)i * c->stride);
-                    if (t->state == STATE_FREE || (tail_intact(t) && t->alloc.tid == OWN_TID))
-                        continue; /* quarantined (freed), or uslab's own */
-                    if (!tail_intact(t))
-                        lt->overwritten++; /* listed with no stack: its track is data */
-                    leak_add(lt, c->name, c->size, tail_intact(t) ? &t->alloc : &no_track, c->size);
-                }
+    each_held_object(c, leak_scan_object, lt);
     usi_unlock(&c->lock);
 }
 
@@ -1048,46 +1065,51 @@ void usi_debug_leak_report(void)
 
 #define LIVE_LISTED 8u
 
+struct live_list {
+    struct {
+        const void *obj;
+        struct track alloc;
+    } live[LIVE_LISTED];
+    size_t n, more;
+};
+
+static void list_live_object(struct uslab_cache *c, struct usi_slab *s, char *slot, void *arg)
+{
+    (void)s;
+    struct live_list *ll = arg;
+    const struct tail *t = tail_of(c, slot);
+    if (t->state != STATE_ALLOC) /* quarantined, or overwritten */
+        return;
+    if (ll->n == LIVE_LISTED) {
+        ll->more++;
+        return;
+    }
+    ll->live[ll->n].obj = slot + c->obj_offset;
+    ll->live[ll->n].alloc = t->alloc;
+    ll->n++;
+}
+
 void usi_debug_report_live(struct uslab_cache *c)
 {
     if (!(c->debug & USI_DEBUG_U)) {
         out("uslab: USLAB_DEBUG=U,%s would list the live objects' allocation stacks\n", c->name);
         return;
     }
-    struct {
-        const void *obj;
-        struct track alloc;
-    } live[LIVE_LISTED];
-    size_t n = 0, more = 0;
+    struct live_list ll;
+    ll.n = ll.more = 0;
     if (usi_trylock_for(&c->lock, LEAK_LOCK_MS) != 0)
         return;
-    /* Copied under the lock, printed after it (the symboliser reads files). */
-    for (unsigned l = USI_SLAB_PARTIAL; l <= USI_SLAB_FULL; l++)
-        for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
-            for (uint32_t i = 0; i < s->bump; i++) {
-                if (!(s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63))))
-                    continue;
-                char *slot = s->objs + (size_t)i * c->stride;
-                const struct tail *t = tail_of(c, slot);
-                if (t->state != STATE_ALLOC) /* quarantined, or overwritten */
-                    continue;
-                if (n == LIVE_LISTED) {
-                    more++;
-                    continue;
-                }
-                live[n].obj = slot + c->obj_offset;
-                live[n].alloc = t->alloc;
-                n++;
-            }
+    each_held_object(c, list_live_object, &ll); /* copied under the lock, printed after it */
     usi_unlock(&c->lock);
-    for (size_t k = 0; k < n; k++) {
-        uint32_t depth = live[k].alloc.depth < TRACK_DEPTH ? live[k].alloc.depth : TRACK_DEPTH;
-        out("uslab: live object %p of cache %s, allocated by thread %u at:\n", live[k].obj, c->name,
-            live[k].alloc.tid);
-        print_stack(live[k].alloc.stack, depth);
+    for (size_t k = 0; k < ll.n; k++) {
+        uint32_t depth =
+            ll.live[k].alloc.depth < TRACK_DEPTH ? ll.live[k].alloc.depth : TRACK_DEPTH;
+        out("uslab: live object %p of cache %s, allocated by thread %u at:\n", ll.live[k].obj,
+            c->name, ll.live[k].alloc.tid);
+        print_stack(ll.live[k].alloc.stack, depth);
     }
-    if (more)
-        out("uslab: and %zu more live objects of cache %s\n", more, c->name);
+    if (ll.more)
+        out("uslab: and %zu more live objects of cache %s\n", ll.more, c->name);
 }
 
 /* ---- checks at exit (session 18's audit) -------------------------------------------- */
@@ -1096,30 +1118,28 @@ void usi_debug_report_live(struct uslab_cache *c)
  * the object is next freed or handed out: never, for a block the program leaks or a freed
  * object that stays in the quarantine to the end. So at exit, after every destructor, each
  * debug cache with Z or P is walked once (its lock tried, as the leak report does). */
-static void exit_check_cache(struct uslab_cache *c, void *arg)
+static void exit_check_object(struct uslab_cache *c, struct usi_slab *s, char *slot, void *arg)
 {
     (void)arg;
+    USI_VG_DEFINED(slot, c->stride);
+    const struct tail *t = tail_of(c, slot);
+    if (t->state == STATE_ALLOC && (c->debug & USI_DEBUG_Z)) {
+        check_redzones(c, s, slot, RED_ACTIVE, "at exit, never freed");
+    } else if (t->state == STATE_FREE) { /* quarantined */
+        if (c->debug & USI_DEBUG_Z)
+            check_redzones(c, s, slot, RED_INACTIVE, "while free, at exit");
+        if (c->debug & USI_DEBUG_P)
+            check_poison(c, s, slot, " (at exit)");
+    }
+}
+
+static void exit_check_cache(struct uslab_cache *c, void *arg)
+{
     if (!(c->debug & (USI_DEBUG_Z | USI_DEBUG_P)))
         return;
     if (usi_trylock_for(&c->lock, LEAK_LOCK_MS) != 0)
         return;
-    for (unsigned l = USI_SLAB_PARTIAL; l <= USI_SLAB_FULL; l++)
-        for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
-            for (uint32_t i = 0; i < s->bump; i++) {
-                if (!(s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63))))
-                    continue;
-                char *slot = s->objs + (size_t)i * c->stride;
-                USI_VG_DEFINED(slot, c->stride);
-                const struct tail *t = tail_of(c, slot);
-                if (t->state == STATE_ALLOC && (c->debug & USI_DEBUG_Z)) {
-                    check_redzones(c, s, slot, RED_ACTIVE, "at exit, never freed");
-                } else if (t->state == STATE_FREE) { /* quarantined */
-                    if (c->debug & USI_DEBUG_Z)
-                        check_redzones(c, s, slot, RED_INACTIVE, "while free, at exit");
-                    if (c->debug & USI_DEBUG_P)
-                        check_poison(c, s, slot, " (at exit)");
-                }
-            }
+    each_held_object(c, exit_check_object, arg);
     usi_unlock(&c->lock);
 }
 
