@@ -108,6 +108,23 @@ def cases(bindir, full):
                      ("cache_ns", "ns", "uslab_cache alloc+free"),
                      ("nomagazine_ns", "ns", "uslab_cache NOMAGAZINE")],
                     ["--rounds", "5000"], ["--rounds", "50000"]))
+    # A working set of 10 MiB (9,000 connections of about 1.1 KiB): the objects stay
+    # constructed only if the depot keeps what the program cycles (design §4).
+    out.append(Case("objcache", "conn 10 MiB", [b("objcache_bench"), "--live", "9000"],
+                    [("malloc_ns", "ns", "malloc+ctor+dtor+free"),
+                     ("cache_ns", "ns", "uslab_cache alloc+free"),
+                     ("nomagazine_ns", "ns", "uslab_cache NOMAGAZINE")],
+                    ["--rounds", "30"], ["--rounds", "150"]))
+    # Blocks above the slab classes, which uslab hands to glibc (design §8): never slower
+    # than glibc alone, with no more peak memory.
+    large = [("buffers", ["--steps", "600"], ["--steps", "2000"]),
+             ("churn", ["--steps", "300"], ["--steps", "1000"]),
+             ("mixed", ["--steps", "6000"], ["--steps", "20000"]),
+             ("realloc", ["--steps", "30"], ["--steps", "100"]),
+             ("prodcons", ["--steps", "6000"], ["--steps", "20000"]),
+             ("calloc", ["--steps", "6000"], ["--steps", "20000"])]
+    for t, q, f in large:
+        out.append(Case("large", t, [b("large_bench"), "--test", t], [("ms", "ms", "time")], q, f))
     mt = [("larson", ["--epochs", "60"], ["--epochs", "300"]),
           ("xmalloc", ["--blocks", "1000000"], ["--blocks", "4000000"]),
           ("scratch", ["--iterations", "30000"], ["--iterations", "100000"]),

@@ -21,8 +21,10 @@
  *    that a previous user freed, in the state that user left it. Free objects in the state
  *    the constructor made them (e.g. a mutex unlocked, a list empty).
  *  - The destructor runs when a cached object goes back to its slab: when the cache is
- *    reaped (uslab_cache_reap, uslab_reap), destroyed, or has more cached objects than it
- *    keeps or needs (then possibly on uslab's background purger thread). It never runs on
+ *    reaped (uslab_cache_reap, uslab_reap) or destroyed, or when cached objects went unused
+ *    for a whole purge interval (the working set shrank: then possibly on uslab's
+ *    background purger thread, or in the cache's next uslab_cache_alloc). A cache keeps
+ *    every object freed to it while the program keeps using that many. It never runs on
  *    an object you hold.
  *  - A constructor returning non-zero fails the allocation that needed the object:
  *    uslab_cache_alloc returns NULL with errno as the constructor left it (ENOMEM if it

@@ -6,16 +6,18 @@
  * A magazine is an array of pointers to constructed objects. The depot of a cache keeps a
  * stack of full magazines and a stack of empty ones under cache->lock; threads trade whole
  * magazines with it, so the lock is taken once per magazine of objects, not per object.
- * The depot keeps at most depot_max_full full magazines: one given beyond that is handed
- * back to the caller, which flushes it (usi_depot_dispose: destructs its
- * objects into their slabs, which lets empty slabs be purged) once its own state is
- * consistent and it holds no lock. No depot exchange runs a callback.
+ * The depot keeps every magazine given to it: what it holds is bounded by the working set,
+ * not by a byte count. A periodic pass (reclaim.c) takes out the magazines that stayed in
+ * the depot through a whole interval (Bonwick & Adams §3.6: depot_min_full and
+ * depot_min_empty, the lowest counts seen since the last reap) and flushes them into their
+ * slabs; no exchange on a program's free path ever destructs an object. No depot exchange
+ * runs a callback.
  *
  * Invariants (under cache->lock): depot_nfull/depot_nempty count the two stacks;
- * depot_rounds is the sum of the full magazines' rounds; depot_nfull <= depot_max_full
- * after every exchange, and depot_base_full <= depot_max_full <= depot_cap_full; depot_flushing
- * counts magazines taken out to be flushed whose objects are not back in their slabs yet (destroy
- * waits for it to reach 0).
+ * depot_rounds is the sum of the full magazines' rounds; depot_min_full <= depot_nfull,
+ * depot_min_empty <= depot_nempty and depot_min_surplus <= depot_nfull after every
+ * exchange; depot_flushing counts magazines taken out to be flushed whose objects are not
+ * back in their slabs yet (destroy waits for it to reach 0).
  */
 #include "internal.h"
 
@@ -64,31 +66,6 @@ static uint32_t magazine_capacity(size_t stride)
     return (uint32_t)(cap < 4 ? 4 : cap);
 }
 
-/* Sets how many full magazines the depot keeps: at first USLAB_DEPOT_BYTES of objects (at
- * least 2 magazines); while threads find the depot without a full magazine, the limit
- * doubles each time one more would overflow it, up to DEPOT_GROWTH times the first (issue
- * 12: a producer/consumer flow of more than 1 MiB went through the slab layer one object at
- * a time under the cache lock). Each purger pass without such misses halves it again; the
- * pass also reaps what the depot did not need (usi_depot_reap_unused), so what it holds
- * beyond the first limit is what a flow uses, for one purge interval at most. */
-#define DEPOT_GROWTH 64
-
-/* Its address tells threads apart: a miss by one thread and a full magazine given by
- * another is a flow between threads. A thread that frees what it allocated itself keeps
- * the first limit (its magazines are its own flow). */
-static __thread char thread_mark;
-
-static void set_limit(struct uslab_cache *c)
-{
-    size_t per_mag = (size_t)c->mag_capacity * c->stride;
-    c->depot_base_full = 2;
-    if (per_mag && usi_options.depot_bytes / per_mag > c->depot_base_full)
-        c->depot_base_full = usi_options.depot_bytes / per_mag;
-    c->depot_cap_full = c->depot_base_full * DEPOT_GROWTH;
-    if (c->depot_max_full < c->depot_base_full || c->depot_max_full > c->depot_cap_full)
-        c->depot_max_full = c->depot_base_full;
-}
-
 void usi_depot_init_cache(struct uslab_cache *c)
 {
     /* Debug caches bypass magazines so that every operation is checked (libumem, SLUB). */
@@ -101,7 +78,6 @@ void usi_depot_init_cache(struct uslab_cache *c)
                      ? (uint32_t)(max > c->mag_capacity ? max : c->mag_capacity)
                      : c->mag_capacity;
     c->mag_max_bytes = (size_t)c->mag_max * c->stride;
-    set_limit(c);
 }
 
 struct usi_mag *usi_mag_new(struct uslab_cache *c)
@@ -221,51 +197,35 @@ static void depot_lock(struct uslab_cache *c)
     if (++c->depot_contended >= USI_DEPOT_CONTENTION && c->mag_capacity < c->mag_max) {
         uint32_t cap = c->mag_capacity * 2 < c->mag_max ? c->mag_capacity * 2 : c->mag_max;
         __atomic_store_n(&c->mag_capacity, cap, __ATOMIC_RELAXED);
-        set_limit(c);
         c->depot_contended = 0;
     }
 }
 
-/* The depot's objects beyond its first limit count with the empty slabs towards
- * usi_slab_surplus_bytes: a new slab made while they exceed USI_SLAB_SURPLUS_MAX asks for a
- * pass that drains them (design §3, "Across classes"). Under cache->lock, after each change
- * of depot_rounds. */
+/* The depot's objects count with the empty slabs towards usi_slab_surplus_bytes: a new
+ * slab made while they exceed USI_SLAB_SURPLUS_MAX asks for a surplus pass, which reaps the
+ * magazines that stayed here since the previous one (design §3, "Across classes"). Under
+ * cache->lock, after each change of depot_rounds. */
 static void depot_recount(struct uslab_cache *c)
 {
     size_t bytes = c->depot_rounds * c->stride;
-    size_t base = c->depot_base_full * (size_t)c->mag_capacity * c->stride;
-    size_t surplus = bytes > base ? bytes - base : 0;
-    if (surplus != c->depot_surplus) {
-        __atomic_add_fetch(&usi_slab_surplus_bytes, (uint64_t)(surplus - c->depot_surplus),
+    if (bytes != c->depot_surplus) {
+        __atomic_add_fetch(&usi_slab_surplus_bytes, (uint64_t)(bytes - c->depot_surplus),
                            __ATOMIC_RELAXED);
-        c->depot_surplus = surplus;
+        c->depot_surplus = bytes;
     }
 }
 
-/* Pushes m (cache->lock held); returns m itself, counted in depot_flushing, when it is
- * full and the depot already holds its limit of full magazines, else NULL. */
-static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *m)
+/* Pushes m (cache->lock held). The depot keeps it, whatever it holds already: the
+ * working-set reap (usi_depot_reap_unused) decides what goes back to the slabs. Returns 1
+ * when the caller must ask for a pass once it drops the lock (the depot's first full
+ * magazine since a pass found it without one: nothing else would ask for the reap). */
+static int depot_push_locked(struct uslab_cache *c, struct usi_mag *m)
 {
     if (m->rounds == 0) {
         m->next = c->depot_empty;
         c->depot_empty = m;
         c->depot_nempty++;
-        return NULL;
-    }
-    if (c->depot_nfull >= c->depot_max_full && c->depot_misses &&
-        c->depot_miss_thread != &thread_mark && c->depot_max_full < c->depot_cap_full) {
-        /* Another thread came for full magazines and found none: a flow, not a hoard. */
-        c->depot_max_full =
-            c->depot_max_full * 2 < c->depot_cap_full ? c->depot_max_full * 2 : c->depot_cap_full;
-        c->depot_grew = 1; /* the caller kicks the purger, which reaps what goes unused */
-    }
-    if (c->depot_nfull >= c->depot_max_full) {
-        /* Full: the magazine given goes back to the caller to be flushed (its objects,
-         * freed last, return to slabs together: the slab layer's batch is cheapest). */
-        c->depot_flushing++;
-        in_flight_add(c, m);
-        m->next = NULL; /* usi_depot_dispose follows the chain */
-        return m;
+        return 0;
     }
     m->next = c->depot_full;
     c->depot_full = m;
@@ -273,17 +233,17 @@ static struct usi_mag *depot_push_locked(struct uslab_cache *c, struct usi_mag *
     c->depot_rounds += m->rounds;
     c->depot_in += m->rounds;
     depot_recount(c);
-    return NULL;
+    if (c->depot_kicked)
+        return 0;
+    c->depot_kicked = 1;
+    return 1;
 }
 
-/* Drops the lock; wakes the purger (or schedules an inline pass) when the depot's limit
- * grew, so that what the flow leaves behind is reaped once unused. */
-static void unlock_and_kick(struct uslab_cache *c)
+/* Drops the lock, then asks for a pass if the push asked for one. */
+static void unlock_and_kick(struct uslab_cache *c, int kick)
 {
-    int grew = c->depot_grew;
-    c->depot_grew = 0;
     usi_unlock(&c->lock);
-    if (grew)
+    if (kick)
         usi_purge_kick();
 }
 
@@ -299,25 +259,21 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
         depot_recount(c);
         if (c->depot_nfull < c->depot_min_full)
             c->depot_min_full = c->depot_nfull;
+        if (c->depot_nfull < c->depot_min_surplus)
+            c->depot_min_surplus = c->depot_nfull;
         if (give_empty && give_empty != &usi_mag_empty) {
             USI_ASSERT(give_empty->rounds == 0);
-            depot_push_locked(c, give_empty); /* an empty one never overflows */
+            depot_push_locked(c, give_empty);
         }
-    } else {
-        c->depot_misses++;
-        c->depot_miss_thread = &thread_mark;
     }
     usi_unlock(&c->lock);
     return m;
 }
 
-struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap,
-                                    struct usi_mag **over)
+struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap)
 {
     depot_lock(c);
-    *over = NULL;
-    if (give_full && give_full != &usi_mag_empty)
-        *over = depot_push_locked(c, give_full);
+    int kick = give_full && give_full != &usi_mag_empty && depot_push_locked(c, give_full);
     struct usi_mag *m = c->depot_empty;
     if (m) {
         c->depot_empty = m->next;
@@ -325,7 +281,7 @@ struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_
         if (c->depot_nempty < c->depot_min_empty)
             c->depot_min_empty = c->depot_nempty;
     }
-    unlock_and_kick(c);
+    unlock_and_kick(c, kick);
     if (m && m->capacity < cap) { /* a thread's slow start left it behind (design §4) */
         int saved = errno;
         struct usi_mag *big = usi_mag_new_cap(c, cap);
@@ -350,14 +306,12 @@ void usi_depot_flush_later(struct uslab_cache *c, struct usi_mag *m, struct usi_
     *over = m;
 }
 
-void usi_depot_put(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over)
+void usi_depot_put(struct uslab_cache *c, struct usi_mag *m)
 {
-    *over = NULL;
     if (!m || m == &usi_mag_empty)
         return;
     depot_lock(c);
-    *over = depot_push_locked(c, m);
-    unlock_and_kick(c);
+    unlock_and_kick(c, depot_push_locked(c, m));
 }
 
 int usi_depot_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p)
@@ -412,15 +366,7 @@ void usi_depot_postfork_child(struct uslab_cache *c)
         memmove(m->objs, m->objs + back, (m->rounds - back) * sizeof(void *));
         m->rounds -= back;
         usi_lock(&c->lock);
-        if (m->rounds) { /* past the depot's limit if need be: a pass trims it */
-            m->next = c->depot_full;
-            c->depot_full = m;
-            c->depot_nfull++;
-            c->depot_rounds += m->rounds;
-            depot_recount(c);
-        } else {
-            depot_push_locked(c, m); /* empty: kept for the next exchange */
-        }
+        depot_push_locked(c, m); /* still constructed, or empty for the next exchange */
         usi_unlock(&c->lock);
         m = next;
     }
@@ -470,7 +416,8 @@ void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes)
         size_t taken = c->depot_nfull;
         c->depot_full = c->depot_empty = NULL;
         c->depot_nfull = c->depot_nempty = 0;
-        c->depot_min_full = c->depot_min_empty = 0;
+        c->depot_min_full = c->depot_min_empty = c->depot_min_surplus = 0;
+        c->depot_kicked = 0;
         c->depot_rounds = 0;
         depot_recount(c);
         c->depot_flushing += taken;
@@ -486,13 +433,17 @@ void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes)
     }
 }
 
-size_t usi_depot_reap_unused(struct uslab_cache *c)
+size_t usi_depot_reap_unused(struct uslab_cache *c, int surplus)
 {
     struct usi_mag *full = NULL, *empty = NULL;
     size_t n = 0;
     usi_lock(&c->lock);
-    /* depot_min_* magazines sat in the depot through the whole interval: not needed. */
-    for (size_t i = 0; i < c->depot_min_full && c->depot_full; i++, n++) {
+    /* That many magazines sat in the depot since the last reap of this kind: not needed. A
+     * surplus pass reaps only full magazines, on its own watermark, so that it leaves the
+     * working-set interval of the periodic passes alone. */
+    size_t idle_full = surplus ? c->depot_min_surplus : c->depot_min_full;
+    size_t idle_empty = surplus ? 0 : c->depot_min_empty;
+    for (size_t i = 0; i < idle_full && c->depot_full; i++, n++) {
         struct usi_mag *m = c->depot_full;
         c->depot_full = m->next;
         c->depot_nfull--;
@@ -502,7 +453,7 @@ size_t usi_depot_reap_unused(struct uslab_cache *c)
         full = m;
     }
     in_flight_add_chain(c, full);
-    for (size_t i = 0; i < c->depot_min_empty && c->depot_empty; i++, n++) {
+    for (size_t i = 0; i < idle_empty && c->depot_empty; i++, n++) {
         struct usi_mag *m = c->depot_empty;
         c->depot_empty = m->next;
         c->depot_nempty--;
@@ -510,14 +461,33 @@ size_t usi_depot_reap_unused(struct uslab_cache *c)
         empty = m;
     }
     depot_recount(c);
-    c->depot_min_full = c->depot_nfull;
-    c->depot_min_empty = c->depot_nempty;
-    if (!c->depot_misses && c->depot_max_full > c->depot_base_full)
-        c->depot_max_full =
-            c->depot_max_full / 2 > c->depot_base_full ? c->depot_max_full / 2 : c->depot_base_full;
-    c->depot_misses = 0;
-    c->depot_miss_thread = NULL;
+    if (surplus) {
+        c->depot_min_surplus = c->depot_nfull;
+        if (c->depot_min_full > c->depot_nfull)
+            c->depot_min_full = c->depot_nfull;
+    } else {
+        c->depot_min_full = c->depot_nfull;
+        c->depot_min_empty = c->depot_nempty;
+        if (c->depot_min_surplus > c->depot_nfull)
+            c->depot_min_surplus = c->depot_nfull;
+    }
+    if (c->depot_nfull == 0)
+        c->depot_kicked = 0; /* the next full magazine asks for a pass again */
     usi_unlock(&c->lock);
     free_mag_lists(c, full, empty);
     return n;
+}
+
+void usi_depot_reap_later(struct uslab_cache *c)
+{
+    __atomic_store_n(&c->reap_wanted, 1, __ATOMIC_RELAXED);
+}
+
+void usi_depot_reap_wanted(struct uslab_cache *c)
+{
+    if (!__atomic_exchange_n(&c->reap_wanted, 0, __ATOMIC_RELAXED))
+        return;
+    int e = errno; /* the allocation's errno is the caller's */
+    usi_depot_reap_unused(c, 0);
+    errno = e;
 }

@@ -179,11 +179,8 @@ struct uslab_cache {
      * A quarantined object keeps its bitmap bit and its slab's inuse, not slab_inuse. */
     void **quarantine;
     uint32_t quarantine_cap, quarantine_head, quarantine_count;
-    uint32_t mag_max;      /* largest magazine capacity this cache may grow to */
-    size_t mag_max_bytes;  /* mag_max * stride */
-    size_t depot_max_full; /* full magazines the depot keeps now (under `lock`): from
-                            * depot_base_full up to depot_cap_full, following the flow */
-    size_t depot_base_full, depot_cap_full;
+    uint32_t mag_max;     /* largest magazine capacity this cache may grow to */
+    size_t mag_max_bytes; /* mag_max * stride */
     size_t empty_reserve; /* empty slabs kept unpurged */
 
     /* Capacity of new magazines: 0 means no magazines (never changes then). It only grows,
@@ -207,6 +204,9 @@ struct uslab_cache {
      * callback runs on the cache's next allocation slow path instead (design §3). Set by a
      * pass, taken by that slow path; relaxed, no lock. */
     uint32_t reclaim_wanted;
+    /* depot.c: an inline pass found magazines to reap in a cache with a destructor but runs
+     * no user code; the cache's next allocation slow path reaps them (design §4). Relaxed. */
+    uint32_t reap_wanted;
 
     pthread_mutex_t lock;
     uint32_t colour_next;
@@ -214,19 +214,19 @@ struct uslab_cache {
     struct usi_slab_list_head lists[USI_SLAB_NLISTS];
     struct usi_mag *depot_full, *depot_empty;
     size_t depot_nfull, depot_nempty;
-    size_t depot_min_full, depot_min_empty; /* lowest counts since the last purger tick */
-    size_t depot_misses;           /* full magazines asked for and not there, since the last tick */
-    const void *depot_miss_thread; /* the thread of the last miss (depot.c's thread mark) */
-    int depot_grew;                /* the limit grew under `lock`: kick the purger after it */
-    size_t depot_flushing;         /* magazines taken out to flush, not yet back */
+    /* The working set (Bonwick & Adams §3.6): the lowest counts since the last periodic
+     * reap, and the lowest full count since the last surplus pass's reap. */
+    size_t depot_min_full, depot_min_empty, depot_min_surplus;
+    int depot_kicked;      /* a pass was asked for since the depot last had no full magazine */
+    size_t depot_flushing; /* magazines taken out to flush, not yet back */
     /* Those of them whose objects are not back in their slabs yet (under `lock`, linked by
      * flight_next): a fork child puts their objects back (usi_depot_postfork_child). */
     struct usi_mag *in_flight;
     size_t slab_inuse; /* objects outside slabs: live + cached in magazines */
     int purge_pending; /* empty slabs beyond the reserve await the purger */
     size_t depot_rounds;
-    size_t depot_surplus; /* bytes of depot_rounds beyond the first limit, counted in
-                           * usi_slab_surplus_bytes (depot.c) */
+    size_t depot_surplus; /* bytes of depot_rounds as counted in usi_slab_surplus_bytes
+                           * (depot.c) */
     uint64_t slabs_created, slabs_released;
     /* Cumulative counts for statistics (design §10), kept on slow paths only: objects taken
      * from and returned to the slabs (so slab_inuse = slab_takes - slab_puts), and objects in
@@ -531,7 +531,6 @@ struct usi_options {
     size_t reserve_bytes;  /* USLAB_RESERVE: address space reserved for slabs */
     size_t max_slab_size;  /* USLAB_MAX_SLAB_SIZE: largest malloc size served by slabs */
     size_t empty_reserve;  /* USLAB_EMPTY_SLABS: empty slabs a cache keeps unpurged */
-    size_t depot_bytes;    /* USLAB_DEPOT_BYTES: bytes a depot caches before flushing */
     size_t purge_delay_ms; /* USLAB_PURGE_DELAY: idle time before empty slabs are purged */
     size_t purger;         /* USLAB_PURGER: enum usi_purger_mode (settings.h) */
     size_t return_policy;  /* USLAB_RETURN: enum usi_return_policy (settings.h) */
@@ -909,8 +908,8 @@ static inline uintptr_t usi_free_key(const void *block)
 {
     return (uintptr_t)block ^ usi_free_secret;
 }
-/* Bytes of the empty slabs beyond their caches' reserves and of the objects in depots beyond
- * their first limit, summed over every cache (relaxed atomic; the slab and depot layers
+/* Bytes of the empty slabs beyond their caches' reserves and of the objects in depots,
+ * summed over every cache (relaxed atomic; the slab and depot layers
  * keep it under each cache's lock). A slab created while
  * it exceeds USI_SLAB_SURPLUS_MAX sets usi_slab_surplus_seen, which the objects layer
  * turns into a pass that releases them at once (design §3, "Across classes"). */
@@ -1227,25 +1226,22 @@ struct usi_mag {
 extern struct usi_mag usi_mag_empty;
 
 void usi_depot_init(void); /* the internal caches magazines are made of */
-/* Sets up the magazine side of a cache descriptor: capacity, growth limit, depot limit. */
+/* Sets up the magazine side of a cache descriptor: capacity and growth limit. */
 void usi_depot_init_cache(struct uslab_cache *c);
 struct usi_mag *usi_mag_new(struct uslab_cache *c); /* empty magazine or NULL */
 /* An empty magazine of cap slots (1 <= cap <= USI_MAG_MAX) for c, or NULL. */
 struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap);
 void usi_mag_delete(struct usi_mag *m);
 /*
- * Depot exchanges, under cache->lock taken inside. None of them runs a callback. When a
- * full magazine pushes the depot over its limit, the oldest full one is taken out and
- * handed back through *over (else *over is NULL): the caller passes it to
- * usi_depot_dispose once its own state is consistent and it holds no lock.
+ * Depot exchanges, under cache->lock taken inside. None of them runs a callback, and the
+ * depot keeps every magazine given to it (the working-set reap bounds it).
  */
 struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty);
 /* get_empty: one of the depot's empty magazines if it has at least cap slots (a smaller
  * one is replaced by a new one of cap slots if one can be made), else a new one of cap
  * slots; NULL if the depot has none and none can be made. */
-struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap,
-                                    struct usi_mag **over);
-void usi_depot_put(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over);
+struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap);
+void usi_depot_put(struct uslab_cache *c, struct usi_mag *m);
 /* A full magazine its thread could trade for no empty one: counted as being flushed
  * (depot_flushing) and chained onto *over, for usi_depot_dispose, which returns its
  * objects to their slabs and keeps it in the depot, empty. */
@@ -1253,7 +1249,7 @@ void usi_depot_flush_later(struct uslab_cache *c, struct usi_mag *m, struct usi_
 /* Whether p, a block of c (page-map entry e), is in a full magazine of the depot or back
  * in its slab: part of free()'s double-free check. Takes the cache lock. */
 int usi_depot_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p);
-/* Destructs a handed-back magazine's objects into their slabs (runs destructors: no lock
+/* Destructs a flush_later magazine's objects into their slabs (runs destructors: no lock
  * held) and keeps the empty magazine. Follows m->next: disposes a whole list. */
 void usi_depot_dispose(struct uslab_cache *c, struct usi_mag *m);
 /* Empties the depot: full magazines flushed to slabs, empty ones freed (runs destructors).
@@ -1265,9 +1261,14 @@ void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes);
  * magazines to the depot, empty. */
 void usi_depot_postfork_child(struct uslab_cache *c);
 /* Working-set reaping (Bonwick & Adams §3.6): the magazines the depot did not need since
- * the last call (its minimum counts) are flushed and freed (runs destructors). Returns
- * magazines reaped. */
-size_t usi_depot_reap_unused(struct uslab_cache *c);
+ * the last call of the same kind (its minimum counts) are flushed and freed (runs
+ * destructors). `surplus`: the surplus pass's reap, of full magazines only, on its own
+ * watermark. Returns magazines reaped. */
+size_t usi_depot_reap_unused(struct uslab_cache *c, int surplus);
+/* An inline pass (no user code) over a cache with a destructor: its reap is left to the
+ * cache's next allocation slow path, which calls usi_depot_reap_wanted (no lock held). */
+void usi_depot_reap_later(struct uslab_cache *c);
+void usi_depot_reap_wanted(struct uslab_cache *c);
 
 /* ------------------------------------------------------------------------------------ */
 /* tcache.c (rank 14): per-thread magazine pairs                                        */

@@ -758,7 +758,13 @@ void usi_purge_kick(void)
         if (want <= 0 || tls_role == 2 || tls_no_start != 0 || usi_lock_depth != 0 ||
             __atomic_load_n(&purger.home, __ATOMIC_ACQUIRE) != usi_os_getpid() ||
             usi_os_on_signal_stack()) {
-            schedule_inline();
+            /* Inside a magazine exchange (a depot's first full magazine, design §4): due
+             * at once, so that the same slow path's poll, outside the exchange, runs the
+             * pass and starts the thread. */
+            if (want > 0 && tls_no_start != 0 && tls_role != 2)
+                __atomic_store_n(&usi_purge_due_ms, 1, __ATOMIC_RELAXED);
+            else
+                schedule_inline();
             return;
         }
         /* Started with no lock held: pthread_create may allocate and free (through uslab),

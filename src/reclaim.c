@@ -75,10 +75,11 @@ static void pass_one(struct uslab_cache *c, void *arg)
         return;
     }
     if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && user) {
-        if (p->how & USI_PASS_SURPLUS)
-            usi_depot_drain(c, 0); /* new slabs elsewhere: the cached objects go first */
-        else
-            usi_depot_reap_unused(c);
+        /* New slabs elsewhere (a surplus pass): what stayed in the depot since the previous
+         * surplus pass goes first; else what stayed since the previous periodic pass. */
+        usi_depot_reap_unused(c, (p->how & USI_PASS_SURPLUS) != 0);
+    } else if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED)) {
+        usi_depot_reap_later(c); /* its destructor runs on its own next slow path */
     }
     release_empty(c, 0, p->now_ms, p->idle_ms, p->how, &p->more);
 }
@@ -121,33 +122,55 @@ void usi_reclaim_return(struct uslab_cache *c, int every_thread)
     }
 }
 
-size_t usi_reclaim_cache(struct uslab_cache *c)
+/* Empty slabs of the internal caches (magazines, thread-cache records), all of them: a
+ * reap that flushed a depot freed its magazines there, 8 bytes per object it cached. */
+static void release_internal(struct uslab_cache *c, void *arg)
+{
+    if (c->flags & USI_CACHE_INTERNAL)
+        *(size_t *)arg += release_empty(c, 1, 0, 0, 0, NULL);
+}
+
+static size_t release_magazines(void)
+{
+    size_t bytes = 0;
+    usi_registry_for_each(release_internal, &bytes);
+    return bytes;
+}
+
+static size_t reclaim_one_cache(struct uslab_cache *c)
 {
     usi_reclaim_return(c, 0);
     return release_empty(c, 1, 0, 0, 0, NULL);
 }
 
+size_t usi_reclaim_cache(struct uslab_cache *c)
+{
+    size_t bytes = reclaim_one_cache(c);
+    release_magazines(); /* the cache's own bytes are what uslab_cache_reap reports */
+    return bytes;
+}
+
 static void reclaim_one(struct uslab_cache *c, void *arg)
 {
-    *(size_t *)arg += usi_reclaim_cache(c);
+    *(size_t *)arg += reclaim_one_cache(c);
 }
 
 size_t usi_reclaim_all(void)
 {
     size_t bytes = 0;
     usi_registry_for_each(reclaim_one, &bytes);
-    return bytes;
+    return bytes + release_magazines();
 }
 
 static void reclaim_class(struct uslab_cache *c, void *arg)
 {
     if (c->id >= 1 && c->id <= USI_NCLASSES) /* a malloc class: no callback to run */
-        *(size_t *)arg += usi_reclaim_cache(c);
+        *(size_t *)arg += reclaim_one_cache(c);
 }
 
 size_t usi_reclaim_classes(void)
 {
     size_t bytes = 0;
     usi_registry_for_each(reclaim_class, &bytes);
-    return bytes;
+    return bytes + release_magazines();
 }

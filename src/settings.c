@@ -35,11 +35,6 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                  "empty slabs each cache keeps instead of returning them to the "
                                  "OS",
                                  NULL},
-    [USI_SETTING_DEPOT_BYTES] = {"USLAB_DEPOT_BYTES", USI_SETTING_KIND_SIZE,
-                                 USI_SETTINGS_DEPOT_BYTES_DEFAULT, "1M", 0, (size_t)1 << 40,
-                                 "bytes of cached objects (in full magazines) a cache's depot "
-                                 "keeps before returning them to slabs",
-                                 NULL},
     [USI_SETTING_PURGE_DELAY] = {"USLAB_PURGE_DELAY", USI_SETTING_KIND_NUMBER,
                                  USI_SETTINGS_PURGE_DELAY_DEFAULT, "1000", 0, (size_t)1 << 30,
                                  "milliseconds an empty slab stays idle before it goes back to "

@@ -14,8 +14,8 @@
  * The slow paths run user callbacks (constructors, destructors, reclaim) only as their last
  * step, once the pair is consistent and no lock is held: a callback may free or allocate in
  * any cache, which may change this very pair or grow (remap) the thread's cache, so nothing
- * here touches a pair after a callback. Magazines the depot hands back over its limit are
- * disposed of the same way.
+ * here touches a pair after a callback. A full magazine that could be traded for no empty
+ * one (usi_depot_flush_later) is disposed of the same way.
  */
 #include "internal.h"
 
@@ -574,6 +574,8 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
      * whole, and no object is yet outside every magazine and record (a fork in the
      * callback would find the one this call takes nowhere, design §7). */
     usi_objects_reclaim_wanted(c);
+    if (USI_UNLIKELY(__atomic_load_n(&c->reap_wanted, __ATOMIC_RELAXED)))
+        usi_depot_reap_wanted(c); /* an inline pass's reap, with the same care */
     void *p;
     struct usi_tcache *tc = cached(c) ? tcache_get(c->id) : NULL;
     if (!tc) {
@@ -656,19 +658,19 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
          * previous one's objects go back to their slabs instead, where this thread's fills
          * find them: a pair past the bound never takes full magazines from the depot, so
          * what it gave there stayed until a pass reaped it, for good in a process with no
-         * pass due (USLAB_DEPOT_BYTES=1024G: 721 MB after 300,000 rounds of 64 blocks;
-         * test tcache_floor_depot). */
+         * pass due (721 MB after 300,000 rounds of 64 blocks with an unbounded depot; test
+         * tcache_floor_depot). */
         mp->prev = &usi_mag_empty; /* from here on the depot owns it */
         int saved = errno;
         struct usi_mag *empty;
         if (past_bound) {
-            empty = usi_depot_get_empty(c, NULL, floor_capacity(c), &over);
+            empty = usi_depot_get_empty(c, NULL, floor_capacity(c));
             if (prev != &usi_mag_empty)
                 usi_depot_flush_later(c, prev, &over);
             if (empty)
                 empty = fit_floor(c, empty);
         } else {
-            empty = usi_depot_get_empty(c, prev, pair_level(c, mp), &over);
+            empty = usi_depot_get_empty(c, prev, pair_level(c, mp));
         }
         if (empty) {
             mp->prev = loaded;
@@ -720,10 +722,8 @@ size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs)
     return i;
 }
 
-/* Moves one pair's magazines to c's depot; magazines the depot hands back (over its limit)
- * are chained onto *over, to be disposed of by the caller once it holds no lock. Caller
- * holds tc->lock or is the only thread. */
-static void pair_flush(struct uslab_cache *c, struct usi_magpair *mp, struct usi_mag **over)
+/* Moves one pair's magazines to c's depot. Caller holds tc->lock or is the only thread. */
+static void pair_flush(struct uslab_cache *c, struct usi_magpair *mp)
 {
     if (pair_is_blank(mp))
         return;
@@ -731,14 +731,8 @@ static void pair_flush(struct uslab_cache *c, struct usi_magpair *mp, struct usi
     struct usi_mag *mags[2] = {pair_unload(mp), mp->prev};
     pair_clear(mp);
     pair_account(c, mp, before);
-    for (int i = 0; i < 2; i++) {
-        struct usi_mag *o;
-        usi_depot_put(c, mags[i], &o);
-        if (o) {
-            o->next = *over;
-            *over = o;
-        }
-    }
+    for (int i = 0; i < 2; i++)
+        usi_depot_put(c, mags[i]);
 }
 
 void usi_tcache_flush_own(struct uslab_cache *c)
@@ -748,31 +742,26 @@ void usi_tcache_flush_own(struct uslab_cache *c)
      * lock (or is about to take it), and the pair is its to change. */
     if (tc == &sentinel.tc || c->id >= tc->npairs || tls_exchange_depth)
         return;
-    struct usi_mag *over = NULL;
     usi_lock(&tc->lock);
-    pair_flush(c, &tc->pairs[c->id], &over);
+    pair_flush(c, &tc->pairs[c->id]);
     usi_unlock(&tc->lock);
-    usi_depot_dispose(c, over);
 }
 
 void usi_tcache_flush_all(struct uslab_cache *c)
 {
-    struct usi_mag *over = NULL;
     usi_lock(&registry_lock);
     for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next) {
         usi_lock(&tc->lock);
         if (c->id < tc->npairs)
-            pair_flush(c, &tc->pairs[c->id], &over);
+            pair_flush(c, &tc->pairs[c->id]);
         usi_unlock(&tc->lock);
     }
     usi_unlock(&registry_lock);
-    usi_depot_dispose(c, over); /* no lock held: destructors may call anything */
 }
 
-/* Moves every magazine of tc to its depot, one pair at a time, disposing of what the
- * depots hand back with no lock held. A pair that holds magazines keeps its cache alive:
- * destroy empties every pair (under the tcache lock) before it lets the cache go, and waits
- * for the disposal (depot_flushing). `locked`: take tc->lock (not in a fork child). */
+/* Moves every magazine of tc to its depot, one pair at a time. A pair that holds magazines
+ * keeps its cache alive: destroy empties every pair (under the tcache lock) before it lets
+ * the cache go. `locked`: take tc->lock (not in a fork child). */
 static void tcache_flush_every(struct usi_tcache *tc, int locked, uint32_t skip)
 {
     for (uint32_t id = 1; id < tc->npairs; id++) {
@@ -782,13 +771,10 @@ static void tcache_flush_every(struct usi_tcache *tc, int locked, uint32_t skip)
         if (locked)
             usi_lock(&tc->lock);
         struct uslab_cache *c = __atomic_load_n(&usi_caches[id], __ATOMIC_ACQUIRE);
-        struct usi_mag *over = NULL;
         if (c && !(mp->base == usi_mag_empty.objs && mp->prev == &usi_mag_empty))
-            pair_flush(c, mp, &over);
+            pair_flush(c, mp);
         if (locked)
             usi_unlock(&tc->lock);
-        if (over)
-            usi_depot_dispose(c, over);
     }
 }
 

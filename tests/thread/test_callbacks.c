@@ -7,13 +7,13 @@
  * one per case, selected by argv[1]; each is its own ctest with the environment it needs:
  *
  *  dtor_frees_own        a destructor frees another object of its own cache (a partner the
- *                        constructor allocated) while a free slow path flushes a magazine
- *                        the depot has no room for (USLAB_DEPOT_BYTES small).
+ *                        constructor allocated) while uslab_cache_reap flushes the
+ *                        cache's magazines.
  *  dtor_frees_high_id    a destructor frees to another cache whose id is beyond the calling
  *                        thread's pairs (that thread never used it): the thread cache grows
- *                        under the free slow path that runs the destructor.
+ *                        under the destroy that runs the destructor.
  *  stats_in_destroy      a destructor calls uslab_cache_stats while uslab_cache_destroy
- *                        flushes the magazines (USLAB_DEPOT_BYTES=0).
+ *                        flushes the magazines.
  *  app_lock_purger OP    a destructor takes an application lock M on the purger thread while
  *                        the main thread holds M and calls OP: create (uslab_cache_create),
  *                        reap (uslab_reap), fork (fork()) or stats (uslab_stats_print).
@@ -290,15 +290,13 @@ static void own_dtor(void *p, void *arg)
 
 static void case_dtor_frees_own(void)
 {
-    need_env("USLAB_DEPOT_BYTES", "8K"); /* a depot of 2 full magazines */
-    need_env("USLAB_PURGE_DELAY", "0");  /* single-threaded: the counts below are exact */
+    need_env("USLAB_PURGE_DELAY", "0"); /* single-threaded: the counts below are exact */
     static struct obj *objs[OWN_OBJS];
     own_cache = uslab_cache_create("pairs", OBJ_SIZE, 0, own_ctor, own_dtor, NULL, NULL, 0);
     CHECK(own_cache != NULL, "create");
     for (int round = 0; round < 3; round++) {
         alloc_fill(own_cache, objs, OWN_OBJS, (uint64_t)round * OWN_OBJS);
-        /* Magazines overflow the depot: free slow paths flush them, and the destructors
-         * free the partners into the same thread's pair. */
+        /* The depot keeps every magazine: the objects stay constructed. */
         check_free(own_cache, objs, OWN_OBJS, (uint64_t)round * OWN_OBJS);
         CHECK(count_get(&dtor_errors) == 0, "round %d: %zu destructor runs on destructed objects",
               round, count_get(&dtor_errors));
@@ -387,7 +385,6 @@ static void *res_producer(void *arg)
 
 static void case_dtor_frees_high_id(void)
 {
-    need_env("USLAB_DEPOT_BYTES", "0"); /* a depot of 2 full magazines */
     need_env("USLAB_PURGE_DELAY", "0"); /* destructors run on this thread only */
     static struct obj *objs[HIGH_OBJS];
     static uslab_cache_t *fillers[HIGH_FILLERS];
@@ -411,8 +408,8 @@ static void case_dtor_frees_high_id(void)
     CHECK(pthread_join(t, NULL) == 0, "pthread_join");
 
     alloc_fill(high_cache, objs, HIGH_OBJS, 0);
-    /* Magazines overflow the depot: the free slow path flushes one, and the destructors
-     * make this thread's first frees into res_cache. */
+    /* Destroy flushes the magazines, and the destructors make this thread's first frees
+     * into res_cache. */
     check_free(high_cache, objs, HIGH_OBJS, 0);
     uslab_cache_destroy(high_cache);
     CHECK(count_get(&dtor_errors) == 0, "%zu destructor runs on destructed objects",
@@ -463,7 +460,6 @@ static void stats_dtor(void *p, void *arg)
 
 static void case_stats_in_destroy(void)
 {
-    need_env("USLAB_DEPOT_BYTES", "0"); /* destroy's flush overflows the depot */
     need_env("USLAB_PURGE_DELAY", "0");
     static struct obj *objs[STATS_OBJS];
     stats_cache =
@@ -471,8 +467,8 @@ static void case_stats_in_destroy(void)
     CHECK(stats_cache != NULL, "create");
     alloc_fill(stats_cache, objs, STATS_OBJS, 0);
     check_free(stats_cache, objs, STATS_OBJS, 0);
-    /* The thread's pair holds two full magazines and the depot two more: destroy's flush
-     * runs destructors, which read the statistics. */
+    /* The thread's pair and the depot hold full magazines: destroy's flush runs
+     * destructors, which read the statistics. */
     uslab_cache_destroy(stats_cache);
     CHECK(count_get(&dtor_errors) == 0, "%zu destructor runs on destructed objects",
           count_get(&dtor_errors));

@@ -135,7 +135,7 @@ help)
     for how in --help help -h; do
         # shellcheck disable=SC2086
         "$uslab" $how > "$tmp/help" 2>&1 || fail "uslab $how failed"
-        for v in USLAB_MAX_SLAB_SIZE USLAB_RESERVE USLAB_EMPTY_SLABS USLAB_DEPOT_BYTES \
+        for v in USLAB_MAX_SLAB_SIZE USLAB_RESERVE USLAB_EMPTY_SLABS \
                  USLAB_PURGE_DELAY USLAB_TCACHE_MAX USLAB_MAGAZINE_GROWTH USLAB_DEBUG USLAB_DEBUG_CONTINUE \
                  USLAB_LEAKS USLAB_STATS USLAB_LIVE USLAB_PRELOAD_LIB LD_PRELOAD \
                  --debug --stats --stats=json --leaks --continue --live --preload --env \
@@ -144,7 +144,7 @@ help)
             grep -qF -- "$v" "$tmp/help" || fail "uslab $how does not mention $v"
         done
         # Every allocator setting with its default.
-        for d in 'default: 32768' 'default: 256G' 'default: 1' 'default: 1M' 'default: 1000' \
+        for d in 'default: 32768' 'default: 256G' 'default: 1' 'default: 1000' \
                  'default: 64M' 'uslab settings [--markdown]'; do
             grep -qF -- "$d" "$tmp/help" || fail "uslab $how does not give '$d'"
         done

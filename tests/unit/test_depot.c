@@ -27,9 +27,7 @@ static void *worker(void *arg)
         go = 0;
         struct usi_mag *m = usi_mag_new(cache);
         CHECK(m != NULL, "magazine");
-        struct usi_mag *over;
-        usi_depot_put(cache, m, &over); /* an empty magazine: nothing to flush */
-        CHECK(over == NULL, "an empty magazine never overflows the depot");
+        usi_depot_put(cache, m);
         __atomic_fetch_add(&finished, 1, __ATOMIC_RELEASE);
     }
     return NULL;
@@ -50,9 +48,8 @@ int main(void)
           first, cache->mag_max);
 
     /* Uncontended exchanges never grow the magazines. */
-    struct usi_mag *over;
     for (int i = 0; i < 3 * USI_DEPOT_CONTENTION; i++)
-        usi_depot_put(cache, usi_mag_new(cache), &over);
+        usi_depot_put(cache, usi_mag_new(cache));
     CHECK(capacity() == first, "grew without contention");
 
     pthread_t t;
@@ -82,12 +79,12 @@ int main(void)
           "after %d rounds the capacity is %u (was %u)", rounds, capacity(), first);
     struct usi_mag *m = usi_mag_new(cache);
     CHECK(m->capacity == 2 * first, "new magazines have the new capacity");
-    usi_depot_put(cache, m, &over);
+    usi_depot_put(cache, m);
 
     /* Working set: the depot's empty magazines were not used since the last reap: two reaps
      * (one to open an interval, one to close it) free them all. */
-    usi_depot_reap_unused(cache);
-    usi_depot_reap_unused(cache);
+    usi_depot_reap_unused(cache, 0);
+    usi_depot_reap_unused(cache, 0);
     CHECK(cache->depot_nempty == 0 && cache->depot_nfull == 0, "depot reaped: %zu empty, %zu full",
           cache->depot_nempty, cache->depot_nfull);
     uslab_cache_destroy(cache);

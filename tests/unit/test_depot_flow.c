@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_depot_flow.c - the depot's limit follows the flow (design §4, issue 12): it starts
- * at USLAB_DEPOT_BYTES of objects (256 KiB here: 16 magazines of 256 objects of 64 bytes),
- * a full magazine beyond it is handed back to be flushed while no other thread has found
- * the depot without a full one; once another has (a miss), the limit doubles each time it
- * would overflow, up to 64 times the first; each reap pass without a miss halves it again.
- * A thread's own misses do not count: it frees what it allocated itself. Deterministic:
- * the threads take turns (create, join) on the depot's own interface.
+ * test_depot_flow.c - the depot follows the working set (design §4, Bonwick & Adams §3.6):
+ * it keeps every magazine given to it, however many; a periodic reap takes out only the
+ * magazines that stayed in it through a whole interval, and a surplus pass's reap does the
+ * same on its own watermark, leaving the periodic interval alone. Deterministic: the
+ * threads take turns (create, join) on the depot's own interface, and the reaps are called
+ * directly.
  */
 #include "check.h"
 #include "internal.h"
@@ -25,104 +24,81 @@ static struct usi_mag *full_magazine(void)
     return m;
 }
 
-/* Gives a full magazine; returns 1 if the depot kept it, 0 if it was handed back. */
-static int give(void)
-{
-    struct usi_mag *over;
-    usi_depot_put(cache, full_magazine(), &over);
-    if (!over)
-        return 1;
-    usi_depot_dispose(cache, over);
-    return 0;
-}
-
-static size_t limit(void)
+static size_t nfull(void)
 {
     usi_lock(&cache->lock);
-    size_t n = cache->depot_max_full;
+    size_t n = cache->depot_nfull;
     usi_unlock(&cache->lock);
     return n;
 }
 
-/* Takes every full magazine back out (flushing it), then asks once more: a miss. */
-static void drain_and_miss_here(void)
+static size_t inuse(void)
 {
-    struct usi_mag *m;
-    while ((m = usi_depot_get_full(cache, NULL)) != NULL) {
-        usi_objects_unfill(cache, m->rounds, m->objs);
-        m->rounds = 0;
-        usi_mag_delete(m);
-    }
+    usi_lock(&cache->lock);
+    size_t n = cache->slab_inuse;
+    usi_unlock(&cache->lock);
+    return n;
 }
 
-static void *consumer(void *arg)
+/* Another thread takes k full magazines and gives them back: a flow through the depot. */
+static size_t take_k;
+static void *cycle(void *arg)
 {
-    drain_and_miss_here();
+    struct usi_mag *m[64];
+    for (size_t i = 0; i < take_k; i++)
+        CHECK((m[i] = usi_depot_get_full(cache, NULL)) != NULL, "a full magazine %zu", i);
+    for (size_t i = 0; i < take_k; i++)
+        usi_depot_put(cache, m[i]);
     return arg;
 }
 
-/* The same, by another thread: a consumer. */
-static void drain_and_miss(void)
+static void cycle_in_thread(size_t k)
 {
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, consumer, NULL) == 0, "pthread_create");
+    take_k = k;
+    CHECK(pthread_create(&t, NULL, cycle, NULL) == 0, "pthread_create");
     CHECK(pthread_join(t, NULL) == 0, "pthread_join");
 }
 
 int main(void)
 {
+    enum { N = 256, K = 16 };
     cache = uslab_cache_create("depot-flow", 64, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(cache != NULL, "create");
     CHECK(cache->mag_capacity == 256, "capacity %u", cache->mag_capacity);
-    size_t base = cache->depot_base_full, cap = cache->depot_cap_full;
-    CHECK(base == 16 && cap == 64 * base, "base %zu, cap %zu (USLAB_DEPOT_BYTES=256K)", base, cap);
+    size_t per = cache->mag_capacity;
 
-    /* No miss yet: the depot keeps its first limit and hands back the rest. */
-    size_t kept = 0;
-    for (size_t i = 0; i < base + 8; i++)
-        kept += (size_t)give();
-    CHECK(kept == base && limit() == base, "kept %zu of %zu, limit %zu", kept, base + 8, limit());
+    /* N magazines of 256 objects of 64 bytes: 4 MiB of objects, four times what a depot
+     * kept before it followed the working set. All kept, none flushed. */
+    for (int i = 0; i < N; i++)
+        usi_depot_put(cache, full_magazine());
+    CHECK(nfull() == N && inuse() == N * per, "kept %zu of %d magazines, %zu objects out", nfull(),
+          N, inuse());
 
-    /* The same thread's own misses: no flow. */
-    drain_and_miss_here();
-    kept = 0;
-    for (size_t i = 0; i < base + 8; i++)
-        kept += (size_t)give();
-    CHECK(kept == base && limit() == base, "own misses: kept %zu, limit %zu", kept, limit());
-    drain_and_miss_here();
+    /* A fresh cache's watermarks are 0: the first reap of each kind opens its interval. */
+    CHECK(usi_depot_reap_unused(cache, 0) == 0 && nfull() == N, "first periodic reap: %zu left",
+          nfull());
+    CHECK(usi_depot_reap_unused(cache, 1) == 0 && nfull() == N, "first surplus reap: %zu left",
+          nfull());
 
-    /* A consumer emptied it and came back for more: a flow. The limit doubles as often as
-     * the depot would overflow, up to the cap, and no further. */
-    drain_and_miss();
-    kept = 0;
-    for (size_t i = 0; i < cap + 8; i++)
-        kept += (size_t)give();
-    CHECK(kept == cap && limit() == cap, "with a miss: kept %zu, limit %zu, cap %zu", kept, limit(),
-          cap);
+    /* K of them are used during the interval: N - K were not needed and go, K stay. */
+    cycle_in_thread(K);
+    CHECK(nfull() == N, "all back after the cycle: %zu", nfull());
+    size_t reaped = usi_depot_reap_unused(cache, 1);
+    CHECK(reaped == N - K && nfull() == K, "surplus reap: %zu reaped, %zu left", reaped, nfull());
+    CHECK(inuse() == K * per, "the reaped objects are back in their slabs: %zu out", inuse());
 
-    /* Reap passes without misses halve the limit back to the first one; the first pass
-     * sees the whole depot unused since the last one and reaps it all. */
-    usi_depot_reap_unused(cache); /* opens the interval */
-    for (size_t want = cap / 2; want >= base; want /= 2) {
-        usi_depot_reap_unused(cache);
-        CHECK(limit() == want, "after a pass without a miss: limit %zu, expected %zu", limit(),
-              want);
-        if (want == base)
-            break;
-    }
-    usi_depot_reap_unused(cache);
-    CHECK(limit() == base, "never below the first limit: %zu", limit());
-    CHECK(cache->depot_nfull == 0, "%zu full magazines left after the reaps", cache->depot_nfull);
+    /* The periodic watermark saw the same use and the surplus reap's removal: the K left
+     * are used again before its reap, so none go. */
+    cycle_in_thread(K);
+    reaped = usi_depot_reap_unused(cache, 0);
+    CHECK(reaped == 0 && nfull() == K, "periodic reap of a used depot: %zu reaped, %zu left",
+          reaped, nfull());
 
-    /* A miss between passes keeps the limit where it is. */
-    drain_and_miss();
-    for (size_t i = 0; i < 2 * base; i++)
-        give();
-    CHECK(limit() == 2 * base, "grown once: %zu", limit());
-    drain_and_miss();
-    usi_depot_reap_unused(cache);
-    CHECK(limit() == 2 * base, "a pass after a miss halved the limit: %zu", limit());
-    drain_and_miss();
+    /* An interval with no use: everything goes, on either watermark. */
+    reaped = usi_depot_reap_unused(cache, 0);
+    CHECK(reaped == K && nfull() == 0 && inuse() == 0, "idle interval: %zu reaped, %zu left",
+          reaped, nfull());
     uslab_cache_destroy(cache);
     TEST_DONE();
 }
