@@ -481,10 +481,15 @@ int usi_os_defined_before(const char *name);
 int usi_os_defined_after(const char *const *names, void **found, int n);
 /* Preload library: whether glibc may be tuned for its role as the allocator of large
  * blocks only (0: the user tuned it, or not the preload library); usi_sys_tune_for_large
- * raises its trim and mmap thresholds, and returns 1 if it did. usi_sys_mallopt is glibc's
- * own mallopt (the preload library exports its own). */
+ * raises its trim threshold and sets its mmap threshold, and returns 1 if it did;
+ * usi_sys_tune_mmap sets the mmap threshold alone (both errno untouched).
+ * usi_sys_mmapped_chunk: the size of glibc's chunk of block p if glibc mmapped it, else 0
+ * (0 outside the preload library). usi_sys_mallopt is glibc's own mallopt (the preload
+ * library exports its own). */
 int usi_sys_may_tune_for_large(void);
-int usi_sys_tune_for_large(void);
+int usi_sys_tune_for_large(size_t mmap_threshold);
+int usi_sys_tune_mmap(size_t threshold);
+size_t usi_sys_mmapped_chunk(const void *p);
 /* glibc's trim threshold: 1 the raised one of usi_sys_tune_for_large, 0 glibc's default;
  * returns 1 if set (errno untouched). */
 int usi_sys_tune_trim(int tuned);
@@ -1050,6 +1055,9 @@ void usi_purge_set_thread_create(usi_thread_create_fn create);
  * set a threshold of glibc's with mallopt (override.c); uslab tunes nothing from then on,
  * and a tuning in flight ends first, so that the program's call wins. */
 void usi_purge_track_large(int may_tune);
+/* Before glibc frees block p: glibc's dynamic mmap threshold, which uslab's tuning turns
+ * off in glibc, kept by uslab instead (purge.c). */
+void usi_purge_large_freeing(const void *p);
 void usi_purge_large_freed(void);
 /* A large block of glibc's resized by glibc's realloc (moved, or shrunk in place): once
  * glibc is tuned, the idle trim is due as after a free, for the old block or its tail

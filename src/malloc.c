@@ -486,6 +486,7 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
     check_other(p, e, "free");
     if (tracking_large())
         check_large(p, "free", 1);
+    usi_purge_large_freeing(p);
     usi_sys_free(p);
     usi_purge_large_freed();
     usi_purge_poll();

@@ -1565,16 +1565,39 @@ int usi_sys_may_tune_for_large(void)
 #endif
 }
 
-int usi_sys_tune_for_large(void)
+int usi_sys_tune_for_large(size_t mmap_threshold)
 {
 #ifdef USLAB_PRELOAD
     int e = errno;
-    /* 4 MiB: blocks above it are still mmapped, as glibc does with its own threshold after
-     * the first few (glibc's tst-free-errno maps over a 16 MiB block it expects mmapped). */
-    int ok = usi_sys_mallopt(M_MMAP_THRESHOLD, 4 << 20) && usi_sys_tune_trim(1);
+    int ok = usi_sys_tune_mmap(mmap_threshold) && usi_sys_tune_trim(1);
     errno = e;
     return ok;
 #else
+    (void)mmap_threshold;
+    return 0;
+#endif
+}
+
+int usi_sys_tune_mmap(size_t threshold)
+{
+#ifdef USLAB_PRELOAD
+    int e = errno;
+    int ok = usi_sys_mallopt(M_MMAP_THRESHOLD, (int)threshold);
+    errno = e;
+    return ok;
+#else
+    (void)threshold;
+    return 0;
+#endif
+}
+
+size_t usi_sys_mmapped_chunk(const void *p)
+{
+#ifdef USLAB_PRELOAD
+    size_t head = ((const size_t *)p)[-1]; /* glibc's chunk header: IS_MMAPPED is bit 1 */
+    return (head & 2) ? head & ~(size_t)7 : 0;
+#else
+    (void)p;
     return 0;
 #endif
 }

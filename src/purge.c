@@ -206,6 +206,15 @@ void usi_purge_poll_live(void)
 enum { LARGE_OFF, LARGE_COUNTING, LARGE_TUNING, LARGE_TUNED };
 #define LARGE_TUNE_AFTER 64
 #define LARGE_TUNE_LIVE  6
+/* glibc's dynamic mmap threshold (malloc.c): it starts at 128 KiB, and a free of an mmapped
+ * chunk larger than the threshold, up to 32 MiB, raises it to that chunk's size (the trim
+ * threshold to twice that). Setting a threshold with mallopt turns that rule off, so
+ * uslab's tuning keeps it itself: its own trim threshold stays raised, and the mmap
+ * threshold follows the same rule (usi_purge_large_freeing). Before issue 36 the tuning
+ * fixed it at 4 MiB: every buffer above was mapped and unmapped, with a fault per page at
+ * each use (mimalloc-bench's malloc-large 7x glibc's time, bench/'s large buffers too). */
+#define GLIBC_MMAP_THRESHOLD_MIN ((size_t)128 << 10)
+#define GLIBC_MMAP_THRESHOLD_MAX ((size_t)32 << 20)
 static struct {
     int state;         /* LARGE_* (atomic) */
     int user;          /* the program set a threshold of glibc's (mallopt), maybe before
@@ -216,7 +225,23 @@ static struct {
                         * counted at its free only: an estimate) */
     int pending;       /* a large block was freed since the last trim (atomic) */
     uint64_t freed_ms; /* when the last one was freed (relaxed) */
-} large;
+    size_t threshold;  /* glibc's mmap threshold as its own rule would have it (atomic) */
+    size_t applied;    /* the threshold uslab last gave glibc (written under TUNING) */
+} large = {.threshold = GLIBC_MMAP_THRESHOLD_MIN};
+
+/* Gives glibc the threshold its own rule would have now; the caller holds TUNING and has
+ * tuned glibc. A raise that comes meanwhile is applied by the next loop, or by the free
+ * that sees it unapplied (usi_purge_large_freeing). */
+static void apply_threshold(void)
+{
+    size_t t;
+    while ((t = __atomic_load_n(&large.threshold, __ATOMIC_ACQUIRE)) !=
+           __atomic_load_n(&large.applied, __ATOMIC_RELAXED)) {
+        if (!usi_sys_tune_mmap(t))
+            break;
+        __atomic_store_n(&large.applied, t, __ATOMIC_RELEASE);
+    }
+}
 
 /* The pass, set once at initialisation before anything can kick the purger. */
 static int (*purge_pass)(uint64_t now_ms, uint64_t idle_ms, unsigned how);
@@ -330,6 +355,8 @@ static void trim_arenas(void)
     sentinels_free();
     if (lowered)
         usi_sys_tune_trim(1);
+    if (!user)
+        apply_threshold();
     __atomic_store_n(&large.state, user ? LARGE_OFF : LARGE_TUNED, __ATOMIC_SEQ_CST);
 }
 
@@ -384,8 +411,37 @@ static void large_tune(void)
     if (!__atomic_compare_exchange_n(&large.state, &s, LARGE_TUNING, 0, __ATOMIC_SEQ_CST,
                                      __ATOMIC_RELAXED))
         return;
-    int ok = !__atomic_load_n(&large.user, __ATOMIC_SEQ_CST) && usi_sys_tune_for_large();
+    size_t t = __atomic_load_n(&large.threshold, __ATOMIC_ACQUIRE);
+    int ok = !__atomic_load_n(&large.user, __ATOMIC_SEQ_CST) && usi_sys_tune_for_large(t);
+    if (ok) {
+        __atomic_store_n(&large.applied, t, __ATOMIC_RELEASE);
+        apply_threshold();
+    }
     __atomic_store_n(&large.state, ok ? LARGE_TUNED : LARGE_OFF, __ATOMIC_SEQ_CST);
+}
+
+void usi_purge_large_freeing(const void *p)
+{
+    int s = __atomic_load_n(&large.state, __ATOMIC_RELAXED);
+    if (s == LARGE_OFF)
+        return;
+    size_t chunk = usi_sys_mmapped_chunk(p); /* read before glibc unmaps it */
+    size_t t = __atomic_load_n(&large.threshold, __ATOMIC_RELAXED);
+    while (chunk > t && chunk <= GLIBC_MMAP_THRESHOLD_MAX &&
+           !__atomic_compare_exchange_n(&large.threshold, &t, chunk, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+        ;
+    /* Before tuning glibc applies its own rule; after, uslab gives it the new value. */
+    if (s != LARGE_TUNED || __atomic_load_n(&large.threshold, __ATOMIC_ACQUIRE) ==
+                                __atomic_load_n(&large.applied, __ATOMIC_ACQUIRE))
+        return;
+    if (!__atomic_compare_exchange_n(&large.state, &s, LARGE_TUNING, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_RELAXED))
+        return; /* a trim or a program's mallopt is under way: a later free applies it */
+    int user = __atomic_load_n(&large.user, __ATOMIC_SEQ_CST);
+    if (!user)
+        apply_threshold();
+    __atomic_store_n(&large.state, user ? LARGE_OFF : LARGE_TUNED, __ATOMIC_SEQ_CST);
 }
 
 static void large_count_free(void)

@@ -1,19 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * large_trim.c - the large blocks uslab hands to glibc (design §8, issue 12). Under the
- * preload library glibc's malloc holds only blocks above the slab range, so uslab raises
- * its mmap and trim thresholds (no mmap/munmap and no trim-and-refault per block) and gives
- * the memory back with malloc_trim once those blocks have been idle for the purge delay.
- * uslab tunes glibc only once a program works with many large blocks: its 6th held at once,
- * or its 64th large free (before, glibc's own defaults hold, so a program with a few large
- * blocks keeps less). Modes (argv[1]):
- *  - `tuned`: after 100 blocks of 64 KiB were allocated and freed one by one, 100 blocks of
- *    1 MiB come from glibc's heap, not from mmap (mallinfo2's hblks is 0); once all are
- *    freed, resident memory falls back to where it was, with no further call (the process
- *    has had a thread: the purger runs);
- *  - `held`: with no large block freed before, the first few of the 100 blocks are mmapped
- *    by glibc's defaults and the rest (from the 6th held at once) come from its heap: hblks
- *    is between 1 and 8; memory falls back as in `tuned`;
+ * large_trim.c - the large blocks uslab hands to glibc (design §8, issues 12 and 36). Under
+ * the preload library glibc's malloc holds only blocks above the slab range, so uslab
+ * raises its trim threshold (no trim-and-refault per block), keeps glibc's own dynamic mmap
+ * threshold (which any mallopt turns off in glibc) and gives the memory back with
+ * malloc_trim once those blocks have been idle for the purge delay. uslab tunes glibc only
+ * once a program works with many large blocks: its 6th held at once, or its 64th large
+ * free (before, glibc's own defaults hold, so a program with a few large blocks keeps
+ * less). Modes (argv[1]):
+ *  - `tuned`: after 100 blocks of 64 KiB were allocated and freed one by one (uslab tunes
+ *    glibc), an 8 MiB block mmapped by glibc is freed: as glibc's own rule does, that
+ *    raises the mmap threshold, so a 6 MiB block then comes from the heap (with the 4 MiB
+ *    threshold uslab fixed before issue 36, every such buffer was mapped, faulted page by
+ *    page, and unmapped: 7x glibc's time), and 100 blocks of 1 MiB come from glibc's heap,
+ *    not from mmap (mallinfo2's hblks is 0); once all are freed, resident memory falls back
+ *    to where it was, with no further call (the process has had a thread: the purger
+ *    runs);
+ *  - `held`: with no large block freed before, the 100 blocks are mmapped, as glibc alone
+ *    does (its threshold rises only at a free), although uslab tunes glibc at the 6th held
+ *    at once; memory falls back at their free;
  *  - `few`: 4 blocks of 1 MiB, never more held at once: glibc's defaults mmap all 4, and
  *    their memory goes back at their free, at once, as without uslab;
  *  - `user`: the test sets GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072, and the
@@ -23,7 +28,8 @@
  *  - `preinit`: the same call from the program's .preinit_array, before uslab's own
  *    initialisation (as a library's constructor may make it): still the program's (the
  *    twelfth audit: 5 of 40 mmapped, then none);
- *  - `late`: the blocks are held (uslab tunes glibc at the 6th), then the program sets
+ *  - `late`: after one 2 MiB block (its free raises glibc's threshold), the blocks are held
+ *    (uslab tunes glibc at the 6th, keeping that threshold), then the program sets
  *    M_TRIM_THRESHOLD to 512 MiB and frees them: the heap must keep them after idling, as
  *    glibc keeps them, with no trim of uslab's (the audit: malloc_trim gave them back).
  */
@@ -69,11 +75,12 @@ int main(int argc, char **argv)
     int user =
         strcmp(mode, "user") == 0 || strcmp(mode, "mallopt") == 0 || strcmp(mode, "preinit") == 0;
     int few = strcmp(mode, "few") == 0, held = strcmp(mode, "held") == 0 || late;
+    int tuned = strcmp(mode, "tuned") == 0;
     int n = few ? 4 : N;
-    /* The blocks glibc mmaps: all (glibc's defaults, or the user's threshold), the first few
-     * (tuned at the 6th held), or none (tuned before). */
-    size_t mapped_min = user || few ? (size_t)n : held ? 1 : 0;
-    size_t mapped_max = user || few ? (size_t)n : held ? 8 : 0;
+    /* The blocks glibc mmaps: all (glibc's defaults, its threshold never raised by a free,
+     * or the user's threshold), or none (the threshold raised before). */
+    size_t all = user || few || (held && !late);
+    size_t mapped_min = all ? (size_t)n : 0, mapped_max = mapped_min;
     if (strcmp(mode, "mallopt") == 0 && mallopt(M_MMAP_THRESHOLD, 128 << 10) != 1)
         FAIL("mallopt(M_MMAP_THRESHOLD) failed");
     if (!few && !held && strcmp(mode, "preinit") != 0)
@@ -84,6 +91,24 @@ int main(int argc, char **argv)
             q[0] = (char)i;
             free(q);
         }
+    if (tuned || late) { /* mmapped, then freed: glibc's rule raises the threshold */
+        size_t big = (tuned ? 8 : 2) * MIB;
+        char *q = malloc(big);
+        if (!q)
+            FAIL("malloc");
+        memset(q, 1, big);
+        free(q);
+    }
+    if (tuned) {
+        char *q = malloc(6 * MIB);
+        if (!q)
+            FAIL("malloc");
+        size_t mapped = mallinfo2().hblks;
+        free(q);
+        if (mapped != 0)
+            FAIL("a 6 MiB block after an 8 MiB one was freed is mmapped (glibc's own rule "
+                 "takes it from the heap)");
+    }
     pthread_t t;
     if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
         FAIL("pthread_create");
