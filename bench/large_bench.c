@@ -12,7 +12,8 @@
  *   realloc   a buffer grown by realloc to 1.5x its size from 4 KiB up to 64 MiB, only its
  *             two ends written (a string builder, a vector), then freed; repeated;
  *   prodcons  a producer thread mallocs blocks of 64 KiB-1 MiB, writes them, and hands
- *             them over a queue of 64 to a consumer thread that frees them;
+ *             them over a queue of 4 to a consumer thread that frees them (so at most
+ *             about 6 blocks are live, whatever the two threads' relative speed);
  *   calloc    100 live calloc(256 KiB) blocks, each read at one byte a page (calloc's
  *             memory need not be touched), replaced in turn.
  *
@@ -103,7 +104,7 @@ static void run_realloc(void)
 }
 
 /* prodcons: a ring of QUEUE blocks between the two threads. */
-#define QUEUE 64
+#define QUEUE 4
 static unsigned char *ring[QUEUE];
 static long head, tail;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

@@ -120,7 +120,7 @@ def cases(bindir, full):
     large = [("buffers", ["--steps", "600"], ["--steps", "2000"]),
              ("churn", ["--steps", "300"], ["--steps", "1000"]),
              ("mixed", ["--steps", "6000"], ["--steps", "20000"]),
-             ("realloc", ["--steps", "30"], ["--steps", "100"]),
+             ("realloc", ["--steps", "100"], ["--steps", "300"]),
              ("prodcons", ["--steps", "6000"], ["--steps", "20000"]),
              ("calloc", ["--steps", "6000"], ["--steps", "20000"])]
     for t, q, f in large:
@@ -548,7 +548,7 @@ def main():
     ap.add_argument("--full", action="store_true", help="full sizes, 10 repetitions")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--only", default="", help="comma-separated benchmarks (size, lifetime, "
-                    "cfrac, memory, fastpath, small, objcache, mt, programs)")
+                    "cfrac, memory, fastpath, small, objcache, large, mt, programs)")
     ap.add_argument("--reps", type=int, default=0)
     ap.add_argument("--allocators", default="")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))

@@ -8,7 +8,12 @@
  *  single N SIZE  one thread: N objects of SIZE bytes allocated, then all freed, 50 times;
  *  threads        two threads, each cycling its own 100,000 objects of 64 bytes in one cache;
  *  prodcons       a producer allocates batches of 50,000 objects of 64 bytes and hands each
- *                 batch to a consumer thread, which frees it (a flow through the depot).
+ *                 batch to a consumer thread, which frees it (a flow through the depot);
+ *  shrink HOW     100,000 objects of 64 bytes cycled, then the working set shrinks to
+ *                 1,000: the depot's idle magazines go back through the destructor within
+ *                 a few purge intervals, on the purger thread (HOW `thread`: run with
+ *                 USLAB_PURGER=always) or, in a process without one (`inline`:
+ *                 USLAB_PURGER=never), in the cache's own allocation slow path.
  *
  * Each object carries the constructor's mark, checked at every allocation (the state the
  * constructor made, left by the previous user) and by the destructor. Passes: fewer than 1%
@@ -17,6 +22,8 @@
  * 20,000 x 512 B 89%.
  */
 #include "mt_common.h"
+
+#include <time.h>
 
 #define ROUNDS     50
 #define MARK       0x5eed0b1ec7ull
@@ -186,6 +193,47 @@ static void run_prodcons(void)
     check_extra("prodcons 40 batches of 50000 x 64 B", 4 * BATCH, (uint64_t)PC_BATCHES * BATCH);
 }
 
+static void run_shrink(const char *how)
+{
+    enum { N = 100000, KEEP = 1000 };
+    cache = uslab_cache_create("constructed", 64, 0, ctor, dtor, NULL, NULL, 0);
+    CHECK(cache != NULL, "create");
+    struct cycle c = {N, calloc(N, sizeof(struct obj *))};
+    CHECK(c.v != NULL, "calloc");
+    cycle_main(&c);
+    check_extra("shrink: 100000 x 64 B", N, (uint64_t)N * ROUNDS);
+    CHECK(dtors == 0, "%llu destructed while the working set was in use",
+          (unsigned long long)dtors);
+    /* From now on the program uses 1,000 of them. What it stopped using goes back within a
+     * few purge intervals (USLAB_PURGE_DELAY=100: a pass every 50 ms); 10 s is the bound
+     * of a loaded machine, not a measurement. The thread cache keeps its two magazines. */
+    int inline_pass = strcmp(how, "inline") == 0;
+    uint64_t want = N - KEEP - 2 * 256;
+    for (int waited = 0; waited < 10000 && __atomic_load_n(&dtors, __ATOMIC_RELAXED) < want;
+         waited += 10) {
+        for (size_t i = 0; i < KEEP; i++)
+            c.v[i] = take();
+        for (size_t i = 0; i < KEEP; i++)
+            give(c.v[i]);
+        if (inline_pass) {
+            /* Slow paths of this cache, where a single-threaded process's passes run: more
+             * than two magazines' worth taken from the depot and given back. */
+            for (size_t i = 0; i < 600; i++)
+                c.v[i] = take();
+            for (size_t i = 0; i < 600; i++)
+                give(c.v[i]);
+        }
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    uint64_t d = __atomic_load_n(&dtors, __ATOMIC_RELAXED);
+    printf("shrink (%s): %llu of %d objects destructed after the working set fell to %d\n", how,
+           (unsigned long long)d, N, KEEP);
+    CHECK(d >= want, "%s: only %llu of %d objects given back after the working set shrank", how,
+          (unsigned long long)d, N);
+    free(c.v);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "single";
@@ -196,6 +244,8 @@ int main(int argc, char **argv)
         run_threads();
     else if (strcmp(mode, "prodcons") == 0)
         run_prodcons();
+    else if (strcmp(mode, "shrink") == 0)
+        run_shrink(argc > 2 ? argv[2] : "thread");
     else
         CHECK(0, "unknown mode %s", mode);
     /* Everything cached goes at once on a reap, through the destructor. */
