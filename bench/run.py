@@ -113,7 +113,8 @@ def cases(bindir, full):
     out.append(Case("objcache", "conn 10 MiB", [b("objcache_bench"), "--live", "9000"],
                     [("malloc_ns", "ns", "malloc+ctor+dtor+free"),
                      ("cache_ns", "ns", "uslab_cache alloc+free"),
-                     ("nomagazine_ns", "ns", "uslab_cache NOMAGAZINE")],
+                     ("nomagazine_ns", "ns", "uslab_cache NOMAGAZINE"),
+                     ("cache_ctor_calls", "", "constructor calls (cache: 9,000 if kept)")],
                     ["--rounds", "30"], ["--rounds", "150"]))
     # Blocks above the slab classes, which uslab hands to glibc (design §8): never slower
     # than glibc alone, with no more peak memory.
