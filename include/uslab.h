@@ -153,6 +153,15 @@ USLAB_API size_t uslab_cache_reap(uslab_cache_t *cache);
  */
 USLAB_API void uslab_cache_destroy(uslab_cache_t *cache);
 
+/**
+ * uslab_profile_write - under USLAB_PROFILE (`uslab profile`), write the request sizes
+ * counted so far to the profile file now; the preload library does it at exit. `uslab
+ * profile` preloads a small library (libuslab-profile.so) that calls it before _exit, exec,
+ * daemon and a seccomp filter; a program that leaves without running destructors may call
+ * it itself. Nothing without USLAB_PROFILE, or outside the preload library.
+ */
+USLAB_API void uslab_profile_write(void);
+
 /** uslab_reap - uslab_cache_reap of every cache, malloc's size classes included. Returns
  * the bytes given back; the live statistics page is brought up to date at once. Runs
  * destructors while holding the cache list lock: it must not be called from a constructor

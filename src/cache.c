@@ -170,7 +170,6 @@ size_t uslab_cache_reap(uslab_cache_t *c)
 {
     usi_cache_check_live(c, "uslab_cache_reap");
     size_t bytes = usi_reclaim_cache(c);
-    usi_live_publish(); /* the live page shows the memory given back (design §10.1) */
     return bytes;
 }
 
@@ -222,7 +221,6 @@ size_t uslab_reap(void)
         return 0;
     free_kept(); /* first: the reap gives their slab back */
     size_t bytes = usi_reclaim_all();
-    usi_live_publish();
     return bytes;
 }
 

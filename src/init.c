@@ -124,8 +124,6 @@ static void depot_postfork_one(struct uslab_cache *c, void *arg)
 
 static void postfork_child(void)
 {
-    usi_live_postfork_child(); /* takes no lock: also where none was taken */
-    usi_purge_postfork_home(); /* nor this: the child may start a purger thread */
     if (!fork_took_locks())
         return; /* one thread: nothing held, nobody orphaned, no purger thread */
     usi_os_postfork_child();
@@ -226,8 +224,7 @@ int usi_init_slow(void)
     usi_depot_init();
     usi_tcache_init();
     usi_purge_set_pass(usi_reclaim_pass);
-    if (usi_options.live != USI_LIVE_NEVER)
-        usi_purge_set_live(usi_live_update);
+    usi_live_init_map();
     __atomic_store_n(&usi_initialized, 1, __ATOMIC_RELEASE);
     usi_unlock(&init_lock);
     register_fork_handlers();

@@ -328,9 +328,8 @@ void usi_os_unmap_file(const void *addr, size_t size);
 /* Shared anonymous memory (fork children write into the same pages), zeroed; NULL. */
 void *usi_os_map_shared(size_t size);
 int usi_os_getpid(void);
-/* Whether this process shares its memory with process pid (a vfork child with its parent;
- * kcmp KCMP_VM): 1, or 0 when it does not or that cannot be told (no kcmp, refused). */
-int usi_os_shares_memory_with(int pid);
+/* Whether process pid no longer exists (kill(pid, 0) answers ESRCH). */
+int usi_os_process_gone(int pid);
 uint64_t usi_os_now_ms(void); /* monotonic, coarse; may be small on a freshly booted machine */
 void usi_os_sleep_ms(size_t ms);
 /* usi_trylock, tried again every millisecond for up to `ms` of them: 0 (taken) or -1 (still
@@ -350,9 +349,6 @@ static inline int usi_trylock_for(pthread_mutex_t *m, unsigned ms)
 /* *ts = CLOCK_REALTIME now plus ms: a deadline for pthread_cond_timedwait. */
 void usi_os_realtime_after(uint64_t ms, struct timespec *ts);
 uint32_t usi_os_gettid(void);
-/* Whether thread tid of this process is still in the kernel's thread group: a joined
- * thread stays there for a moment after pthread_join returns. */
-int usi_os_thread_exists(uint32_t tid);
 /* After fork, in the child: the thread holds no uslab lock any more. */
 void usi_os_postfork_child(void);
 /* Before fork takes uslab's locks: glibc's stdio list lock (design §7); after, in the
@@ -361,16 +357,20 @@ void usi_os_prefork(void);
 void usi_os_postfork_parent(void);
 /* glibc's __libc_single_threaded: no other thread was ever started. */
 int usi_os_single_threaded(void);
+/* Whether the process has one thread now: usi_os_single_threaded, else the kernel's count
+ * of its tasks (a read of /proc/self/stat: off the hot paths). */
+int usi_os_alone(void);
 /* Whether the calling thread runs where glibc itself blocked every signal, its SIGCANCEL
  * (32) too, which a program's sigprocmask or pthread_sigmask never blocks: a thread's
  * exit after its thread-specific data destructors, which frees its DTV under glibc's
  * stack-cache lock (design §3). One system call. */
 int usi_os_in_glibc_section(void);
-/* Whether the calling thread runs on its alternate signal stack (a handler installed with
- * SA_ONSTACK): one system call. Work that a slow path may do but need not (the purger's
- * start and the cgroup read before it, an inline pass, the live page's update) is put off
- * there, to a slow path on a thread's own stack: such stacks may be a few KiB, enough for
- * glibc's malloc and free, not for that work's file buffers (design §12). */
+/* Whether the calling thread seems to run on an alternate signal stack (a handler
+ * installed with SA_ONSTACK): its stack pointer is more than 16 MiB from where the thread
+ * first asked (the thread cache's creation asks), with no system call. Work that a slow
+ * path may do but need not (the purger's start, an inline pass) is put off there, to a
+ * slow path on a thread's own stack: such stacks may be a few KiB, enough for glibc's
+ * malloc and free, not for that work (design §12). */
 int usi_os_on_signal_stack(void);
 /* The calling thread's seccomp mode: 0 none, 1 strict, 2 a filter, -1 when it cannot be
  * told (taken as a filter by callers). From /proc/thread-self/status, read with the calls
@@ -378,60 +378,29 @@ int usi_os_on_signal_stack(void);
  * where /proc cannot tell. Once not 0, the answer is kept without asking again (a filter
  * is never removed). */
 int usi_os_seccomp_mode(void);
-/* What usi_os_seccomp_mode has learnt so far (a hook saw a filter installed, or an earlier
- * question found one), without asking: 0 when nothing is known. */
+/* What usi_os_seccomp_mode has learnt so far (an earlier question found a filter), without
+ * asking: 0 when nothing is known. */
 int usi_os_seccomp_known(void);
-/* The soft RLIMIT_NPROC (processes and threads of the real user): -1 unlimited, 0 when it
- * cannot be read. */
-long long usi_os_nproc_limit(void);
-/* From now on usi_os_seccomp_mode answers 2 without asking: a filter is being installed
- * (the hooks of design §10.1 saw the call go by). */
-void usi_os_note_filter(void);
 /* Strict seccomp mode (read, write, exit and sigreturn only; the kernel kills for anything
- * else) is being entered (the hooks saw the call), or usi_os_seccomp_mode found it: from
- * then on uslab makes no optional system call (design §12): no unit-tag table, no purge,
- * no file, no trim; the functions below that make them fail or do nothing, and their
- * callers check it first where failing would try another call. Never read on a fast path.
- * usi_os_note_strict(0): the call failed (a filter is still taken to be in force). */
+ * else) was found by usi_os_seccomp_mode: from then on uslab makes no optional system call
+ * (design §12): no unit-tag table, no purge, no trim; the functions below that make them
+ * fail or do nothing, and their callers check it first where failing would try another
+ * call. Never read on a fast path. */
 extern int usi_os_strict;
 static inline int usi_os_quiet(void)
 {
     return __atomic_load_n(&usi_os_strict, __ATOMIC_RELAXED) != 0;
 }
-void usi_os_note_strict(int on);
 /* System call n with up to six arguments, as libc's syscall() answers (-1 and errno on
- * failure), but made by the instruction itself where USI_HAVE_RAW_SYSCALL: it never meets a
- * syscall() put in front of libc's, such as the shared libraries' own (hooks.c). */
+ * failure), made by the instruction itself where USI_HAVE_RAW_SYSCALL: uslab's own
+ * internal calls (the symboliser's reads of /proc, the page map's probes) meet no
+ * interposer that might allocate. */
 #if defined(__x86_64__) || defined(__aarch64__)
 #define USI_HAVE_RAW_SYSCALL 1
 #else
 #define USI_HAVE_RAW_SYSCALL 0
 #endif
 long usi_os_syscall(long n, long a, long b, long c, long d, long e, long f);
-/* Whether this library defines prctl and syscall (hooks.c): the shared ones, built with
- * USLAB_HOOKS, where the raw instruction is known. A static archive does not, since its
- * definitions would clash with libc.a's. */
-#if defined(USLAB_HOOKS) && USI_HAVE_RAW_SYSCALL
-#define USI_HOOKS 1
-#else
-#define USI_HOOKS 0
-#endif
-/* Files of the live statistics page (design §10.1), by raw system calls:
- * usi_os_create_shared_file creates path (O_EXCL, O_NOFOLLOW, mode 0600), gives it size
- * bytes of memory at once (fallocate: a write to the mapping never faults for want of room),
- * maps it shared read/write and closes the descriptor; the mapping, or NULL with errno
- * (EEXIST: the name is taken) and nothing left behind. usi_os_read_own_file reads the start of a
- * regular file the effective user owns, not following a symbolic link (bytes read, or
- * -1). usi_os_list_dir calls fn with the name of each entry of a directory (0, or -1). */
-void *usi_os_create_shared_file(const char *path, size_t size);
-void usi_os_unmap_shared_file(void *addr, size_t size);
-int usi_os_unlink(const char *path);
-/* The size and free bytes (for an unprivileged user) of the filesystem of path (statfs):
- * 0, or -1 with errno. */
-int usi_os_fs_space(const char *path, uint64_t *size, uint64_t *avail);
-long usi_os_read_own_file(const char *path, void *buf, size_t len);
-int usi_os_list_dir(const char *path, void (*fn)(const char *name, void *arg), void *arg);
-unsigned usi_os_geteuid(void);
 /* Registers fork handlers with the C library: returns 0 or an errno value. The preload
  * library defines __register_atfork itself (init.c, design §7); this reaches glibc's, which
  * usi_os_find_atfork looks up (dlsym(RTLD_NEXT), once: 0, or ENOSYS if there is none); call
@@ -543,7 +512,6 @@ struct usi_options {
     size_t mag_growth;     /* USLAB_MAGAZINE_GROWTH: magazines grow under contention (0/1) */
     size_t harden;         /* USLAB_HARDEN: USI_HARDEN_* bits (settings.h) */
     size_t profile;        /* USLAB_PROFILE is set: malloc records request sizes (malloc.c) */
-    size_t live;           /* USLAB_LIVE: enum usi_live_mode (settings.h) */
     size_t stats;          /* USLAB_STATS: enum usi_stats_format (settings.h; stats.c) */
     size_t leaks;          /* USLAB_LEAKS: enum usi_stats_format (debug.c) */
     size_t debug_continue; /* USLAB_DEBUG_CONTINUE: continue after a BUG report (debug.c) */
@@ -847,6 +815,8 @@ void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t u
 void usi_pages_prefork(void);
 void usi_pages_postfork(int child);
 size_t usi_pages_reserved_bytes(void);
+/* Where that count is, for the tool that reads it from outside (live.h's map). */
+const size_t *usi_pages_reserved_address(void);
 
 /* The page-map entry for p: (slab | id), or 0 for any pointer uslab did not hand out. */
 static inline uintptr_t usi_pagemap_lookup(const void *p)
@@ -1005,47 +975,22 @@ void usi_purge_surplus(void);
  * (a signal handler), on a signal stack, or under strict seccomp mode; else 1. No lock
  * held by the caller. */
 int usi_purge_starved(void);
+/* Idle memory a process keeps without a pass's delay: empty slabs beyond the reserves and
+ * depot objects (usi_slab_surplus_bytes) up to this much stay when a thread exits. */
+#define USI_PURGE_HEADROOM ((uint64_t)8 << 20)
+/* A thread's exit, its magazines flushed (tcache.c; no lock held): what it leaves idle
+ * beyond USI_PURGE_HEADROOM, and glibc's free memory if it freed large blocks, goes back
+ * now; else a pass that is due runs (design §3). */
+void usi_purge_thread_exit(void);
 /* A cache with a reclaim callback was registered: under USLAB_RETURN=pressure|both, kicks
  * the purger, which from then on runs passes (and reads the pressure) every tick while such
  * a cache exists, pending or not (design §3). Nothing under `delay`. */
 void usi_purge_watch(void);
-/* Stops and joins the purger thread, if it runs, before a call the kernel refuses to a
- * process with threads (unshare or setns of a user namespace, hooks.c); passes run inline
- * until usi_purge_resume lets a later kick start a thread again. Returns whether it was
- * paused. In another process than the thread's (a child of clone without the fork
- * handlers, or of vfork) the thread is gone: nothing to stop, 0. Not from a signal
- * handler. */
-int usi_purge_pause(void);
-void usi_purge_resume(void);
-/* A seccomp filter is about to be installed (hooks.c): it may apply to every thread
- * (SECCOMP_FILTER_FLAG_TSYNC) and refuse the thread's futex. The thread is stopped and
- * joined as by usi_purge_pause and never started again in this process (not even under
- * USLAB_PURGER=always); passes run inline. Not from a signal handler. */
-void usi_purge_never(void);
 void usi_purge_postfork_child(void);
-/* In every fork child, also where the fork handlers took no lock (no lock, one store): the
- * child is a process that may start a purger thread; a child made without the handlers
- * (clone, vfork) is not. */
-void usi_purge_postfork_home(void);
-/* A thread's first call that sets up its thread cache, and its exit (tcache.c): the purger
- * counts the threads that use uslab now; under USLAB_PURGER=auto its thread runs only while
- * there are two or more (design §3). Also, in a fork child, the process has threads again
- * once another than the forking one starts. */
-void usi_purge_thread_started(void);
-void usi_purge_thread_exited(void);
 /* The calling thread enters (+1) or leaves (-1) a section where its kicks never start the
- * purger thread (design §3): glibc's pthread_create, pthread_join, pthread_detach and C11
- * thread calls (hooks.c: a signal handler's kick there would wait for ever for glibc's
- * stack-cache lock, which the interrupted call holds), and a magazine exchange (tcache.c:
- * pthread_create's own mallocs would nest into it). */
+ * purger thread (design §3): a magazine exchange (tcache.c: pthread_create's own mallocs
+ * would nest into it). */
 void usi_purge_no_start(int delta);
-/* With the hooks: the pthread_create the purger calls, handed down by hooks.c at load (its
- * own is a layer above purge.c, design §1); the join and detach it calls are looked up
- * where they are used. */
-typedef int (*usi_thread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-typedef int (*usi_thread_join_fn)(pthread_t, void **);
-typedef int (*usi_thread_detach_fn)(pthread_t);
-void usi_purge_set_thread_create(usi_thread_create_fn create);
 /* Large blocks (design §8): init.c says whether glibc may be tuned to keep their memory
  * (usi_sys_may_tune_for_large); the 6th large block held at once or the 64th large free
  * tunes it (usi_sys_tune_for_large: malloc.c reports each large malloc with
@@ -1064,10 +1009,10 @@ void usi_purge_large_freed(void);
  * (session 17's memory-return audit: 200 builders grown to 1 MB and shrunk to 100 bytes
  * kept 316 MB, glibc 35). Before tuning it counts for nothing. */
 void usi_purge_large_resized(void);
-/* Returns 1 at a thread's first large malloc since glibc was tuned or trimmed (it made
- * the thread's sentinel, purge.c): malloc.c then counts the thread as a user of uslab
- * (usi_tcache_join), so that a process whose threads work with large blocks only gets
- * the purger thread, and with it the idle trim. */
+/* A large malloc (malloc.c): counts towards the tuning, and makes the thread's arena
+ * sentinel once glibc is tuned or trimmed (purge.c); returns 1 when it made one: malloc.c
+ * then gives the thread a thread cache (usi_tcache_join), whose exit gives back what the
+ * thread freed (usi_purge_thread_exit). */
 int usi_purge_large_allocated(void);
 void usi_purge_large_user_tunes(void);
 /* glibc's free memory back (malloc_trim(pad)), its threads' arenas included where uslab
@@ -1076,35 +1021,16 @@ int usi_purge_trim_glibc(size_t pad);
 /* When an inline pass is due (monotonic ms), 0 when none is. */
 extern uint64_t usi_purge_due_ms;
 void usi_purge_poll_due(void);
-/* The live statistics page's update (live.c, design §10.1), handed in at initialisation
- * like the pass: called at now_ms with no lock held, once due, by slow paths and by the
- * purger thread after its passes; returns when it is due next (0: never again). */
-void usi_purge_set_live(uint64_t (*update)(uint64_t now_ms));
-/* When the live update is due (monotonic ms), 0 when never. */
-extern uint64_t usi_purge_live_due_ms;
-void usi_purge_poll_live(void);
-/* Called by slow paths with no uslab lock held: runs the inline pass once it is due, and
- * the live update once due. One load each when nothing is scheduled (always, where the
- * purger thread runs and no live page is wanted); a clock read while the page is. Not in
- * a signal handler that interrupted its thread while it held a uslab lock (a thread
- * exit's flush, a kick): the work waits for a later slow path. */
+/* Called by slow paths and thread exits with no uslab lock held: runs the inline pass once
+ * it is due. One load when nothing is scheduled. Not in a signal handler that interrupted
+ * its thread while it held a uslab lock: the work waits for a later slow path. */
 static inline void usi_purge_poll(void)
 {
     if (USI_UNLIKELY(usi_lock_depth != 0))
         return;
     if (USI_UNLIKELY(__atomic_load_n(&usi_purge_due_ms, __ATOMIC_RELAXED) != 0))
         usi_purge_poll_due();
-    if (USI_UNLIKELY(__atomic_load_n(&usi_purge_live_due_ms, __ATOMIC_RELAXED) != 0))
-        usi_purge_poll_live();
 }
-/* Whether the process has threads by the rule of the purger thread (design §3): glibc says
- * it is not single-threaded and, in a fork child, another thread than the forking one has
- * called into uslab since. */
-int usi_purge_process_threaded(void);
-/* A thread is about to be created (hooks.c's pthread_create and thrd_create, before the
- * call): a fork child is no longer its forking thread's alone, even before the new thread
- * calls into uslab (whose first free reads the tag table, usi_pages_address_limit_changed). */
-void usi_purge_thread_creating(void);
 
 /* pressure.c (rank 11, with the purger): 1 if the kernel reported memory pressure since
  * the previous call (PSI stall time, cgroup events, memory.high nearly reached; design
@@ -1118,11 +1044,6 @@ int usi_pressure_source(const char **path);
  * directories it names (or /sys/fs/cgroup/...) and /proc/pressure/memory under root (NULL
  * or "": under "/"). */
 void usi_pressure_reset(const char *root);
-/* The lowest pids.max of the process's cgroup v2 group and its ancestors up to its mount
- * (found as the pressure source's group is, under the same root), -1 when none limits it
- * or nothing can be read. Opens, reads and closes files; not twice at a time (purge.c
- * reads it once, where a purger thread would start). */
-long long usi_pressure_pids_max(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* objects.c (rank 12): objects between the slabs and the magazines: locking, the       */
@@ -1394,19 +1315,17 @@ int usi_tcache_try_cached_objects(const struct uslab_cache *c, unsigned ms, size
  * magazine in any thread's pair), kept under usi_options.tcache_max: a hard bound whatever
  * the number of threads. Updated on slow paths only. */
 extern size_t usi_tcache_bytes;
+/* The head of the list of thread caches, for the tool that reads it from outside (live.h's
+ * map). */
+struct usi_tcache *const *usi_tcache_registry_address(void);
+/* The calling thread gets a thread cache if it has none: a thread that only works with
+ * large blocks, whose exit must be seen (usi_purge_thread_exit). */
+void usi_tcache_join(void);
 void usi_tcache_prefork(void);
 void usi_tcache_postfork(int child);
 /* In the child after fork, once every lock is usable: the magazines of threads that did
  * not survive go back to their depots. */
 void usi_tcache_adopt_orphans(void);
-/* The calling thread's start routine has returned (or pthread_exit or a cancellation
- * unwound it): a thread with no cache yet makes none from here on, as only its exit's
- * destructors run now, and the last round of thread-specific data destructors would never
- * run the one that flushes it (design §4, "Thread exit"). Called by hooks.c's start trampoline. */
-void usi_tcache_thread_leaving(void);
-/* The calling thread gets a thread cache (and counts as a user of uslab, purge.c) if it
- * has none: a thread that only works with large blocks. */
-void usi_tcache_join(void);
 
 static inline void *usi_pair_pop(struct usi_magpair *mp)
 {
@@ -1495,28 +1414,13 @@ int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r);
  * r holds nothing. */
 int usi_live_try_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r, unsigned ms,
                             int *threads);
-/* The rate-limited update (handed to the purger, usi_purge_set_live): makes the page where
- * USLAB_LIVE allows and refreshes it; returns when it is due next, 0 for never. */
-uint64_t usi_live_update(uint64_t now_ms);
+/* Fills the map of live.h (`uslab_introspect`) once, at initialisation. */
+void usi_live_init_map(void);
 /* The statistics of every cache on f, as a table or JSON (USLAB_STATS_TABLE or _JSON):
  * uslab_stats_print's text; at exit (at_exit) no lock is waited for, and what could not be
  * locked is named as not scanned; with `disabled`, only that the slabs are disabled.
  * 0, or -1 without memory for the snapshots. */
 int usi_live_print_all(FILE *f, int format, int at_exit, int disabled);
-/* Refreshes the page at once, waiting for an update in progress (uslab_cache_reap,
- * uslab_reap); makes it if it is allowed and not there yet. No uslab lock held. */
-void usi_live_publish(void);
-/* In a fork child (always, also where the handlers take no lock): the parent's page is
- * not the child's; its mapping goes, and the child makes its own when its rule allows. */
-void usi_live_postfork_child(void);
-/* The process is about to be restricted (hooks.c; any thread, no uslab lock held): the
- * page goes now, while unlink is still allowed. With again == 0 (a seccomp filter, a
- * Landlock domain) none is made from now on; with again == 1 (a new root, mount namespace
- * or user id) one may be made again afterwards, where the process then is. */
-void usi_live_before_sandbox(int again);
-/* _exit: the page goes, unless another thread holds the page's lock (never waits, for
- * _exit is async-signal-safe). */
-void usi_live_quick_exit(void);
 
 /* ------------------------------------------------------------------------------------ */
 /* init.c (rank 17): one-time initialisation, cache set-up, fork handlers               */
@@ -1566,14 +1470,12 @@ void usi_cache_check_live(const struct uslab_cache *c, const char *call);
 /* malloc.c (rank 19): the malloc front end (design §8)                                */
 /* ------------------------------------------------------------------------------------ */
 
-/* USLAB_PROFILE: writes the request counts to their file now, if this process made them
- * (a fork child's go to its parent's file); the file of this program image is replaced
- * with all the counts so far, so calling it again counts nothing twice. For the exits that
- * run no destructor and for exec (hooks.c); async-signal-safe, no lock, errno kept. */
+/* USLAB_PROFILE: writes the request counts to their file now, if this process made them or
+ * their maker is gone (a fork child's go to its parent's file); the file of this program
+ * image is replaced with all the counts so far, so calling it again counts nothing twice.
+ * At exit, and through uslab_profile_write (the profile shim: exits that run no destructor,
+ * exec); async-signal-safe, no lock, errno kept. */
 void usi_profile_write(void);
-/* In a daemon's child: the counts are this process's to write if `parent`, the process
- * that called daemon and has left without writing them, owned them. */
-void usi_profile_adopt(int parent);
 
 #pragma GCC visibility pop
 

@@ -100,6 +100,47 @@ struct usi_live_cache {
 _Static_assert(sizeof(struct usi_live_header) == 104, "the header has no padding");
 _Static_assert(sizeof(struct usi_live_cache) == 200, "a record has no padding");
 
+/*
+ * The map of a process's caches (design §10.1): one exported object, `uslab_introspect`,
+ * which the `uslab` tool finds in the process's symbol table and reads with
+ * process_vm_readv, with what it needs to read the caches and thread caches themselves: the
+ * addresses of their tables and the offsets of the fields it reads. The process does
+ * nothing for it: no file, no thread, no update, no hook. Filled once at initialisation,
+ * `ready` set last. Invariant: a change of anything the tool reads (a field's meaning or
+ * width, this layout) changes USI_INTROSPECT_VERSION, and the tool refuses another.
+ * Widths in the process: c_name is char[32]; c_nobjs, c_mag_capacity, c_debug, t_npairs and
+ * m_rounds are 4 bytes; every other field named is 8 bytes (pointers, sizes, counts).
+ */
+#define USI_INTROSPECT_SYMBOL  "uslab_introspect"
+#define USI_INTROSPECT_MAGIC   "USLABMAP" /* 8 bytes, no terminating NUL */
+#define USI_INTROSPECT_VERSION 1u
+struct usi_introspect {
+    char magic[8];
+    uint32_t version;      /* USI_INTROSPECT_VERSION */
+    uint32_t bytes;        /* sizeof(struct usi_introspect) */
+    uint32_t lib_version;  /* major << 16 | minor */
+    uint32_t ready;        /* 1 once every field is set (atomic store, last) */
+    uint64_t caches;       /* address of struct uslab_cache *[max_ids] (NULL: no cache) */
+    uint64_t tcaches;      /* address of the pointer to the first thread cache */
+    uint64_t reserved;     /* address of the bytes reserved for slabs */
+    uint64_t tcache_bytes; /* address of the bytes threads' magazines may cache */
+    uint64_t tcache_max;   /* USLAB_TCACHE_MAX, a value */
+    uint32_t max_ids;      /* entries of the cache table */
+    uint32_t page_size;    /* a thread cache's pair_pages has a bit per page of it */
+    /* struct uslab_cache */
+    uint32_t cache_bytes;
+    uint32_t c_name, c_id, c_size, c_stride, c_slab_size, c_nobjs, c_mag_capacity, c_debug;
+    uint32_t c_lists, list_bytes, list_count; /* lists[partial, full, empty]: the array, its
+                                               * stride, the count's offset in an entry */
+    uint32_t c_slab_inuse, c_depot_rounds, c_touched, c_slab_takes, c_slab_puts, c_depot_in,
+        c_depot_out, c_slabs_created, c_slabs_released;
+    /* struct usi_tcache, its pairs (struct usi_magpair) and magazines (struct usi_mag) */
+    uint32_t t_next, t_npairs, t_pair_pages, t_pair_pages_words, t_pairs, pair_bytes;
+    uint32_t p_top, p_base, p_prev, m_rounds;
+    uint32_t spare; /* 0 */
+};
+_Static_assert(sizeof(struct usi_introspect) == 200, "the map has no padding");
+
 /* Bytes of a page of USI_LIVE_CAPACITY records, rounded up to 4 KiB pages. */
 #define USI_LIVE_FILE_BYTES                                                                        \
     ((sizeof(struct usi_live_header) + USI_LIVE_CAPACITY * sizeof(struct usi_live_cache) + 4095) & \

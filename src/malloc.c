@@ -161,15 +161,16 @@ static inline uintptr_t *key_of(void *p)
  * upper end, "above" for the rest), which `uslab profile` reads. Counts go to 2^64: no
  * sampling.
  *
- * When: at a normal exit (the destructor below) and, in the shared libraries, wherever
- * hooks.c sees the process leave without running destructors (_exit, _Exit,
- * syscall(SYS_exit_group), quick_exit) or replace its program (the exec family). The
+ * When: at a normal exit (the destructor below) and whenever uslab_profile_write is called:
+ * `uslab profile`'s shim (tools/profile_shim.c) calls it where the process leaves without
+ * running destructors (_exit, _Exit, syscall(SYS_exit_group), quick_exit) or replaces its
+ * program (the exec family). The
  * counters are not reset by a write: each write replaces the image's file with all the
  * counts so far, so an exec that fails and a later exit write the same file twice and
  * count nothing twice. `image` is a random tag drawn with the mapping: a program that the
  * exec starts makes its own mapping under the same pid, and its file does not replace the
- * one written before the exec. A daemon's child takes the counts over from its parent,
- * which leaves by glibc's own _exit (usi_profile_adopt).
+ * one written before the exec. A daemon's child writes the counts when it ends, its parent
+ * (the owner, which left by glibc's own _exit) being gone.
  *
  * The write may run in a signal handler (_exit is async-signal-safe) or race another
  * writer of the same process: no uslab allocation, no lock, no stdio; the text is made in
@@ -245,14 +246,18 @@ static char *put_name(char *p, const char *path, const char *sep, uint64_t pid, 
 void usi_profile_write(void)
 {
     struct usi_profile *pr = __atomic_load_n(&profile, __ATOMIC_ACQUIRE);
-    if (!pr || usi_os_quiet() || __atomic_load_n(&pr->owner, __ATOMIC_RELAXED) != usi_os_getpid())
-        return; /* none, strict seccomp mode (getpid kills), or a fork child's: its owner
-                 * writes them */
+    if (!pr || usi_os_quiet())
+        return; /* none, or strict seccomp mode (getpid kills) */
+    /* A fork child's counts are its owner's to write; once the owner is gone (a daemon's
+     * parent, which leaves by glibc's own _exit), whoever is left writes them all. */
+    int owner = __atomic_load_n(&pr->owner, __ATOMIC_RELAXED);
+    if (owner != usi_os_getpid() && !usi_os_process_gone(owner))
+        return;
     const char *path = usi_os_getenv(usi_settings_table[USI_SETTING_PROFILE].name);
     if (!path || !*path)
         return;
     /* Under a seccomp filter the openat and rename below may kill the process: the counts
-     * stay as written when the filter came (hooks.c), or unwritten if it was inherited. */
+     * stay as written when the filter came (the profile shim), or unwritten if inherited. */
     if (usi_os_seccomp_mode() > 0)
         return;
     int saved = errno;
@@ -286,15 +291,12 @@ void usi_profile_write(void)
     errno = saved;
 }
 
-void usi_profile_adopt(int parent)
+__attribute__((destructor)) static void profile_at_exit(void)
 {
-    struct usi_profile *pr = __atomic_load_n(&profile, __ATOMIC_ACQUIRE);
-    if (pr)
-        __atomic_compare_exchange_n(&pr->owner, &parent, usi_os_getpid(), 0, __ATOMIC_RELAXED,
-                                    __ATOMIC_RELAXED);
+    usi_profile_write();
 }
 
-__attribute__((destructor)) static void profile_at_exit(void)
+void uslab_profile_write(void)
 {
     usi_profile_write();
 }
@@ -340,7 +342,7 @@ static inline __attribute__((always_inline)) void *class_alloc(unsigned id, size
 static inline void large_allocated(void)
 {
     if (USI_UNLIKELY(usi_purge_large_allocated()))
-        usi_tcache_join(); /* a user of uslab: the purger thread may trim its arena */
+        usi_tcache_join(); /* its exit trims its arena (design §8) */
 }
 
 static USI_NOINLINE void *malloc_slow(size_t size)

@@ -22,9 +22,8 @@ struct usi_options usi_options = {
     .purge_delay_ms = USI_SETTINGS_PURGE_DELAY_DEFAULT,
     .tcache_max = USI_SETTINGS_TCACHE_MAX_DEFAULT,
     .mag_growth = USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT,
-    .purger = USI_PURGER_AUTO,
+    .purger = USI_PURGER_INLINE,
     .return_policy = USI_RETURN_DELAY,
-    .live = USI_LIVE_AUTO,
 };
 
 /* The field each setting read here goes to; NULL for the settings read elsewhere. */
@@ -39,7 +38,6 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_MAGAZINE_GROWTH] = &usi_options.mag_growth,
     [USI_SETTING_HARDEN] = &usi_options.harden,
     [USI_SETTING_PROFILE] = &usi_options.profile,
-    [USI_SETTING_LIVE] = &usi_options.live,
     [USI_SETTING_STATS] = &usi_options.stats,
     [USI_SETTING_LEAKS] = &usi_options.leaks,
     [USI_SETTING_DEBUG_CONTINUE] = &usi_options.debug_continue,

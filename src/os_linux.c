@@ -35,9 +35,9 @@ extern char **environ;
 /* ---- system calls ----------------------------------------------------------------------- */
 
 /* Every system call of this file that is not a plain libc call goes through usi_os_syscall:
- * by the instruction itself where it is known, so it never meets a syscall() or prctl()
- * that a preloaded library, or the shared libraries' own hooks (hooks.c), put in front of
- * libc's; elsewhere by libc's syscall(). */
+ * by the instruction itself where it is known, so that uslab's own internal calls never
+ * meet a syscall() or prctl() that a preloaded library put in front of libc's (which may
+ * allocate); elsewhere by libc's syscall(). */
 #if USI_HAVE_RAW_SYSCALL
 static long raw_syscall(long n, long a, long b, long c, long d, long e, long f)
 {
@@ -636,7 +636,16 @@ long usi_os_read_file(const char *path, char *buf, size_t len)
     return (long)got;
 }
 
-static rlim_t soft_limit(int resource);
+/* The soft limit on `resource` (prlimit64 by the instruction, errno kept): RLIM_INFINITY
+ * when unlimited, 0 when it cannot be read. */
+static rlim_t soft_limit(int resource)
+{
+    struct rlimit r;
+    int e = errno;
+    long rc = OS_SYSCALL(SYS_prlimit64, 0, resource, NULL, &r);
+    errno = e;
+    return rc == 0 ? r.rlim_cur : 0;
+}
 
 int usi_os_write_file(const char *path, const char *tmp, const char *buf, size_t len)
 {
@@ -747,17 +756,12 @@ int usi_os_getpid(void)
     return (int)getpid();
 }
 
-int usi_os_shares_memory_with(int pid)
+int usi_os_process_gone(int pid)
 {
-#ifdef SYS_kcmp
     int e = errno;
-    long r = OS_SYSCALL(SYS_kcmp, usi_os_getpid(), pid, 1 /* KCMP_VM */, 0L, 0L);
+    int gone = OS_SYSCALL(SYS_kill, (long)pid, 0L) != 0 && errno == ESRCH;
     errno = e;
-    return r == 0;
-#else
-    (void)pid;
-    return 0;
-#endif
+    return gone;
 }
 
 uint64_t usi_os_now_ms(void)
@@ -798,12 +802,6 @@ uint32_t usi_os_gettid(void)
     return tid;
 }
 
-int usi_os_thread_exists(uint32_t tid)
-{
-    /* Signal 0 checks only; ESRCH once the kernel has taken the thread out of the group. */
-    return OS_SYSCALL(SYS_tgkill, (long)getpid(), (long)tid, 0L) == 0 || errno != ESRCH;
-}
-
 __thread unsigned usi_lock_depth __attribute__((tls_model("initial-exec")));
 
 /* glibc's stdio list lock (exported by libc.so.6, recursive). A thread in fflush(NULL)
@@ -834,18 +832,7 @@ int usi_os_single_threaded(void)
  * answer other than "none" is kept, so it is asked for at most until then. */
 static int seccomp_filtered;
 
-void usi_os_note_filter(void)
-{
-    __atomic_store_n(&seccomp_filtered, 2, __ATOMIC_RELAXED);
-}
-
 int usi_os_strict;
-
-void usi_os_note_strict(int on)
-{
-    __atomic_store_n(&seccomp_filtered, on ? 1 : 2, __ATOMIC_RELAXED);
-    __atomic_store_n(&usi_os_strict, on, __ATOMIC_RELAXED);
-}
 
 /* The calling thread's "Seccomp:" field of /proc/thread-self/status (0 none, 1 strict, 2
  * filter), or -1 when it cannot be read. Read in small chunks, by a state machine that
@@ -886,23 +873,6 @@ static USI_NOINLINE int status_seccomp(void)
     return mode;
 }
 
-/* The soft limit on `resource` (prlimit64 by the instruction, errno kept): RLIM_INFINITY
- * when unlimited, 0 when it cannot be read. */
-static rlim_t soft_limit(int resource)
-{
-    struct rlimit r;
-    int e = errno;
-    long rc = OS_SYSCALL(SYS_prlimit64, 0, resource, NULL, &r);
-    errno = e;
-    return rc == 0 ? r.rlim_cur : 0;
-}
-
-long long usi_os_nproc_limit(void)
-{
-    rlim_t n = soft_limit(RLIMIT_NPROC);
-    return n == RLIM_INFINITY ? -1 : (long long)n;
-}
-
 int usi_os_seccomp_known(void)
 {
     return __atomic_load_n(&seccomp_filtered, __ATOMIC_RELAXED);
@@ -914,12 +884,12 @@ int usi_os_seccomp_mode(void)
     if (known)
         return known;
     int e = errno;
-    /* /proc first: an inherited filter (installed before exec, which uslab's hooks never
-     * saw) may kill for prctl, but it allows openat, read and close with the flags the
-     * dynamic linker used to load this library. prctl only where /proc cannot tell. */
-    int mode = status_seccomp();
+    /* Asked only by optional work (debug reports' symbols, the profile's file): prctl
+     * first, which a sandbox that refuses files allows more often than it allows openat;
+     * /proc where prctl cannot tell. A filter that kills for prctl kills that work. */
+    int mode = (int)OS_SYSCALL(SYS_prctl, PR_GET_SECCOMP);
     if (mode < 0)
-        mode = (int)OS_SYSCALL(SYS_prctl, PR_GET_SECCOMP);
+        mode = status_seccomp();
     errno = e;
     if (mode != 0)
         __atomic_store_n(&seccomp_filtered, mode, __ATOMIC_RELAXED);
@@ -946,138 +916,24 @@ int usi_os_in_glibc_section(void)
     return (int)((mask >> (32 - 1)) & 1); /* signal 32: bit 31 */
 }
 
+/* The stack pointer of this thread's first question: its own stack. */
+static __thread uintptr_t tls_stack_anchor __attribute__((tls_model("initial-exec")));
+#define OWN_STACK_SPAN ((uintptr_t)16 << 20)
+
 int usi_os_on_signal_stack(void)
 {
-    /* Under a known filter or strict mode no optional work runs (the purger does not
-     * start, the live page is gone), so there is nothing to put off. */
-    if (__atomic_load_n(&seccomp_filtered, __ATOMIC_RELAXED) || usi_os_quiet())
+    /* No system call (sigaltstack would be one more than glibc's malloc makes, and a
+     * memory-only seccomp filter kills for it): a handler's alternate stack is memory of
+     * its own, far from the thread's stack, where the thread's first question was asked.
+     * Farther than 16 MiB from there counts as another stack (a thread's stack is 8 MiB by
+     * default); a deeper recursion than that only puts the work off. */
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    if (!tls_stack_anchor) {
+        tls_stack_anchor = sp;
         return 0;
-    /* Nor in a process that never had a second thread, as usi_os_in_glibc_section: under
-     * a filter inherited across exec that allows only glibc's memory calls, sigaltstack
-     * would kill it. There the purger never starts; a pass or the live page's update may
-     * still run in a handler on a small stack, as before session 11 (design §12). */
-    if (usi_os_single_threaded())
-        return 0;
-    stack_t ss;
-    if (OS_SYSCALL(SYS_sigaltstack, 0, &ss) != 0)
-        return 0;
-    return (ss.ss_flags & SS_ONSTACK) != 0;
-}
-
-/* ---- files of the live statistics page (live.c, design §10.1) ------------------------- */
-
-/* Raw system calls, as the symboliser's: these run on slow paths of malloc, and a
- * preloaded wrapper of open or unlink (fakeroot, tracers) might allocate. */
-void *usi_os_create_shared_file(const char *path, size_t size)
-{
-    if (usi_os_quiet()) {
-        errno = EPERM;
-        return NULL;
     }
-    int saved = errno;
-    /* A file may not grow beyond RLIMIT_FSIZE, and the kernel answers the fallocate that
-     * tries with SIGXFSZ, which kills the process (`ulimit -f`): no file then. */
-    rlim_t fsize = soft_limit(RLIMIT_FSIZE);
-    if (fsize != RLIM_INFINITY && fsize < size) {
-        errno = EFBIG;
-        return NULL;
-    }
-    long fd;
-    do
-        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path,
-                        O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return NULL;
-    void *p = MAP_FAILED;
-    /* The mode exactly 0600 whatever the umask; memory for every page now, so that a write
-     * to the mapping never faults for want of room in the tmpfs (SIGBUS). */
-    if (OS_SYSCALL(SYS_fchmod, (int)fd, 0600) == 0 &&
-        OS_SYSCALL(SYS_fallocate, (int)fd, 0, 0L, (long)size) == 0)
-        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
-    int e = errno;
-    OS_SYSCALL(SYS_close, (int)fd);
-    if (p == MAP_FAILED) {
-        OS_SYSCALL(SYS_unlink, path);
-        errno = e;
-        return NULL;
-    }
-    errno = saved;
-    return p;
-}
-
-void usi_os_unmap_shared_file(void *addr, size_t size)
-{
-    OS_SYSCALL(SYS_munmap, addr, size);
-}
-
-int usi_os_unlink(const char *path)
-{
-    return (int)OS_SYSCALL(SYS_unlink, path);
-}
-
-int usi_os_fs_space(const char *path, uint64_t *size, uint64_t *avail)
-{
-    struct statfs f;
-    if (OS_SYSCALL(SYS_statfs, path, &f) != 0)
-        return -1;
-    *size = (uint64_t)f.f_blocks * (uint64_t)f.f_bsize;
-    *avail = (uint64_t)f.f_bavail * (uint64_t)f.f_bsize;
-    return 0;
-}
-
-long usi_os_read_own_file(const char *path, void *buf, size_t len)
-{
-    long fd;
-    do
-        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return -1;
-    struct stat st;
-    long got = -1;
-    if (fstat((int)fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
-        got = usi_os_read((int)fd, buf, len);
-    OS_SYSCALL(SYS_close, (int)fd);
-    return got;
-}
-
-/* The layout of the entries getdents64 returns (the C library declares it only with
- * _GNU_SOURCE's dirent.h for its own readdir, not for the system call). Invariant (the
- * kernel's): d_reclen covers the entry and its NUL-terminated d_name, and entries follow
- * one another in the buffer. */
-struct os_dirent64 {
-    uint64_t d_ino;
-    int64_t d_off;
-    unsigned short d_reclen;
-    unsigned char d_type;
-    char d_name[];
-};
-
-int usi_os_list_dir(const char *path, void (*fn)(const char *name, void *arg), void *arg)
-{
-    long fd;
-    do
-        fd = OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return -1;
-    /* On the stack: this runs on a thread's slow path, whose stack may be small. */
-    char buf[1024] __attribute__((aligned(8)));
-    long n;
-    while ((n = OS_SYSCALL(SYS_getdents64, (int)fd, buf, sizeof buf)) > 0)
-        for (long off = 0; off < n;) {
-            const struct os_dirent64 *d = (const struct os_dirent64 *)(void *)(buf + off);
-            fn(d->d_name, arg);
-            off += d->d_reclen;
-        }
-    OS_SYSCALL(SYS_close, (int)fd);
-    return n < 0 ? -1 : 0;
-}
-
-unsigned usi_os_geteuid(void)
-{
-    return (unsigned)geteuid();
+    uintptr_t d = sp > tls_stack_anchor ? sp - tls_stack_anchor : tls_stack_anchor - sp;
+    return d > OWN_STACK_SPAN;
 }
 
 void usi_os_postfork_child(void)
@@ -1180,7 +1036,13 @@ static long task_count(void)
     return n_tasks > 0 ? n_tasks : -1;
 }
 
-#if !USI_HOOKS
+int usi_os_alone(void)
+{
+    /* glibc's flag stays clear in a fork child of a threaded parent: ask the kernel. */
+    return usi_os_single_threaded() || task_count() == 1;
+}
+
+#ifndef USLAB_SHARED
 /* Whether addr is in the program's own file (its PT_LOAD segments, from the auxiliary
  * vector: no lock, no allocation); 0 when that cannot be told (no PT_PHDR). */
 static int in_program(const void *addr)
@@ -1203,7 +1065,7 @@ static int in_program(const void *addr)
 
 int usi_os_after_destructors(void (*fn)(void))
 {
-#if !USI_HOOKS
+#ifndef USLAB_SHARED
     if (!in_program((const void *)run_last))
         return -1;
 #endif

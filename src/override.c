@@ -433,7 +433,7 @@ static int limit_set(int pid, int resource, const struct usi_rlimit *new_limit,
         int saved = errno;
         usi_pages_address_limit_changed(
             new_limit->cur == USI_RLIM_INFINITY ? SIZE_MAX : (size_t)new_limit->cur,
-            !usi_purge_process_threaded());
+            usi_os_alone());
         errno = saved;
     }
     return r;

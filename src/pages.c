@@ -392,6 +392,11 @@ size_t usi_pages_reserved_bytes(void)
     return __atomic_load_n(&pages.reserved, __ATOMIC_RELAXED);
 }
 
+const size_t *usi_pages_reserved_address(void)
+{
+    return &pages.reserved;
+}
+
 /* Push and pop on one of the two sets of free lists (free_head or resident_head). */
 static void span_push(uint32_t *heads, uintptr_t addr, unsigned order)
 {

@@ -31,9 +31,6 @@
  * The first reading only takes the counters' levels. Files that cannot be read count as
  * no pressure; a source that cannot be read at all is dropped for good (one note).
  *
- * The same walk to the group's directory gives the purger's thread rule its cgroup pids
- * limit (usi_pressure_pids_max: the lowest pids.max up to the mount, of cgroup v2 and of a
- * cgroup v1 pids hierarchy; design §3).
  *
  * Only the purger's passes call this (a lock of their own is not needed: the purger thread
  * and inline passes never run two at a time, purge.c's `running` and its single thread),
@@ -126,7 +123,7 @@ static int under_root(char *out, size_t len, const char *path)
  * buffer fn may modify) until fn returns nonzero. A line longer than the buffer is skipped
  * whole. Returns fn's nonzero result, 0 at the end, or -1 when the file cannot be opened
  * or read. Open, read and close only; the buffer (LINE_BUF bytes, static) is the caller's:
- * choose_source never runs twice at a time (see the top), nor usi_pressure_pids_max. */
+ * choose_source never runs twice at a time (see the top). */
 #define LINE_BUF 4096
 static int each_line(const char *path, int (*fn)(char *line, void *arg), void *arg, char *buf)
 {
@@ -394,52 +391,6 @@ static void choose_source(void)
         return;
     }
     usi_report_note("no memory-pressure signal (no PSI, no cgroup v2 memory.pressure)");
-}
-
-/* ---- the pids controller (purge.c's thread rule, design §3) ---- */
-
-static long long pids_min; /* the lowest pids.max seen, -1 none (usi_pressure_pids_max) */
-
-/* take for the pids walk: a group directory (it has cgroup.controllers, or under cgroup v1
- * cgroup.procs) gives the lowest pids.max of it and its ancestors up to the mount; "max"
- * or an unreadable file is none. */
-static const char *pids_marker; /* the file that makes a directory a group */
-
-static int take_pids(const char *mount, const char *rest)
-{
-    char file[sizeof src.path], buf[64];
-    long stop = group_dir(file, sizeof file, mount, rest);
-    if (stop < 0 || read_text(file, pids_marker, buf, sizeof buf) < 0)
-        return 0;
-    for (size_t n = strlen(file);;) {
-        if (read_text(file, "pids.max", buf, sizeof buf) >= 0 && buf[0] >= '0' && buf[0] <= '9') {
-            long long v = number_after(buf, "");
-            if (v >= 0 && (pids_min < 0 || v < pids_min))
-                pids_min = v;
-        }
-        if (n <= (size_t)stop)
-            break;
-        while (n > (size_t)stop && file[n - 1] != '/')
-            n--; /* the parent */
-        if (n > (size_t)stop)
-            n--;
-        file[n] = '\0';
-        if (n == 0)
-            break;
-    }
-    return 1;
-}
-
-long long usi_pressure_pids_max(void)
-{
-    static char buf[LINE_BUF];
-    pids_min = -1;
-    pids_marker = "cgroup.controllers";
-    each_group_mount(NULL, take_pids, buf);
-    /* A cgroup v1 pids controller (a hybrid or legacy host) limits the process as well. */
-    pids_marker = "cgroup.procs";
-    each_group_mount("pids", take_pids, buf);
-    return pids_min;
 }
 
 void usi_pressure_reset(const char *root)

@@ -10,10 +10,9 @@
 #include <stdint.h>
 #include <string.h>
 
-static const char *const harden_words[] = {"random", NULL};                  /* USI_HARDEN_RANDOM */
-static const char *const purger_words[] = {"auto", "always", "never", NULL}; /* usi_purger_mode */
+static const char *const harden_words[] = {"random", NULL};           /* USI_HARDEN_RANDOM */
+static const char *const purger_words[] = {"inline", "thread", NULL}; /* usi_purger_mode */
 static const char *const return_words[] = {"delay", "pressure", "both", NULL}; /* policy */
-static const char *const live_words[] = {"auto", "always", "never", NULL};     /* usi_live_mode */
 
 const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_MAX_SLAB_SIZE] = {"USLAB_MAX_SLAB_SIZE", USI_SETTING_KIND_SIZE,
@@ -41,12 +40,11 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                  "the OS (by the purger thread, or by the next slow path where "
                                  "there is none; 0: at once)",
                                  NULL},
-    [USI_SETTING_PURGER] = {"USLAB_PURGER", USI_SETTING_KIND_CHOICE, USI_PURGER_AUTO, "auto", 0, 0,
-                            "the purger thread that returns idle memory without further "
-                            "activity: `auto` runs it only while two or more threads use "
-                            "uslab, with no seccomp filter and no RLIMIT_NPROC or cgroup "
-                            "pids.max below 4096; "
-                            "`always`; `never` (memory goes back on slow paths; "
+    [USI_SETTING_PURGER] = {"USLAB_PURGER", USI_SETTING_KIND_CHOICE, USI_PURGER_INLINE, "inline", 0,
+                            0,
+                            "who gives idle memory back: `inline` (the allocator's own slow "
+                            "paths and thread exits; no thread) or `thread` (a background "
+                            "thread of uslab's that also does it while the program idles; "
                             "docs/design.md §3)",
                             purger_words},
     [USI_SETTING_RETURN] = {"USLAB_RETURN", USI_SETTING_KIND_CHOICE, USI_RETURN_DELAY, "delay", 0,
@@ -108,13 +106,6 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                            "`1`: a `slabinfo`-style table of every cache on stderr at exit; "
                            "`json`: the same as JSON",
                            NULL},
-    [USI_SETTING_LIVE] = {"USLAB_LIVE", USI_SETTING_KIND_CHOICE, USI_LIVE_AUTO, "auto", 0, 0,
-                          "the live statistics page `/dev/shm/uslab.UID.PID` that `uslab top` "
-                          "and `uslab stats PID` read: `auto` makes it in a process without a "
-                          "seccomp filter once it has allocated for a second (not with the "
-                          "static archive `libuslab.a`); `always` from its first slow path, "
-                          "also with `libuslab.a`; `never` (docs/design.md §10.1)",
-                          live_words},
 };
 
 #define LETTER_ROW(l, bit, dflt, help) {(#l)[0], bit, dflt, help},

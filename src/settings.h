@@ -53,9 +53,8 @@ enum usi_debug_letter_bits { USI_SETTINGS_DEBUG_LETTERS(USI_SETTINGS_LETTER_BIT)
 
 /* USLAB_PURGER's words, in order: usi_options.purger holds the index (design §3). */
 enum usi_purger_mode {
-    USI_PURGER_AUTO,   /* a thread where the process has threads and no seccomp filter */
-    USI_PURGER_ALWAYS, /* a thread in every process that frees (the behaviour before) */
-    USI_PURGER_NEVER,  /* no thread: memory goes back on slow paths only */
+    USI_PURGER_INLINE, /* no thread: memory goes back on slow paths and thread exits */
+    USI_PURGER_THREAD, /* a background thread too, started at the first kick */
 };
 
 /* USLAB_RETURN's words, in order: usi_options.return_policy holds the index (design §3). */
@@ -63,13 +62,6 @@ enum usi_return_policy {
     USI_RETURN_DELAY,    /* idle memory back after USLAB_PURGE_DELAY */
     USI_RETURN_PRESSURE, /* at once under memory pressure, else after 10 delays */
     USI_RETURN_BOTH,     /* at once under memory pressure, else after the delay */
-};
-
-/* USLAB_LIVE's words, in order: usi_options.live holds the index (design §10.1). */
-enum usi_live_mode {
-    USI_LIVE_AUTO,   /* a page after a second, no seccomp filter, shared libraries only */
-    USI_LIVE_ALWAYS, /* a page at once in any process without a seccomp filter */
-    USI_LIVE_NEVER,  /* no page */
 };
 
 /* USLAB_STATS's and USLAB_LEAKS's values (usi_settings_parse_stats). */
@@ -97,7 +89,6 @@ enum usi_setting_id {
     USI_SETTING_DEBUG_CONTINUE,
     USI_SETTING_LEAKS,
     USI_SETTING_STATS,
-    USI_SETTING_LIVE,
     USI_SETTING_COUNT
 };
 

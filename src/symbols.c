@@ -782,7 +782,7 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
     struct text t = {buf, len, 0};
     struct mapping m;
     buf[0] = '\0';
-    if (usi_os_seccomp_known()) {
+    if (usi_os_seccomp_mode() != 0) {
         /* No file: "object+0xaddress" (its address in the object, as addr2line takes it;
          * the program, whose dynamic-linker name is empty, as "program"), or bare. */
         struct holder h = {(uintptr_t)pc, 0, NULL};
@@ -832,7 +832,7 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
 uint64_t usi_symbols_file_id(const void *pc)
 {
     int saved_errno = errno;
-    if (usi_os_seccomp_known()) {
+    if (usi_os_seccomp_mode() != 0) {
         /* No file under a filter: the loaded object, found in the dynamic linker's list
          * (memory only), tells uslab's own frames from the program's as well. */
         struct holder h = {(uintptr_t)pc, 0, NULL};

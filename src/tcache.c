@@ -47,10 +47,6 @@ static struct {
 __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec"))) = &sentinel.tc;
 /* Set once this thread's cache has been flushed at exit: later calls bypass magazines. */
 static __thread int tls_exiting __attribute__((tls_model("initial-exec")));
-/* Set once this thread's start routine has returned, or pthread_exit or a cancellation
- * unwound it (hooks.c's start trampoline, usi_tcache_thread_leaving): from then on only
- * its exit's destructors run, and a cache made now might never be flushed (design §4). */
-static __thread int tls_leaving __attribute__((tls_model("initial-exec")));
 
 /* Lock order: the cache registry's lock, registry_lock (of thread caches), then a tcache
  * lock, then cache locks (docs/design.md §6). */
@@ -59,6 +55,12 @@ static struct usi_tcache *registry;
 static pthread_key_t exit_key;
 
 size_t usi_tcache_bytes;
+
+struct usi_tcache *const *usi_tcache_registry_address(void)
+{
+    return &registry;
+}
+
 uint16_t usi_tcache_size_offsets[USI_SMALL_MAX + 1];
 
 /* Bytes the magazines of a pair may cache (the sentinel has capacity 0). */
@@ -368,13 +370,11 @@ static struct usi_tcache *tcache_get(uintptr_t id)
          * the DTV of a detached thread there): a cache made now would never be flushed,
          * nor its thread uncounted (the seventh audit: 4 mappings and a user for good per
          * such thread). As after its exit: no cache, the block goes to its slab (asked
-         * again at its next call, which is rare there). Likewise once its start routine
-         * has returned (hooks.c): a cache made in the last round of thread-specific data
-         * destructors would never be flushed, as glibc runs no further round for the exit
-         * destructor set with it (session 11's audit). */
-        if (tls_leaving || usi_os_in_glibc_section())
+         * again at its next call, which is rare there). A cache made in the last round of
+         * thread-specific data destructors is never flushed (design §12). */
+        if (usi_os_in_glibc_section())
             return NULL;
-        usi_purge_thread_started();
+        (void)usi_os_on_signal_stack(); /* its first question: where its own stack is */
     }
     struct usi_tcache *fresh = tcache_map(want);
     if (!fresh)
@@ -778,11 +778,6 @@ static void tcache_flush_every(struct usi_tcache *tc, int locked, uint32_t skip)
     }
 }
 
-void usi_tcache_thread_leaving(void)
-{
-    tls_leaving = 1;
-}
-
 static void tcache_thread_exit(void *arg)
 {
     struct usi_tcache *tc = arg;
@@ -803,7 +798,7 @@ static void tcache_thread_exit(void *arg)
     usi_unlock(&registry_lock);
     if (!keep)
         usi_os_unmap_guarded(tc, tc->map_bytes);
-    usi_purge_thread_exited(); /* the purger thread may leave (design §3) */
+    usi_purge_thread_exit(); /* what this thread leaves idle may go now (design §3) */
 }
 
 void usi_tcache_join(void)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tool.h - what the parts of the `uslab` command share: its usage errors and option
- * parsing (uslab.c), and the commands that read a running process's live statistics page
- * (top.c: `uslab stats PID`, `uslab top PID`, docs/design.md §10.1).
+ * parsing (uslab.c), and the commands that read the statistics of a running process from
+ * its memory (top.c: `uslab stats PID`, `uslab top PID`, docs/design.md §10.1).
  */
 #ifndef USLAB_TOOLS_TOOL_H
 #define USLAB_TOOLS_TOOL_H

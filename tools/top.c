@@ -1,23 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * top.c - `uslab stats PID` and `uslab top PID` (docs/design.md §10.1): the statistics of a
- * running process, read from the live statistics page it keeps in /dev/shm (format in
- * src/live.h), once as the text uslab_stats_print prints (src/statsfmt.c), or as a
- * refreshing slabtop-style view.
+ * running process, read from outside, once as the text uslab_stats_print prints
+ * (src/statsfmt.c), or as a refreshing slabtop-style view.
  *
- * Only the user's own processes: the process's real and effective user ids must be the
- * caller's effective one, and the page must be a regular file the caller owns with no
- * permission for anyone else (it is made 0600). A page is trusted only while its process
- * lives, has the start time the page records and maps it; other pages of the user that
- * fail this (their process was killed, or called exec) are removed here, as the library
- * removes them when it makes a page.
+ * The process does nothing for it: no file, no thread, no update. Its uslab exports one
+ * object, `uslab_introspect` (struct usi_introspect, src/live.h), filled at the library's
+ * initialisation with the addresses of its cache table, its list of thread caches and two
+ * counters, and the offsets of the fields read here. The tool finds the object in the
+ * symbol tables of the files the process maps (/proc/PID/maps, then each file's ELF
+ * .dynsym or .symtab: the preload library, libuslab.so, or a program linked with
+ * libuslab.a), and reads it, the caches and the threads' magazines with process_vm_readv:
+ * figures of the moment, as the library's own snapshot (src/live.c, snap_counts and
+ * snap_finish) makes them, into the records of live.h. The kernel lets a process read
+ * another's memory as it lets a debugger attach (the same user and a dumpable process, or
+ * root; Yama's ptrace_scope may ask more): a refusal is explained with its remedy.
+ *
+ * The reads race the process: the caches' counts are read without their locks, the threads'
+ * magazines while their owners use them. A read that faults (a thread cache unmapped
+ * meanwhile) skips its item, a cache whose id no longer matches its slot (being destroyed,
+ * or reused) is left out, the walk of the thread caches is bounded, and the threads' part
+ * is clamped as in the library, so that the counts add up.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
-#include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -27,7 +38,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,6 +78,28 @@ static long read_text(const char *path, char *buf, size_t len)
     return (long)got;
 }
 
+/* From the text of /proc/<pid>/stat: the state letter (field 3) and the start time (field
+ * 22). The command name (field 2, in parentheses) may hold anything, so fields are counted
+ * from its last ')'. 0, or -1 if malformed. */
+static int parse_stat(const char *text, char *state, uint64_t *start)
+{
+    const char *p = strrchr(text, ')');
+    if (!p || p[1] != ' ' || !p[2])
+        return -1;
+    *state = p[2];
+    p += 2;
+    for (unsigned field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return -1;
+        p++;
+    }
+    if (*p < '0' || *p > '9')
+        return -1;
+    *start = strtoull(p, NULL, 10);
+    return 0;
+}
+
 /* 0, or -1 when there is no such process (errno ENOENT) or /proc cannot tell. */
 static int proc_read(int pid, struct proc_info *p)
 {
@@ -80,7 +113,7 @@ static int proc_read(int pid, struct proc_info *p)
             errno = ENOENT;
         return -1;
     }
-    if (usi_live_parse_stat(text, (size_t)n, &p->state, &p->start) != 0) {
+    if (parse_stat(text, &p->state, &p->start) != 0) {
         errno = EINVAL;
         return -1;
     }
@@ -99,7 +132,7 @@ static int proc_exited(const struct proc_info *p)
     return p->state == 'Z' || p->state == 'X';
 }
 
-/* The value after "<key>:" in /proc/<pid>/status as numbers (up to 4); how many, or -1. */
+/* The value after "<key>:" in /proc/<pid>/status as numbers (up to max); how many, or -1. */
 static int proc_status(int pid, const char *key, long *values, int max)
 {
     char path[64], text[8192];
@@ -124,348 +157,604 @@ static int proc_status(int pid, const char *key, long *values, int max)
     return -1;
 }
 
-/* Whether /proc/<pid>/maps has a line whose path contains `text` (with `whole`, whose
- * path is `text`): 1, 0, or -1 unreadable. */
-static int proc_maps_mention(int pid, const char *text, int whole)
+/* Yama's ptrace_scope (0 to 3), or -1 when the kernel has no Yama. */
+static int yama_scope(void)
 {
-    char path[64], line[4096];
-    snprintf(path, sizeof path, "/proc/%d/maps", pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
+    char text[32];
+    if (read_text("/proc/sys/kernel/yama/ptrace_scope", text, sizeof text) <= 0)
         return -1;
-    int found = 0;
-    size_t tlen = strlen(text);
-    while (!found && fgets(line, sizeof line, f)) {
-        const char *at = strstr(line, text);
-        found = at && (!whole || at[tlen] == '\n' || at[tlen] == '\0');
-    }
-    fclose(f);
-    return found;
+    return atoi(text);
 }
 
-/* The value of a variable in the process's initial environment, into buf; NULL if unset
- * or unreadable. */
-static const char *proc_getenv(int pid, const char *name, char *buf, size_t len)
+/* Why the kernel refused to let us read process p (its memory map or its memory), with what
+ * to do, into buf: the rules of ptrace's access check (a process of our user, its real,
+ * effective and saved ids all ours, that is dumpable; or CAP_SYS_PTRACE), then Yama's, which
+ * restricts reading another's memory (not its memory map). */
+static void explain_denied(const struct proc_info *p, char *buf, size_t len)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/environ", pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return NULL;
-    char entry[4096];
-    size_t nlen = strlen(name), k = 0;
-    const char *found = NULL;
-    for (int ch; !found && (ch = getc(f)) != EOF;) {
-        if (ch != '\0') {
-            if (k + 1 < sizeof entry)
-                entry[k++] = (char)ch;
-            continue;
-        }
-        entry[k] = '\0';
-        k = 0;
-        if (!strncmp(entry, name, nlen) && entry[nlen] == '=') {
-            size_t n = strlen(entry + nlen + 1);
-            if (n >= len)
-                n = len - 1; /* cut: the values looked for are short words */
-            memcpy(buf, entry + nlen + 1, n);
-            buf[n] = '\0';
-            found = buf;
-        }
-    }
-    fclose(f);
-    return found;
+    long uids[3] = {-1, -1, -1}, gids[3] = {-1, -1, -1};
+    unsigned me = (unsigned)geteuid(), my_gid = (unsigned)getegid();
+    int nu = proc_status(p->pid, "Uid", uids, 3), ng = proc_status(p->pid, "Gid", gids, 3);
+    int uid_other = 0, gid_other = 0;
+    for (int i = 0; i < nu; i++)
+        uid_other |= (unsigned long)uids[i] != me;
+    for (int i = 0; i < ng; i++)
+        gid_other |= (unsigned long)gids[i] != my_gid;
+    long owner = nu > 1 && (unsigned long)uids[1] != me ? uids[1] : uids[0];
+    int scope = yama_scope();
+    int n = snprintf(buf, len, "cannot read the memory of process %d (%s): ", p->pid, p->comm);
+    if (n < 0 || (size_t)n >= len)
+        return;
+    buf += n;
+    len -= (size_t)n;
+    if (scope >= 3)
+        snprintf(buf, len,
+                 "/proc/sys/kernel/yama/ptrace_scope is %d: no process may read another's "
+                 "memory, not even as root, until the next boot",
+                 scope);
+    else if (me != 0 && uid_other)
+        snprintf(buf, len, "it belongs to another user (uid %ld; you are %u): run uslab as root%s",
+                 owner, me,
+                 scope == 1   ? ", or as that user once /proc/sys/kernel/yama/ptrace_scope is "
+                                "lowered from 1 to 0"
+                 : scope == 2 ? ""
+                              : ", or as that user");
+    else if (me != 0 && gid_other)
+        snprintf(buf, len, "its group ids are not yours (gid %ld; yours is %u): run uslab as root",
+                 gids[0], my_gid);
+    else if (me != 0 && scope == 1)
+        snprintf(buf, len,
+                 "/proc/sys/kernel/yama/ptrace_scope is 1: only an ancestor of a process (its "
+                 "parent) may read its memory; run uslab as root, or lower the setting (sysctl "
+                 "kernel.yama.ptrace_scope=0)");
+    else if (me != 0 && scope == 2)
+        snprintf(buf, len,
+                 "/proc/sys/kernel/yama/ptrace_scope is 2: only root may read another "
+                 "process's memory; run uslab as root");
+    else if (me != 0)
+        snprintf(buf, len,
+                 "it is not dumpable (it changed its user or group ids, or called "
+                 "prctl(PR_SET_DUMPABLE, 0)): only root may read its memory; run uslab as root");
+    else
+        snprintf(buf, len,
+                 "refused even to root: uslab lacks CAP_SYS_PTRACE over it (a container that "
+                 "drops it, or a process of an outer user namespace), or a security module "
+                 "forbids it");
 }
 
-/* ---- pages ------------------------------------------------------------------------------- */
+/* ---- reading the process's memory -------------------------------------------------------- */
 
-/*
- * A page opened for reading. Invariants: map is the whole file, mapped read-only; header
- * and records are the last consistent copy (read_page), records holding header.ncaches
- * entries, at most capacity.
- */
-struct page {
-    struct proc_info proc;
-    const struct usi_live_header *map;
-    size_t bytes;
-    uint32_t capacity;
-    struct usi_live_header header;
-    struct usi_live_cache *records;
+/* One read of a batch: len (> 0) bytes at addr in the process into buf; ok once read whole. */
+struct remote_item {
+    uint64_t addr;
+    void *buf;
+    size_t len;
+    int ok;
 };
 
-/* Opens path if it is a regular file of ours that no one else may read or write; the
- * descriptor, or -1 with *why set (NULL when there is no such file). */
-static int open_own(const char *path, struct stat *st, const char **why)
-{
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        *why = errno == ENOENT ? NULL : errno == ELOOP ? "it is a symbolic link" : strerror(errno);
-        return -1;
-    }
-    *why = NULL;
-    if (fstat(fd, st) != 0)
-        *why = strerror(errno);
-    else if (!S_ISREG(st->st_mode))
-        *why = "it is not a regular file";
-    else if (st->st_uid != geteuid())
-        *why = "it belongs to another user";
-    else if (st->st_mode & 077)
-        *why = "others may read or write it (a page is made mode 0600)";
-    if (*why) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
+#define REMOTE_BATCH 256 /* items per system call (IOV_MAX is 1024) */
 
-/* Whether the page at path (of process pid) is stale: its process is gone or a zombie, or
- * it is a uslab page whose start time is not the process's or that the process does not
- * map (it called exec). A file that is not a page is stale only with its process gone. */
-static int page_is_stale(const char *path, int pid)
+/* Reads items[0 .. n) of process pid, many per system call. The kernel stops a call at the
+ * first item that faults (not mapped, or not wholly): that one is left with ok 0 and the
+ * call goes on after it. 0; -1 with errno when the process cannot be read at all (EPERM,
+ * ESRCH...). */
+static int remote_read_items(int pid, struct remote_item *items, size_t n)
 {
-    struct proc_info p;
-    if (proc_read(pid, &p) != 0)
-        return errno == ENOENT;
-    if (proc_exited(&p))
-        return 1;
-    struct stat st;
-    const char *why;
-    int fd = open_own(path, &st, &why);
-    if (fd < 0)
-        return 0;
-    struct usi_live_header h;
-    ssize_t n = pread(fd, &h, sizeof h, 0);
-    close(fd);
-    if (n != (ssize_t)sizeof h || memcmp(h.magic, USI_LIVE_MAGIC, sizeof h.magic) != 0)
-        return 0;
-    return h.start_time != p.start || proc_maps_mention(pid, path, 1) == 0;
-}
-
-/* Removes the caller's stale pages from /dev/shm. */
-static void sweep_stale_pages(void)
-{
-    DIR *d = opendir(USI_LIVE_DIR);
-    if (!d)
-        return;
-    unsigned me = (unsigned)geteuid();
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        unsigned uid;
-        int pid;
-        if (!usi_live_parse_name(e->d_name, &uid, &pid) || uid != me)
-            continue;
-        char path[USI_LIVE_PATH_MAX];
-        usi_live_path(path, uid, pid);
-        struct stat st;
-        const char *why;
-        int fd = open_own(path, &st, &why);
-        if (fd < 0)
-            continue; /* not ours to remove */
-        close(fd);
-        if (page_is_stale(path, pid))
-            unlink(path);
-    }
-    closedir(d);
-}
-
-/* Process pid's soft limit on a file's size (RLIMIT_FSIZE, from /proc/<pid>/limits): bytes,
- * or -1 when unlimited or unreadable. */
-static long long proc_fsize_limit(int pid)
-{
-    char path[64], text[4096];
-    snprintf(path, sizeof path, "/proc/%d/limits", pid);
-    if (read_text(path, text, sizeof text) < 0)
-        return -1;
-    const char *line = strstr(text, "Max file size");
-    if (!line)
-        return -1;
-    char *end;
-    long long v = strtoll(line + strlen("Max file size"), &end, 10);
-    return end == line + strlen("Max file size") ? -1 : v;
-}
-
-/* The size and free bytes of USI_LIVE_DIR, as the library reads them (usi_live_room): 0, or
- * -1. The process's /dev/shm is taken to be the caller's. */
-static int shm_space(uint64_t *size, uint64_t *avail)
-{
-    struct statvfs v;
-    if (statvfs(USI_LIVE_DIR, &v) != 0)
-        return -1;
-    *size = (uint64_t)v.f_blocks * v.f_frsize;
-    *avail = (uint64_t)v.f_bavail * v.f_frsize;
-    return 0;
-}
-
-/* Says on stderr why process p has no page we can read. */
-static void explain_no_page(const struct proc_info *p)
-{
-    int libuslab = proc_maps_mention(p->pid, "libuslab", 0);
-    if (libuslab == 0) {
-        fprintf(stderr,
-                "uslab: process %d (%s) does not use uslab: no libuslab is mapped into it and it "
-                "has no live statistics page\n",
-                p->pid, p->comm);
-        return;
-    }
-    if (libuslab < 0) { /* another user's process, or one that is not dumpable */
-        fprintf(stderr,
-                "uslab: process %d (%s) has no live statistics page, and its memory map cannot "
-                "be read here (%s) to tell whether it uses uslab\n",
-                p->pid, p->comm, strerror(errno));
-        return;
-    }
-    long seccomp = 0;
-    char live[64];
-    const char *setting = proc_getenv(p->pid, "USLAB_LIVE", live, sizeof live);
-    proc_status(p->pid, "Seccomp", &seccomp, 1);
-    uint64_t shm_size = 0, shm_free = 0;
-    fprintf(stderr, "uslab: process %d (%s) uses uslab but has no live statistics page: ", p->pid,
-            p->comm);
-    if (setting && !strcmp(setting, "never"))
-        fputs("it runs with USLAB_LIVE=never\n", stderr);
-    else if (seccomp)
-        fputs("it runs under a seccomp filter, where uslab makes none\n", stderr);
-    else if (proc_fsize_limit(p->pid) >= 0 &&
-             proc_fsize_limit(p->pid) < (long long)USI_LIVE_FILE_BYTES)
-        fprintf(stderr,
-                "its file size limit (ulimit -f, %lld bytes) is below the page's %u bytes\n",
-                proc_fsize_limit(p->pid), (unsigned)USI_LIVE_FILE_BYTES);
-    else if (shm_space(&shm_size, &shm_free) == 0 &&
-             !usi_live_room(shm_size, shm_free, USI_LIVE_FILE_BYTES))
-        fprintf(stderr,
-                "%s has %llu KiB free of %llu KiB: uslab makes a page (%u KiB) only while at "
-                "least half of it and %llu MiB stay free after it\n",
-                USI_LIVE_DIR, (unsigned long long)(shm_free >> 10),
-                (unsigned long long)(shm_size >> 10), (unsigned)(USI_LIVE_FILE_BYTES >> 10),
-                (unsigned long long)(USI_LIVE_MIN_FREE >> 20));
-    else if (!(setting && !strcmp(setting, "always")))
-        fputs("USLAB_LIVE=auto (the default) makes one once the process has allocated for a "
-              "second, on a slow path (an allocation that refills a magazine); try again, or "
-              "run it with USLAB_LIVE=always (uslab run --live), which makes one at once\n",
-              stderr);
-    else
-        fputs("it makes one on its next slow path (an allocation that refills a magazine) "
-              "unless it could not (no /dev/shm, or no room in it); try again\n",
-              stderr);
-}
-
-/* Opens the page of process pid: 0, or 1 with a message on stderr. */
-static int page_open(int pid, struct page *pg)
-{
-    memset(pg, 0, sizeof *pg);
-    sweep_stale_pages(); /* the user's, also the page of this pid if it is stale */
-    if (proc_read(pid, &pg->proc) != 0) {
-        if (errno == ENOENT)
-            fprintf(stderr, "uslab: no process %d\n", pid);
-        else
-            fprintf(stderr, "uslab: cannot read /proc/%d/stat: %s\n", pid, strerror(errno));
-        return 1;
-    }
-    if (proc_exited(&pg->proc)) {
-        fprintf(stderr, "uslab: process %d (%s) has exited\n", pid, pg->proc.comm);
-        return 1;
-    }
-    long uids[2] = {-1, -1};
-    unsigned me = (unsigned)geteuid();
-    if (proc_status(pid, "Uid", uids, 2) != 2) {
-        fprintf(stderr, "uslab: cannot read the owner of process %d\n", pid);
-        return 1;
-    }
-    if ((unsigned long)uids[0] != me || (unsigned long)uids[1] != me) {
-        fprintf(stderr,
-                "uslab: process %d (%s) belongs to user id %ld, not to you (%u): uslab reads "
-                "only your own processes\n",
-                pid, pg->proc.comm, (unsigned long)uids[1] != me ? uids[1] : uids[0], me);
-        return 1;
-    }
-    char path[USI_LIVE_PATH_MAX];
-    usi_live_path(path, me, pid);
-    struct stat st;
-    const char *why;
-    int fd = open_own(path, &st, &why);
-    if (fd < 0) {
-        if (!why)
-            explain_no_page(&pg->proc);
-        else
-            fprintf(stderr, "uslab: %s is not read: %s\n", path, why);
-        return 1;
-    }
-    if ((size_t)st.st_size < sizeof(struct usi_live_header)) {
-        close(fd);
-        fprintf(stderr, "uslab: %s is not complete yet; try again\n", path);
-        return 1;
-    }
-    pg->bytes = (size_t)st.st_size;
-    void *map = mmap(NULL, pg->bytes, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) {
-        fprintf(stderr, "uslab: cannot map %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    pg->map = map;
-    const struct usi_live_header *h = map;
-    const char *bad = NULL;
-    if (memcmp(h->magic, USI_LIVE_MAGIC, sizeof h->magic) != 0)
-        bad = "it is not a uslab statistics page (or not complete yet; try again)";
-    else if (h->version != USI_LIVE_VERSION)
-        bad = "it was written by another version of uslab";
-    else if (h->header_bytes != sizeof(struct usi_live_header) ||
-             h->record_bytes != sizeof(struct usi_live_cache) ||
-             h->header_bytes + (uint64_t)h->capacity * h->record_bytes > pg->bytes)
-        bad = "its sizes do not fit the file";
-    else if (h->pid != pid || h->start_time != pg->proc.start)
-        bad = "it is a stale page of an earlier process with this pid";
-    if (bad) {
-        fprintf(stderr, "uslab: %s is not read: %s\n", path, bad);
-        munmap(map, pg->bytes);
-        pg->map = NULL;
-        return 1;
-    }
-    pg->capacity = h->capacity;
-    pg->records = calloc(pg->capacity ? pg->capacity : 1, sizeof *pg->records);
-    if (!pg->records) {
-        fputs("uslab: out of memory\n", stderr);
-        return 1;
+    struct iovec local[REMOTE_BATCH], remote[REMOTE_BATCH];
+    size_t i = 0;
+    while (i < n) {
+        size_t k = n - i < REMOTE_BATCH ? n - i : REMOTE_BATCH;
+        for (size_t j = 0; j < k; j++) {
+            items[i + j].ok = 0;
+            local[j] = (struct iovec){items[i + j].buf, items[i + j].len};
+            remote[j] = (struct iovec){(void *)(uintptr_t)items[i + j].addr, items[i + j].len};
+        }
+        ssize_t got = process_vm_readv(pid, local, k, remote, k, 0);
+        if (got < 0 && errno != EFAULT)
+            return -1;
+        /* The items read whole, in order; the first one not read whole is the one that
+         * faulted (EFAULT with nothing read: the first). */
+        size_t left = got < 0 ? 0 : (size_t)got, j = 0;
+        for (; j < k && left >= items[i + j].len; j++) {
+            left -= items[i + j].len;
+            items[i + j].ok = 1;
+        }
+        i += j < k ? j + 1 : j;
     }
     return 0;
 }
 
-static void page_close(struct page *pg)
+/* One read: 0, or -1 with errno (EFAULT: not mapped). */
+static int remote_read(int pid, uint64_t addr, void *buf, size_t len)
 {
-    if (pg->map)
-        munmap((void *)(uintptr_t)pg->map, pg->bytes);
-    free(pg->records);
-    memset(pg, 0, sizeof *pg);
+    struct remote_item item = {addr, buf, len, 0};
+    if (remote_read_items(pid, &item, 1) != 0)
+        return -1;
+    if (!item.ok) {
+        errno = EFAULT;
+        return -1;
+    }
+    return 0;
 }
 
-static void sleep_ms(long ms)
+static uint64_t get64(const unsigned char *p, uint32_t offset)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    uint64_t v;
+    memcpy(&v, p + offset, sizeof v);
+    return v;
 }
 
-/* Copies a consistent snapshot (the seqlock of live.h): 0, or -1 if the writer never let
- * go for two seconds. */
-static int page_read(struct page *pg)
+static uint32_t get32(const unsigned char *p, uint32_t offset)
 {
-    const struct usi_live_header *h = pg->map;
-    for (int tries = 0; tries < 2000; tries++) {
-        uint64_t before = __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE);
-        if (before & 1) {
-            sleep_ms(1);
-            continue;
+    uint32_t v;
+    memcpy(&v, p + offset, sizeof v);
+    return v;
+}
+
+/* ---- finding uslab's map ----------------------------------------------------------------- */
+
+/* A file mapped into the process (a line of /proc/PID/maps with a path). Invariant: path is
+ * allocated; start-end is one of its mappings, the one at file offset 0 when has_base. */
+struct mapped_file {
+    char dev[16];
+    unsigned long inode;
+    uint64_t start, end;
+    int has_base; /* base: where its offset 0 is mapped */
+    uint64_t base;
+    char *path;
+};
+
+/* The files mapped into process pid, into *files (allocated, *n of them): 0, or -1 with
+ * errno (EACCES: not ours to read). */
+static int read_maps(int pid, struct mapped_file **files, size_t *n)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", pid);
+    *files = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char *line = NULL;
+    size_t cap = 0, room = 0;
+    int err = 0;
+    for (ssize_t len; (len = getline(&line, &cap, f)) > 0;) {
+        uint64_t start, end, offset;
+        char perms[8], dev[16];
+        unsigned long inode;
+        int at = 0;
+        if (line[len - 1] == '\n')
+            line[len - 1] = '\0';
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %15s %lu %n", &start, &end, perms,
+                   &offset, dev, &inode, &at) < 6 ||
+            at == 0 || line[at] != '/' || inode == 0)
+            continue; /* anonymous memory, [heap], [vdso]... */
+        const char *name = line + at;
+        struct mapped_file *mf = NULL;
+        for (size_t i = 0; i < *n && !mf; i++)
+            if ((*files)[i].inode == inode && !strcmp((*files)[i].dev, dev) &&
+                !strcmp((*files)[i].path, name))
+                mf = &(*files)[i];
+        if (!mf) {
+            if (*n == room) {
+                room = room ? 2 * room : 64;
+                struct mapped_file *more = realloc(*files, room * sizeof *more);
+                if (!more) {
+                    err = ENOMEM;
+                    break;
+                }
+                *files = more;
+            }
+            mf = &(*files)[(*n)++];
+            memset(mf, 0, sizeof *mf);
+            snprintf(mf->dev, sizeof mf->dev, "%s", dev);
+            mf->inode = inode;
+            mf->start = start;
+            mf->end = end;
+            mf->path = strdup(name);
+            if (!mf->path) {
+                (*n)--;
+                err = ENOMEM;
+                break;
+            }
         }
-        memcpy(&pg->header, h, sizeof pg->header);
-        uint32_t n = pg->header.ncaches < pg->capacity ? pg->header.ncaches : pg->capacity;
-        memcpy(pg->records, (const char *)h + sizeof *h, n * sizeof *pg->records);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&h->seq, __ATOMIC_RELAXED) == before) {
-            pg->header.ncaches = n;
-            for (uint32_t i = 0; i < n; i++)
-                pg->records[i].name[sizeof pg->records[i].name - 1] = '\0';
-            return 0;
+        if (offset == 0 && !mf->has_base) {
+            mf->has_base = 1;
+            mf->base = start;
+            mf->start = start;
+            mf->end = end;
         }
+    }
+    if (!err && ferror(f))
+        err = errno ? errno : EIO;
+    free(line);
+    fclose(f);
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+static void free_maps(struct mapped_file *files, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(files[i].path);
+    free(files);
+}
+
+/* Opens the file of a mapping of process pid as the process sees it: /proc/PID/map_files
+ * (the very file mapped, even deleted or in another mount namespace; root only), else
+ * through /proc/PID/root, else by its path. A descriptor, or -1. */
+static int open_mapped(int pid, const struct mapped_file *mf)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, pid, mf->start, mf->end);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0)
+        return fd;
+    snprintf(path, sizeof path, "/proc/%d/root%s", pid, mf->path);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd >= 0 ? fd : open(mf->path, O_RDONLY | O_CLOEXEC);
+}
+
+/* A symbol found in an ELF file: st_value and st_size, and what its load bias needs. */
+struct elf_symbol {
+    uint64_t value, size;
+    int dyn;             /* ET_DYN (a shared object or a PIE): relocated by its load bias */
+    uint64_t first_load; /* p_vaddr of its first PT_LOAD, page-aligned down */
+};
+
+static int in_file(uint64_t offset, uint64_t len, size_t bytes)
+{
+    return offset <= bytes && len <= bytes - offset;
+}
+
+/* Looks the object `name` up in the ELF file f (bytes long, mapped): .dynsym first (with
+ * .dynstr), then .symtab (with .strtab). 1 found, 0 not (or not a 64-bit ELF file of this
+ * machine's byte order). */
+static int elf_lookup_in(const unsigned char *f, size_t bytes, const char *name,
+                         struct elf_symbol *out)
+{
+    Elf64_Ehdr eh;
+    if (bytes < sizeof eh)
+        return 0;
+    memcpy(&eh, f, sizeof eh);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const unsigned char data = ELFDATA2LSB;
+#else
+    const unsigned char data = ELFDATA2MSB;
+#endif
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_ident[EI_DATA] != data || (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) ||
+        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_phentsize != sizeof(Elf64_Phdr) ||
+        !in_file(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), bytes) ||
+        !in_file(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), bytes))
+        return 0;
+    int have_load = 0;
+    for (unsigned i = 0; i < eh.e_phnum && !have_load; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, f + eh.e_phoff + i * sizeof ph, sizeof ph);
+        if (ph.p_type == PT_LOAD) {
+            out->first_load = ph.p_vaddr & ~((uint64_t)sysconf(_SC_PAGESIZE) - 1);
+            have_load = 1;
+        }
+    }
+    if (!have_load)
+        return 0;
+    out->dyn = eh.e_type == ET_DYN;
+    size_t len = strlen(name) + 1;
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t type = pass == 0 ? SHT_DYNSYM : SHT_SYMTAB;
+        for (unsigned i = 0; i < eh.e_shnum; i++) {
+            Elf64_Shdr sh, str;
+            memcpy(&sh, f + eh.e_shoff + i * sizeof sh, sizeof sh);
+            if (sh.sh_type != type || sh.sh_link >= eh.e_shnum)
+                continue;
+            memcpy(&str, f + eh.e_shoff + sh.sh_link * sizeof str, sizeof str);
+            if (str.sh_type != SHT_STRTAB || !in_file(sh.sh_offset, sh.sh_size, bytes) ||
+                !in_file(str.sh_offset, str.sh_size, bytes))
+                continue;
+            const unsigned char *names = f + str.sh_offset;
+            for (uint64_t k = 1; k < sh.sh_size / sizeof(Elf64_Sym); k++) {
+                Elf64_Sym sym;
+                memcpy(&sym, f + sh.sh_offset + k * sizeof sym, sizeof sym);
+                if (sym.st_name >= str.sh_size || str.sh_size - sym.st_name < len ||
+                    memcmp(names + sym.st_name, name, len) != 0)
+                    continue;
+                if (sym.st_shndx == SHN_UNDEF || sym.st_shndx == SHN_ABS ||
+                    ELF64_ST_TYPE(sym.st_info) != STT_OBJECT)
+                    continue; /* a reference to it, not its definition */
+                out->value = sym.st_value;
+                out->size = sym.st_size;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int elf_lookup(int fd, const char *name, struct elf_symbol *out)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr))
+        return 0;
+    size_t bytes = (size_t)st.st_size;
+    void *f = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (f == MAP_FAILED)
+        return 0;
+    int found = elf_lookup_in(f, bytes, name, out);
+    munmap(f, bytes);
+    return found;
+}
+
+/* ---- the process's caches ---------------------------------------------------------------- */
+
+/* A growing buffer. Invariant: p has room for cap bytes (NULL when cap is 0). */
+struct buf {
+    void *p;
+    size_t cap;
+};
+
+/* b with room for at least bytes; NULL when out of memory. */
+static void *buf_want(struct buf *b, size_t bytes)
+{
+    if (bytes > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < bytes)
+            cap *= 2;
+        void *p = realloc(b->p, cap);
+        if (!p)
+            return NULL;
+        b->p = p;
+        b->cap = cap;
+    }
+    return b->p;
+}
+
+/* The thread caches walked at most (a list that a torn read made a cycle ends). */
+#define TCACHE_WALK_MAX 1000000u
+/* A definition of the symbol in more files than this: the rest are not looked at. */
+#define MAX_CANDIDATES 16
+
+/*
+ * A process being read. Invariants once target_open succeeded: map is its uslab's map
+ * (magic, version, size and offsets checked), at map_addr; after a snapshot, header and
+ * records[0 .. header.ncaches) are its caches in use at updated_ms, in id order.
+ */
+struct target {
+    struct proc_info proc;
+    uint64_t map_addr;
+    struct usi_introspect map;
+    size_t tc_bytes; /* the part of a thread cache read before its pairs */
+    uint64_t snapshots;
+    struct usi_live_header header;
+    struct usi_live_cache *records;
+    /* Buffers of the snapshot: the cache table, the caches read, the ids they were read
+     * for, per record the objects out of the slabs and those in threads' magazines, a
+     * thread cache's head, its pairs, their magazines' rounds, the reads. */
+    struct buf table, caches, ids, recs, out, thread_cached, tc, pairs, pending, rounds, items,
+        items2, pair_rec, item2_src;
+    int exited;     /* the process exited (or never was) */
+    char why[1024]; /* what went wrong, for the caller to print after "uslab: " */
+};
+
+static void target_close(struct target *t)
+{
+    struct buf *all[] = {&t->table,         &t->caches, &t->ids,      &t->recs,     &t->out,
+                         &t->thread_cached, &t->tc,     &t->pairs,    &t->pending,  &t->rounds,
+                         &t->items,         &t->items2, &t->pair_rec, &t->item2_src};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]->p);
+    memset(t, 0, sizeof *t);
+}
+
+/* t->why for a read of `what` that failed with errno; -1. */
+static int read_failed(struct target *t, const char *what)
+{
+    if (errno == ESRCH) {
+        t->exited = 1;
+        snprintf(t->why, sizeof t->why, "process %d (%s) exited while it was read", t->proc.pid,
+                 t->proc.comm);
+    } else if (errno == EPERM || errno == EACCES) {
+        explain_denied(&t->proc, t->why, sizeof t->why);
+    } else {
+        snprintf(t->why, sizeof t->why, "cannot read %s of process %d (%s): %s", what, t->proc.pid,
+                 t->proc.comm, strerror(errno));
     }
     return -1;
+}
+
+static int out_of_memory(struct target *t)
+{
+    snprintf(t->why, sizeof t->why, "out of memory");
+    return -1;
+}
+
+#define FITS(offset, width, total) ((uint64_t)(offset) + (width) <= (uint64_t)(total))
+
+/* Whether the map's geometry is one this reader can use safely: every field it names lies
+ * in the structure it is read from. NULL, or what is wrong. Sets *tc_bytes. */
+static const char *map_check(const struct usi_introspect *m, size_t *tc_bytes)
+{
+    if (m->max_ids == 0 || m->max_ids > (1u << 24))
+        return "the size of the cache table";
+    if (m->page_size == 0 || (m->page_size & (m->page_size - 1)))
+        return "the page size";
+    if (m->cache_bytes == 0 || m->cache_bytes > (1u << 20))
+        return "the size of a cache";
+    const uint32_t wide[] = {
+        m->c_id,           m->c_size,          m->c_stride,        m->c_slab_size, m->c_slab_inuse,
+        m->c_depot_rounds, m->c_touched,       m->c_slab_takes,    m->c_slab_puts, m->c_depot_in,
+        m->c_depot_out,    m->c_slabs_created, m->c_slabs_released};
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+        if (!FITS(wide[i], 8, m->cache_bytes))
+            return "the offsets of a cache's fields";
+    if (!FITS(m->c_nobjs, 4, m->cache_bytes) || !FITS(m->c_mag_capacity, 4, m->cache_bytes) ||
+        !FITS(m->c_debug, 4, m->cache_bytes) || !FITS(m->c_name, 32, m->cache_bytes) ||
+        !FITS(m->c_lists + 2 * (uint64_t)m->list_bytes + m->list_count, 8, m->cache_bytes))
+        return "the offsets of a cache's fields";
+    if (m->pair_bytes == 0 || m->pair_bytes > (1u << 16) || !FITS(m->p_top, 8, m->pair_bytes) ||
+        !FITS(m->p_base, 8, m->pair_bytes) || !FITS(m->p_prev, 8, m->pair_bytes) ||
+        m->m_rounds > (1u << 20))
+        return "the offsets of a magazine pair's fields";
+    if (m->t_pair_pages_words == 0 || m->t_pair_pages_words > (1u << 16))
+        return "the size of a thread cache's page bitmap";
+    uint64_t need = (uint64_t)m->t_pair_pages + (uint64_t)m->t_pair_pages_words * 8;
+    if (need < (uint64_t)m->t_next + 8)
+        need = (uint64_t)m->t_next + 8;
+    if (need < (uint64_t)m->t_npairs + 4)
+        need = (uint64_t)m->t_npairs + 4;
+    if (need > (1u << 22))
+        return "the offsets of a thread cache's fields";
+    *tc_bytes = (size_t)need;
+    return NULL;
+}
+
+/* Where the process's uslab map is: each file it maps that defines USI_INTROSPECT_SYMBOL,
+ * in cands (at most MAX_CANDIDATES): 0 and *n, or -1 with t->why. */
+static int find_map(struct target *t, uint64_t *cands, char **paths, size_t *n)
+{
+    struct mapped_file *files;
+    size_t nfiles;
+    *n = 0;
+    if (read_maps(t->proc.pid, &files, &nfiles) != 0) {
+        if (errno == ENOENT || errno == ESRCH) {
+            t->exited = 1;
+            snprintf(t->why, sizeof t->why, "process %d (%s) has exited", t->proc.pid,
+                     t->proc.comm);
+        } else if (errno == EACCES || errno == EPERM) {
+            explain_denied(&t->proc, t->why, sizeof t->why);
+        } else {
+            snprintf(t->why, sizeof t->why, "cannot read /proc/%d/maps: %s", t->proc.pid,
+                     strerror(errno));
+        }
+        return -1;
+    }
+    for (size_t i = 0; i < nfiles && *n < MAX_CANDIDATES; i++) {
+        const struct mapped_file *mf = &files[i];
+        if (!mf->has_base)
+            continue;
+        int fd = open_mapped(t->proc.pid, mf);
+        if (fd < 0)
+            continue;
+        struct elf_symbol s;
+        if (elf_lookup(fd, USI_INTROSPECT_SYMBOL, &s) && s.size >= 8) {
+            cands[*n] = s.dyn ? mf->base - s.first_load + s.value : s.value;
+            paths[*n] = strdup(mf->path);
+            (*n)++;
+        }
+        close(fd);
+    }
+    free_maps(files, nfiles);
+    return 0;
+}
+
+/* Opens process pid for reading: finds its map and checks it. 0, or -1 with t->why. */
+static int target_open(int pid, struct target *t)
+{
+    memset(t, 0, sizeof *t);
+    if (proc_read(pid, &t->proc) != 0) {
+        t->exited = errno == ENOENT;
+        if (errno == ENOENT)
+            snprintf(t->why, sizeof t->why, "no process %d", pid);
+        else
+            snprintf(t->why, sizeof t->why, "cannot read /proc/%d/stat: %s", pid, strerror(errno));
+        return -1;
+    }
+    if (proc_exited(&t->proc)) {
+        t->exited = 1;
+        snprintf(t->why, sizeof t->why, "process %d (%s) has exited", pid, t->proc.comm);
+        return -1;
+    }
+    uint64_t cands[MAX_CANDIDATES];
+    char *paths[MAX_CANDIDATES];
+    size_t n;
+    if (find_map(t, cands, paths, &n) != 0)
+        return -1;
+    /* The one the process uses: a copy relocation leaves the library's own copy blank and
+     * fills the program's; so the best of them, by magic, ready and version. */
+    int best = -1, best_score = -1, rc = 0;
+    const char *path = NULL;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct usi_introspect m;
+        memset(&m, 0, sizeof m);
+        if (remote_read(pid, cands[i], &m, sizeof m) != 0) {
+            if (errno != EFAULT)
+                rc = read_failed(t, "uslab's map");
+            continue;
+        }
+        /* 0: not uslab's map; 1: blank (not filled yet); 2 and more: uslab's. */
+        static const char blank[sizeof m.magic];
+        int score = memcmp(m.magic, USI_INTROSPECT_MAGIC, sizeof m.magic) == 0
+                        ? 2 + 2 * (m.ready == 1) + 4 * (m.version == USI_INTROSPECT_VERSION)
+                        : memcmp(m.magic, blank, sizeof m.magic) == 0;
+        if (score > best_score) {
+            best = (int)i;
+            best_score = score;
+            t->map = m;
+            t->map_addr = cands[i];
+            path = paths[i];
+        }
+    }
+    char where[PATH_MAX + 32] = "";
+    if (path)
+        snprintf(where, sizeof where, "%s", path);
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    if (rc != 0)
+        return -1;
+    const struct usi_introspect *m = &t->map;
+    if (best < 0 && n > 0) {
+        snprintf(t->why, sizeof t->why,
+                 "process %d (%s): %s, which its files define, is not mapped where their symbol "
+                 "tables put it",
+                 pid, t->proc.comm, USI_INTROSPECT_SYMBOL);
+        return -1;
+    }
+    if (best < 0) {
+        snprintf(t->why, sizeof t->why,
+                 "process %d (%s) does not use uslab: no file it maps defines %s (a program "
+                 "linked with libuslab.a keeps it in its symbol table unless stripped)",
+                 pid, t->proc.comm, USI_INTROSPECT_SYMBOL);
+        return -1;
+    }
+    if (best_score == 0) {
+        snprintf(t->why, sizeof t->why,
+                 "process %d (%s): the object %s in %s is not uslab's map (no magic %s)", pid,
+                 t->proc.comm, USI_INTROSPECT_SYMBOL, where, USI_INTROSPECT_MAGIC);
+        return -1;
+    }
+    if (best_score == 1 || !m->ready) {
+        /* Blank until the library's initialisation, at the process's first allocation. */
+        snprintf(t->why, sizeof t->why,
+                 "process %d (%s) has not used the allocator yet: uslab starts at its first "
+                 "allocation (its map in %s is not filled); try again later",
+                 pid, t->proc.comm, where);
+        return -1;
+    }
+    if (m->version != USI_INTROSPECT_VERSION) {
+        snprintf(t->why, sizeof t->why,
+                 "process %d (%s) runs a uslab (%u.%u, %s) whose map is version %u; this uslab "
+                 "command reads version %u: use the uslab command of the same build as the "
+                 "process's library",
+                 pid, t->proc.comm, m->lib_version >> 16, m->lib_version & 0xffff, where,
+                 m->version, USI_INTROSPECT_VERSION);
+        return -1;
+    }
+    const char *bad = m->bytes != sizeof *m ? "its size" : map_check(m, &t->tc_bytes);
+    if (bad) {
+        snprintf(t->why, sizeof t->why,
+                 "process %d (%s): uslab's map in %s (version %u) is not one this uslab command "
+                 "can read (%s): use the uslab command of the same build as the process's "
+                 "library",
+                 pid, t->proc.comm, where, m->version, bad);
+        return -1;
+    }
+    if (!buf_want(&t->table, (size_t)m->max_ids * sizeof(uint64_t)) ||
+        !buf_want(&t->tc, t->tc_bytes))
+        return out_of_memory(t);
+    return 0;
 }
 
 static uint64_t monotonic_ms(void)
@@ -475,18 +764,188 @@ static uint64_t monotonic_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Age of the snapshot in ms (0 if the clocks disagree). */
-static uint64_t page_age_ms(const struct page *pg)
+/* Adds the objects in the threads' magazines to t->thread_cached, per record (as the
+ * library's count_cached: in every thread cache, the pair of each cache in use, on a page
+ * its owner opened a pair on, when it has magazines: the loaded one's objects, top - base,
+ * and the previous one's rounds). 0, or -1 with t->why. */
+static int count_thread_caches(struct target *t, uint64_t tc, size_t nrec)
 {
-    uint64_t now = monotonic_ms();
-    return now > pg->header.updated_ms ? now - pg->header.updated_ms : 0;
+    const struct usi_introspect *m = &t->map;
+    int pid = t->proc.pid;
+    unsigned char *head = t->tc.p, *pairs = buf_want(&t->pairs, nrec * m->pair_bytes + 1);
+    uint64_t *pending = buf_want(&t->pending, nrec * sizeof *pending + 1);
+    uint32_t *rounds = buf_want(&t->rounds, nrec * sizeof *rounds + 1);
+    struct remote_item *items = buf_want(&t->items, nrec * sizeof *items + 1),
+                       *items2 = buf_want(&t->items2, nrec * sizeof *items2 + 1);
+    size_t *pair_rec = buf_want(&t->pair_rec, nrec * sizeof *pair_rec + 1),
+           *item2_src = buf_want(&t->item2_src, nrec * sizeof *item2_src + 1);
+    uint64_t *thread_cached = t->thread_cached.p;
+    if (!pairs || !pending || !rounds || !items || !items2 || !pair_rec || !item2_src)
+        return out_of_memory(t);
+    for (unsigned long walked = 0; tc && walked < TCACHE_WALK_MAX; walked++) {
+        if (remote_read(pid, tc, head, t->tc_bytes) != 0) {
+            if (errno == EFAULT)
+                break; /* its thread exited meanwhile: where the list went on is not known */
+            return read_failed(t, "a thread cache");
+        }
+        uint32_t npairs = get32(head, m->t_npairs);
+        uint64_t next = get64(head, m->t_next);
+        size_t k = 0;
+        for (size_t r = 0; r < nrec; r++) {
+            uint64_t id = t->records[r].id;
+            if (id >= npairs)
+                continue;
+            uint64_t offset = m->t_pairs + id * m->pair_bytes, page = offset / m->page_size;
+            if (page / 64 >= m->t_pair_pages_words ||
+                !((get64(head, m->t_pair_pages + (uint32_t)(page / 64) * 8) >> (page % 64)) & 1))
+                continue; /* a page of blank pairs: not read (nor made resident) */
+            items[k] =
+                (struct remote_item){tc + offset, pairs + k * m->pair_bytes, m->pair_bytes, 0};
+            pair_rec[k++] = r;
+        }
+        if (remote_read_items(pid, items, k) != 0)
+            return read_failed(t, "a thread's magazines");
+        size_t k2 = 0;
+        for (size_t i = 0; i < k; i++) {
+            const unsigned char *pair = items[i].buf;
+            uint64_t prev = get64(pair, m->p_prev);
+            if (!items[i].ok || !prev)
+                continue;
+            uint64_t top = get64(pair, m->p_top), base = get64(pair, m->p_base);
+            pending[i] = top >= base ? (top - base) / sizeof(void *) : 0;
+            items2[k2] = (struct remote_item){prev + m->m_rounds, &rounds[k2], sizeof *rounds, 0};
+            item2_src[k2++] = i;
+        }
+        if (remote_read_items(pid, items2, k2) != 0)
+            return read_failed(t, "a thread's magazines");
+        for (size_t j = 0; j < k2; j++)
+            if (items2[j].ok)
+                thread_cached[pair_rec[item2_src[j]]] += pending[item2_src[j]] + rounds[j];
+        tc = next;
+    }
+    return 0;
 }
 
-/* Whether the page's process still runs (not exited, not another process with its pid). */
-static int page_process_alive(const struct page *pg)
+/* Reads the statistics of every cache in use now, into t->header and t->records, as the
+ * library's usi_live_snap_cache makes them (src/live.c: snap_counts, snap_finish): 0, or -1
+ * with t->why (t->exited when the process is gone). */
+static int target_snapshot(struct target *t)
+{
+    const struct usi_introspect *m = &t->map;
+    int pid = t->proc.pid;
+    /* The map again: it never changes, unless the process called exec meanwhile. */
+    struct usi_introspect again;
+    int rc = remote_read(pid, t->map_addr, &again, sizeof again);
+    if (rc != 0 && errno != EFAULT)
+        return read_failed(t, "uslab's map");
+    if (rc != 0 || memcmp(&again, m, sizeof again) != 0) {
+        snprintf(t->why, sizeof t->why,
+                 "process %d (%s) no longer has the uslab map it had (it called exec?)", pid,
+                 t->proc.comm);
+        return -1;
+    }
+    uint64_t tcaches = 0, reserved = 0, tcache_bytes = 0;
+    struct remote_item counters[] = {{m->tcaches, &tcaches, 8, 0},
+                                     {m->reserved, &reserved, 8, 0},
+                                     {m->tcache_bytes, &tcache_bytes, 8, 0}};
+    if (remote_read_items(pid, counters, 3) != 0)
+        return read_failed(t, "uslab's counters");
+    /* The cache table, once, then every cache in it. */
+    uint64_t *table = t->table.p;
+    if (remote_read(pid, m->caches, table, (size_t)m->max_ids * sizeof *table) != 0)
+        return read_failed(t, "the cache table");
+    size_t n = 0;
+    for (uint32_t id = 0; id < m->max_ids; id++)
+        n += table[id] != 0;
+    unsigned char *caches = buf_want(&t->caches, n * m->cache_bytes + 1);
+    uint64_t *ids = buf_want(&t->ids, n * sizeof *ids + 1);
+    struct remote_item *items = buf_want(&t->items, n * sizeof *items + 1);
+    t->records = buf_want(&t->recs, n * sizeof *t->records + 1);
+    uint64_t *out = buf_want(&t->out, n * sizeof *out + 1),
+             *thread_cached = buf_want(&t->thread_cached, n * sizeof *thread_cached + 1);
+    if (!caches || !ids || !items || !t->records || !out || !thread_cached)
+        return out_of_memory(t);
+    n = 0;
+    for (uint32_t id = 0; id < m->max_ids; id++)
+        if (table[id]) {
+            items[n] =
+                (struct remote_item){table[id], caches + n * m->cache_bytes, m->cache_bytes, 0};
+            ids[n++] = id;
+        }
+    if (remote_read_items(pid, items, n) != 0)
+        return read_failed(t, "the caches");
+    size_t nrec = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *c = items[i].buf;
+        /* Not read, or not the cache of its slot any more (destroyed, its id reused). */
+        if (!items[i].ok || get64(c, m->c_id) != ids[i])
+            continue;
+        struct usi_live_cache *r = &t->records[nrec];
+        memset(r, 0, sizeof *r);
+        /* snap_counts */
+        r->partial = get64(c, m->c_lists + 0 * m->list_bytes + m->list_count);
+        r->full = get64(c, m->c_lists + 1 * m->list_bytes + m->list_count);
+        r->empty = get64(c, m->c_lists + 2 * m->list_bytes + m->list_count);
+        r->cached_depot = get64(c, m->c_depot_rounds);
+        r->resident_bytes = get64(c, m->c_touched);
+        r->slab_takes = get64(c, m->c_slab_takes);
+        r->slab_puts = get64(c, m->c_slab_puts);
+        r->depot_in = get64(c, m->c_depot_in);
+        r->depot_out = get64(c, m->c_depot_out);
+        r->slabs_created = get64(c, m->c_slabs_created);
+        r->slabs_released = get64(c, m->c_slabs_released);
+        out[nrec] = get64(c, m->c_slab_inuse);
+        /* snap_finish, but the threads' part (below) */
+        memcpy(r->name, c + m->c_name, sizeof r->name);
+        r->name[sizeof r->name - 1] = '\0';
+        r->id = ids[i];
+        r->object_size = get64(c, m->c_size);
+        r->stride = get64(c, m->c_stride);
+        r->slab_size = get64(c, m->c_slab_size);
+        r->objs_per_slab = get32(c, m->c_nobjs);
+        r->slabs = r->partial + r->full + r->empty;
+        r->total_objects = r->slabs * r->objs_per_slab;
+        r->magazine = get32(c, m->c_mag_capacity);
+        r->debug = get32(c, m->c_debug);
+        if (r->slabs != 0 || out[nrec] != 0) { /* in use */
+            thread_cached[nrec] = 0;
+            nrec++;
+        }
+    }
+    if (count_thread_caches(t, tcaches, nrec) != 0)
+        return -1;
+    for (size_t i = 0; i < nrec; i++) {
+        /* The threads' part, read while they go on: clamped to what is out of the slabs
+         * and not in the depot, so that the counts add up (as snap_finish). */
+        struct usi_live_cache *r = &t->records[i];
+        uint64_t room = out[i] > r->cached_depot ? out[i] - r->cached_depot : 0;
+        r->cached_thread = thread_cached[i] < room ? thread_cached[i] : room;
+        r->active = room - r->cached_thread;
+    }
+    memset(&t->header, 0, sizeof t->header);
+    t->header.pid = pid;
+    t->header.lib_version = m->lib_version;
+    t->header.ncaches = t->header.caches_in_use = (uint32_t)nrec;
+    t->header.reserved_bytes = reserved;
+    t->header.thread_cache_bytes = tcache_bytes;
+    t->header.thread_cache_max = m->tcache_max;
+    t->header.updated_ms = monotonic_ms();
+    t->header.updates = ++t->snapshots;
+    return 0;
+}
+
+/* Age of the snapshot in ms. */
+static uint64_t snapshot_age_ms(const struct target *t)
+{
+    uint64_t now = monotonic_ms();
+    return now > t->header.updated_ms ? now - t->header.updated_ms : 0;
+}
+
+/* Whether the process still runs (not exited, not another process with its pid). */
+static int target_alive(const struct target *t)
 {
     struct proc_info p;
-    return proc_read(pg->proc.pid, &p) == 0 && !proc_exited(&p) && p.start == pg->proc.start;
+    return proc_read(t->proc.pid, &p) == 0 && !proc_exited(&p) && p.start == t->proc.start;
 }
 
 static int parse_pid(const char *command, const char *arg)
@@ -518,12 +977,10 @@ int cmd_stats(int argc, char **argv)
     }
     if (!pid)
         usage_error("stats", "stats: which process? (a PID)");
-    struct page pg;
-    if (page_open(pid, &pg) != 0)
-        return 1;
-    if (page_read(&pg) != 0) {
-        fprintf(stderr, "uslab: the page of process %d never held still\n", pid);
-        page_close(&pg);
+    struct target t;
+    if (target_open(pid, &t) != 0 || target_snapshot(&t) != 0) {
+        fprintf(stderr, "uslab: %s\n", t.why);
+        target_close(&t);
         return 1;
     }
     if (json) {
@@ -532,30 +989,25 @@ int cmd_stats(int argc, char **argv)
         size_t len = 0;
         FILE *m = open_memstream(&text, &len);
         if (!m) {
-            page_close(&pg);
+            target_close(&t);
             return 1;
         }
         fprintf(m, ",\"pid\":%d,\"command\":\"", pid);
-        usi_statsfmt_json_string(m, pg.proc.comm);
+        usi_statsfmt_json_string(m, t.proc.comm);
         fprintf(m,
                 "\",\"updated_ms_ago\":%" PRIu64 ",\"updates\":%" PRIu64
                 ",\"caches_in_use\":%u,\"caches_shown\":%u",
-                page_age_ms(&pg), pg.header.updates, pg.header.caches_in_use, pg.header.ncaches);
+                snapshot_age_ms(&t), t.header.updates, t.header.caches_in_use, t.header.ncaches);
         fclose(m);
-        usi_statsfmt_json(stdout, &pg.header, pg.records, pg.header.ncaches, text);
+        usi_statsfmt_json(stdout, &t.header, t.records, t.header.ncaches, text);
         free(text);
     } else {
-        printf("process %d (%s), statistics of %.1f s ago (%" PRIu64 " updates)", pid, pg.proc.comm,
-               (double)page_age_ms(&pg) / 1000.0, pg.header.updates);
-        if (pg.header.caches_in_use > pg.header.ncaches)
-            printf("; %u of %u caches in use shown", pg.header.ncaches, pg.header.caches_in_use);
-        putchar('\n');
-        usi_statsfmt_table(stdout, &pg.header, pg.records, pg.header.ncaches);
+        printf("process %d (%s), statistics read from its memory now\n", pid, t.proc.comm);
+        usi_statsfmt_table(stdout, &t.header, t.records, t.header.ncaches);
     }
-    page_close(&pg);
+    target_close(&t);
     return fflush(stdout) == 0 ? 0 : 1;
 }
-
 /* ---- uslab top PID ----------------------------------------------------------------------- */
 
 /* A row of the view: a record and its churn since the previous refresh. Invariant: churn
@@ -768,13 +1220,13 @@ __attribute__((format(printf, 2, 3))) static void screen_line(struct screen *s, 
     fprintf(s->f, "%s%s%s", line, s->ansi ? "\033[K" : "", last && s->ansi ? "" : "\n");
 }
 
-/* The rows of the page's records, with churn against the previous refresh's records. */
-static size_t build_rows(const struct page *pg, const struct usi_live_cache *prev, size_t nprev,
+/* The rows of the snapshot's records, with churn against the previous refresh's records. */
+static size_t build_rows(const struct target *tg, const struct usi_live_cache *prev, size_t nprev,
                          struct row *rows)
 {
-    size_t n = pg->header.ncaches;
+    size_t n = tg->header.ncaches;
     for (size_t i = 0; i < n; i++) {
-        const struct usi_live_cache *c = &pg->records[i];
+        const struct usi_live_cache *c = &tg->records[i];
         rows[i] = (struct row){c, 0, 0};
         for (size_t j = 0; j < nprev; j++)
             if (prev[j].id == c->id && !strcmp(prev[j].name, c->name) &&
@@ -787,8 +1239,8 @@ static size_t build_rows(const struct page *pg, const struct usi_live_cache *pre
     return n;
 }
 
-static void draw(struct screen *s, const struct page *pg, struct row *rows, size_t n, double delay,
-                 int have_prev)
+static void draw(struct screen *s, const struct target *tg, struct row *rows, size_t n,
+                 double delay, int have_prev)
 {
     uint64_t active = 0, total = 0, slabs = 0, empty = 0, active_bytes = 0, space = 0;
     uint64_t resident = 0, thread = 0, depot = 0, churn = 0, min = 0, max = 0, sum = 0;
@@ -809,11 +1261,8 @@ static void draw(struct screen *s, const struct page *pg, struct row *rows, size
         sum += c->object_size;
     }
     char a[32], b[32], m[32];
-    screen_line(s,
-                "uslab top - pid %d (%s) - %u caches in use%s - updated %.1f s ago - every %.1f s",
-                pg->proc.pid, pg->proc.comm, pg->header.caches_in_use,
-                pg->header.caches_in_use > n ? " (not all shown)" : "",
-                (double)page_age_ms(pg) / 1000.0, delay);
+    screen_line(s, "uslab top - pid %d (%s) - %u caches in use - every %.1f s", tg->proc.pid,
+                tg->proc.comm, tg->header.caches_in_use, delay);
     screen_line(s, " Active / Total Objects (%% used)    : %" PRIu64 " / %" PRIu64 " (%.1f%%)",
                 active, total, percent(active, total));
     screen_line(s, " Active / Total Slabs (%% used)      : %" PRIu64 " / %" PRIu64 " (%.1f%%)",
@@ -822,7 +1271,7 @@ static void draw(struct screen *s, const struct page *pg, struct row *rows, size
                 human(a, sizeof a, active_bytes), human(b, sizeof b, space),
                 percent(active_bytes, space));
     screen_line(s, " Resident / Reserved                : %s / %s", human(a, sizeof a, resident),
-                human(b, sizeof b, pg->header.reserved_bytes));
+                human(b, sizeof b, tg->header.reserved_bytes));
     screen_line(s,
                 " Cached in magazines                : %" PRIu64 " (threads %" PRIu64
                 ", depots %" PRIu64 ")",
@@ -932,15 +1381,15 @@ int cmd_top(int argc, char **argv)
     }
     if (!pid)
         usage_error("top", "top: which process? (a PID)");
-    struct page pg;
-    if (page_open(pid, &pg) != 0)
-        return 1;
-    struct usi_live_cache *prev = calloc(pg.capacity ? pg.capacity : 1, sizeof *prev);
-    struct row *rows = calloc(pg.capacity ? pg.capacity : 1, sizeof *rows);
-    if (!prev || !rows) {
-        fputs("uslab: out of memory\n", stderr);
+    struct target tg;
+    if (target_open(pid, &tg) != 0) {
+        fprintf(stderr, "uslab: %s\n", tg.why);
+        target_close(&tg);
         return 1;
     }
+    struct buf prev_buf = {0}, rows_buf = {0};
+    struct usi_live_cache *prev = NULL;
+    struct row *rows = NULL;
     size_t nprev = 0;
     int have_prev = 0;
     term.interactive = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
@@ -959,24 +1408,36 @@ int cmd_top(int argc, char **argv)
         if (now >= next_refresh || redraw || signal_resize) {
             int refresh = now >= next_refresh;
             redraw = signal_resize = 0;
-            if (refresh && !page_process_alive(&pg)) {
+            if (refresh && !target_alive(&tg)) {
                 exited = 1;
                 break;
             }
             if (refresh) {
-                memcpy(prev, pg.records, pg.header.ncaches * sizeof *prev);
-                nprev = pg.header.ncaches;
+                nprev = tg.header.ncaches;
+                prev = buf_want(&prev_buf, nprev * sizeof *prev + 1);
+                if (!prev) {
+                    snprintf(tg.why, sizeof tg.why, "out of memory");
+                    status = 1;
+                    break;
+                }
+                if (nprev)
+                    memcpy(prev, tg.records, nprev * sizeof *prev);
                 have_prev = frame > 0;
-                if (page_read(&pg) != 0) {
-                    terminal_restore();
-                    fprintf(stderr, "uslab: the page of process %d never held still\n", pid);
+                if (target_snapshot(&tg) != 0) {
+                    exited = tg.exited;
+                    status = !exited;
+                    break;
+                }
+                rows = buf_want(&rows_buf, tg.header.ncaches * sizeof *rows + 1);
+                if (!rows) {
+                    snprintf(tg.why, sizeof tg.why, "out of memory");
                     status = 1;
                     break;
                 }
                 next_refresh = now + (uint64_t)(delay * 1000.0);
                 frame++;
             }
-            size_t n = build_rows(&pg, prev, have_prev ? nprev : 0, rows);
+            size_t n = build_rows(&tg, prev, have_prev ? nprev : 0, rows);
             qsort(rows, n, sizeof *rows, row_cmp);
             char *text = NULL;
             size_t len = 0;
@@ -985,7 +1446,7 @@ int cmd_top(int argc, char **argv)
                 break;
             if (term.interactive)
                 terminal_size(&s.rows, &s.cols);
-            draw(&s, &pg, rows, n, delay, have_prev);
+            draw(&s, &tg, rows, n, delay, have_prev);
             fclose(s.f);
             if (term.interactive)
                 fputs("\033[H", stdout);
@@ -1006,10 +1467,12 @@ int cmd_top(int argc, char **argv)
     }
     terminal_restore();
     if (exited)
-        printf("uslab top: process %d (%s) has exited\n", pid, pg.proc.comm);
-    free(prev);
-    free(rows);
-    page_close(&pg);
+        printf("uslab top: process %d (%s) has exited\n", pid, tg.proc.comm);
+    else if (status)
+        fprintf(stderr, "uslab: %s\n", tg.why);
+    free(prev_buf.p);
+    free(rows_buf.p);
+    target_close(&tg);
     if (signal_quit)
         return 128 + signal_quit;
     return status;

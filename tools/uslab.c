@@ -106,10 +106,6 @@ static const struct tool_option run_options[] = {
      "Set `USLAB_CLASSES=FILE`: use the size classes of FILE (from `uslab "
      "profile`).",
      NULL},
-    {"--live",
-     "Set `USLAB_LIVE=always`: publish live statistics for `uslab stats` and `uslab top` from "
-     "the program's first slow path on (by default, once it has allocated for a second).",
-     NULL},
     {"--preload=PATH", "Use PATH as the preload library (see PRELOAD LIBRARY in `uslab --help`).",
      NULL},
     {"--env NAME=VALUE, --env=NAME=VALUE",
@@ -137,7 +133,8 @@ static const struct tool_option profile_options[] = {
 static const struct tool_option stats_options[] = {
     {"--json",
      "Print JSON: the object of `uslab_stats_print`'s JSON with the process's `pid`, "
-     "`updated_ms_ago`, `updates` and `caches_in_use` added, and per cache the cumulative "
+     "`command`, `updated_ms_ago` (0: read now), `updates` (1) and `caches_in_use` added, and per "
+     "cache the cumulative "
      "counts `slab_takes`, `slab_puts`, `depot_in` and `depot_out`.",
      NULL},
     HELP_OPTION,
@@ -194,22 +191,25 @@ static const struct tool_command commands[] = {
      "(the file is written all the same), else 0.",
      profile_options, cmd_profile},
     {"stats", NULL, "PID [--json]",
-     "Print once the statistics of every cache of process PID, a process of yours running with "
-     "uslab: the table of `uslab_stats_print` (with Resident, the pages its slabs' objects "
-     "have used), or JSON. They come from the process's live statistics page "
-     "(`/dev/shm/uslab.UID.PID`, see `USLAB_LIVE`), which it refreshes at most every 0.2 s on "
-     "its slow paths and by its purger thread, and at once in `uslab_reap` and "
-     "`uslab_cache_reap`. Exits 1 with a message when PID is no process, another user's, does "
-     "not use uslab, or has no page.",
+     "Print once the statistics of every cache of process PID, a process running with uslab "
+     "(preloaded, under `uslab run`, or linked with it): the table of `uslab_stats_print` "
+     "(with Resident, the pages its slabs' objects have used), or JSON. They are read from the "
+     "process's memory (process_vm_readv), current to the moment, also for a process that has "
+     "been idle for hours: the process keeps no file and runs no code for it. Reading another "
+     "process's memory needs what a debugger needs: a process of yours, or root (and "
+     "`/proc/sys/kernel/yama/ptrace_scope` may ask for more). Exits 1 with a message when PID "
+     "is no process, does not use uslab or has not allocated yet, cannot be read (with the "
+     "reason and what to do), or runs a uslab of another build.",
      stats_options, cmd_stats},
     {"top", NULL, "PID [-d SECONDS] [-s KEY] [-n COUNT]",
-     "Show the caches of process PID, a process of yours running with uslab, in a refreshing "
+     "Show the caches of process PID, a process running with uslab, in a refreshing "
      "slabtop-style view: objects, active objects, object size, slabs, partial slabs, objects "
      "cached in magazines, resident bytes, and churn: the objects that went through a cache's "
      "depot or slab layer since the last refresh (magazine hits count nothing). Keys: the "
      "letters of -s change the order, q quits. The terminal is restored on exit, also after "
-     "SIGINT. When the process exits, top says so and exits. It reads the page `uslab stats` "
-     "reads; without a terminal it prints each refresh as plain text.",
+     "SIGINT. When the process exits, top says so and exits. Each refresh reads the process's "
+     "memory as `uslab stats` does (process_vm_readv), current to the moment, for a process of "
+     "yours (or as root); without a terminal it prints each refresh as plain text.",
      top_options, cmd_top},
     {"where", NULL, "[--preload=PATH]",
      "Print the path of the preload library `uslab run` would use (see PRELOAD LIBRARY in "
@@ -817,8 +817,6 @@ static int cmd_run(int argc, char **argv)
             usage_error("run", "--leaks: unknown format '%s' (want json)", arg + 8);
         } else if (!strcmp(arg, "--continue")) {
             set_env("USLAB_DEBUG_CONTINUE", "1");
-        } else if (!strcmp(arg, "--live")) {
-            set_env("USLAB_LIVE", "always");
         } else if ((v = option_value("run", argc, argv, &i, "--classes"))) {
             if (!*v)
                 usage_error("run", "--classes needs a file");
@@ -971,6 +969,18 @@ static int cmd_profile(int argc, char **argv)
     }
     char prefix[PATH_MAX + 16];
     snprintf(prefix, sizeof prefix, "%s/profile", dir);
+    /* The profile shim, beside the preload library: preloaded after it (its wrappers write
+     * the counts before _exit, exec, daemon and a seccomp filter, design §8). */
+    char shim[PATH_MAX];
+    const char *slash = strrchr(lib, '/');
+    int dirlen = slash ? (int)(slash - lib) : 1;
+    snprintf(shim, sizeof shim, "%.*s/libuslab-profile.so", dirlen, slash ? lib : ".");
+    int have_shim = access(shim, R_OK) == 0;
+    if (!have_shim)
+        fprintf(stderr,
+                "uslab profile: %s not found: the requests of a process that leaves by _exit "
+                "or exec are not counted\n",
+                shim);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "uslab profile: fork: %s\n", strerror(errno));
@@ -978,6 +988,8 @@ static int cmd_profile(int argc, char **argv)
         return 1;
     }
     if (pid == 0) {
+        if (have_shim)
+            set_ld_preload(shim);
         set_ld_preload(lib);
         set_env("USLAB_PROFILE", prefix);
         execvp(prog[0], prog);

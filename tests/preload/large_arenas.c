@@ -12,19 +12,19 @@
  *  - `trim`: the threads stay alive, waiting; the main thread calls malloc_trim(0) once,
  *    and resident memory must be back within SLACK_MIB of where it was before the threads;
  *  - `idle`: the same, with no call: the purger thread's idle trim must give it back
- *    (the test polls the resident size, with no malloc in between, for up to 60 s);
- *  - `joined`: the threads free their blocks and exit, and are joined; then as `idle`
- *    (the purger thread must stay for the trim, although one thread is left).
+ *    (the test polls the resident size, with no malloc in between, for up to 60 s; run
+ *    with USLAB_PURGER=thread: without it, nothing runs while every thread idles);
+ *  - `joined`: the threads free their blocks and exit, and are joined; then as `idle`,
+ *    with no purger thread: each thread's exit gives back what it freed (issue 37).
  *  - `shrunk` (session 17's memory-return audit): as `idle` until the frees are given
  *    back; then each thread grows BUILDERS blocks to 1 MiB by realloc, in turn in 64 KiB
  *    steps, shrinks each to 100 bytes and keeps it: the idle trim must give back the
  *    shrunk blocks' tails (a realloc scheduled none: they stayed resident for good);
  *  - `small`: THREADS threads each allocate PER_THREAD_MIB in blocks of 1 to 2 KiB, free
- *    them and exit, and are joined; the purger thread must give the slabs back before it
- *    leaves (it left as they became due: 4 threads of 50 MB kept 209 MB, glibc 8);
+ *    them and exit, and are joined: their exits must give the slabs back (4 threads of
+ *    50 MB once kept 209 MB, glibc 8);
  *  - `serial`: the same threads one after another, each joined before the next starts,
- *    and the main thread never calls malloc: never two users at once, so no purger was
- *    started, and nothing gave their memory back (a thread's exit now starts it).
+ *    and the main thread never calls malloc.
  * Run under glibc alone too (`_glibc`), which trims each arena at its frees.
  * Resident sizes are read with open/read only: no malloc, so no slow path of the main
  * thread that could run a pass inline.

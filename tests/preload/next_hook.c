@@ -3,7 +3,7 @@
  * next_hook.c - an interposer of pthread_create preloaded after uslab (wrap_create.c) must
  * still see every thread the program creates: uslab's hook calls the next definition in
  * lookup order, as dlsym(RTLD_NEXT) would give it, not glibc's directly (hooks.c finds it
- * in the loaded objects' symbol tables). Run with USLAB_PURGER=never (the purger's thread
+ * in the loaded objects' symbol tables). Run with USLAB_PURGER=inline (the purger's thread
  * would be one more). Prints "next_hook ok".
  */
 #define _GNU_SOURCE

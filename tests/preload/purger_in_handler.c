@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * purger_in_handler.c - a signal handler's free that is the kick starting the purger thread
- * (design §3), run under LD_PRELOAD with USLAB_PURGER=always, where the first free of a
+ * (design §3), run under LD_PRELOAD with USLAB_PURGER=thread, where the first free of a
  * large block is that kick.
  *
  * Before, the kick called pthread_create inside the handler. When the handler had
@@ -197,10 +197,15 @@ static int run_detached(void)
             pthread_create(&t, &a, nothing, NULL) != 0)
             FAIL("cannot start detached thread %d", k);
         pthread_attr_destroy(&a);
+        /* The purger thread (USLAB_PURGER=thread) may have started meanwhile from this
+         * thread's own slow paths, and then stays: one thread more is allowed; a purger
+         * started inside the exiting thread kept it, and the count, above that. */
+        const char *mode_env = getenv("USLAB_PURGER");
+        int slack = mode_env && strcmp(mode_env, "thread") == 0;
         int n = 0;
-        for (int i = 0; i < 1000 && (n = thread_count()) > before; i++)
+        for (int i = 0; i < 1000 && (n = thread_count()) > before + slack; i++)
             sleep_ms(10);
-        if (n > before)
+        if (n > before + slack)
             FAIL("detached thread %d never finished its exit (%d threads, %d before): a purger "
                  "started inside it",
                  k, n, before);
@@ -216,8 +221,8 @@ static int run_detached(void)
         FAIL("the exited threads kept mappings: %d after 20 threads, %d after 300", maps_early,
              maps_late);
     const char *purger = getenv("USLAB_PURGER");
-    if (!purger || strcmp(purger, "always") != 0)
-        return 0; /* no thread to wait for (USLAB_PURGER=never: the mappings only) */
+    if (!purger || strcmp(purger, "thread") != 0)
+        return 0; /* no thread to wait for (USLAB_PURGER=inline: the mappings only) */
     for (int i = 0; i < 2000; i++) {
         free_large();
         if (thread_count() > before) {

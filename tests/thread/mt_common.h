@@ -25,7 +25,7 @@
 #endif
 
 /* Starts a thread that uses the allocator and then waits, detached, until the process
- * exits. Under USLAB_PURGER=auto the purger thread runs only while at least two threads use
+ * exits. Under USLAB_PURGER=inline the purger thread runs only while at least two threads use
  * uslab (design §3): a thread started and joined first is no longer enough. */
 static inline void *mt_parked_main(void *arg)
 {

@@ -12,8 +12,8 @@
  *  shrink HOW     100,000 objects of 64 bytes cycled, then the working set shrinks to
  *                 1,000: the depot's idle magazines go back through the destructor within
  *                 a few purge intervals, on the purger thread (HOW `thread`: run with
- *                 USLAB_PURGER=always) or, in a process without one (`inline`:
- *                 USLAB_PURGER=never), in the cache's own allocation slow path.
+ *                 USLAB_PURGER=thread) or, in a process without one (`inline`:
+ *                 USLAB_PURGER=inline), in the cache's own allocation slow path.
  *
  * Each object carries the constructor's mark, checked at every allocation (the state the
  * constructor made, left by the previous user) and by the destructor. Passes: fewer than 1%

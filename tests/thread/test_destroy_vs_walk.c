@@ -7,7 +7,7 @@
  * magazines; before session 15 destroy moved those magazines meanwhile, and objects were
  * lost ("destroyed with N live objects"), freed to the wrong cache, or a magazine used
  * after it was given away (a helper's audit: 3-7 of 40 runs of its program). Destroy now
- * closes the cache to such walks first (docs/design.md §5). Run with USLAB_PURGER=always
+ * closes the cache to such walks first (docs/design.md §5). Run with USLAB_PURGER=thread
  * and USLAB_PURGE_DELAY=1 so that the purger thread walks all the time too. This stress of
  * the shape did not hit the old race in 12 runs; it checks that the closing keeps every
  * object accounted for under it.

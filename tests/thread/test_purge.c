@@ -6,10 +6,10 @@
  * delays (the purger flushes the unused depot magazines, then purges the idle slabs).
  * Also: while memory is reused quickly, nothing is purged (no refault churn).
  *
- * The purger is a thread only while two threads use uslab (USLAB_PURGER=auto, design §3):
- * by default this program starts one that allocates and then waits (mt_park_thread); with
- * the argument `always` it stays single-threaded (the test sets USLAB_PURGER=always).
- * Either way the purger thread must then exist (the process has three or two threads).
+ * Only with USLAB_PURGER=thread (the test sets it; design §3): by default this program
+ * starts a thread that allocates and then waits (mt_park_thread); with the argument
+ * `always` it stays single-threaded. Either way the purger thread must then exist (the
+ * process has three or two threads).
  */
 #include "mt_common.h"
 

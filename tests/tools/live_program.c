@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * live_program - a program whose heap changes in steps, for the tests of the live
- * statistics page (`uslab stats PID`, `uslab top PID`; live_test.py, docs/design.md §10.1).
+ * live_program - a program whose heap changes in steps, for the tests of `uslab stats PID`
+ * and `uslab top PID` (live_test.py, docs/design.md §10.1), which read its caches from
+ * outside with process_vm_readv.
  *
  * It reads commands from stdin, one per line, carries each out and answers on stdout with
  * one line, "ok ...", flushed: the test knows when a step is done. Commands:
@@ -12,19 +13,19 @@
  *   malloc SIZE N        malloc N blocks of SIZE bytes (kept)
  *   mfree SIZE N         free the N blocks of SIZE allocated last
  *   reap                 uslab_reap(): the calling thread's magazines and the depots back to
- *                        the slabs, and the live page published at once
- *   page                 "ok page 1" if /dev/shm/uslab.<euid>.<pid> exists, else "ok page 0"
- *   fork                 fork a child that allocates, reaps, answers "ok child PID page P"
- *                        (P: whether its own page exists then) and exits with exit(0); the
- *                        parent waits for it
+ *                        the slabs
  *   churn MS             malloc and free blocks of 48 to 96 bytes for MS milliseconds, and
  *                        keep one of each size, then "ok"
+ *   mapversion N         write N into the version field of uslab's map, `uslab_introspect`
+ *                        (a uint32 at offset 8, src/live.h), as a library of another layout
+ *                        would have it
  *   exit                 exit(0) (destructors run)
  * Started, it answers "ok pid PID".
  *
- * Not linked to uslab: the uslab_* functions are looked up with dlsym, so the program runs
- * under `uslab run` or LD_PRELOAD. Built with LIVE_LINKED, it calls them directly and is
- * linked with libuslab.a (a program linked with uslab; malloc is then uslab_malloc).
+ * Not linked to uslab: the uslab_* functions (and the map) are looked up with dlsym, so
+ * the program runs under `uslab run` or LD_PRELOAD. Built with LIVE_LINKED, it calls them
+ * directly and is linked with libuslab.a (a program linked with uslab; malloc is then
+ * uslab_malloc, and the map is a symbol of the program, in .symtab only).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -34,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +61,12 @@ static cache_t *cache_create(const char *name, size_t size)
 #define block_alloc uslab_malloc
 #define block_free  uslab_free
 static void bind_uslab(void) {}
+/* Its type is the library's (src/live.h): only its address is taken here. */
+extern struct usi_introspect uslab_introspect;
+static void *map_address(void)
+{
+    return &uslab_introspect;
+}
 #else
 static cache_t *(*create_fn)(const char *, size_t, size_t, void *, void *, void *, void *,
                              unsigned);
@@ -83,6 +89,11 @@ static void bind_uslab(void)
     *(void **)&reap = dlsym(RTLD_DEFAULT, "uslab_reap");
     if (!create_fn || !cache_alloc || !cache_free || !reap)
         die("uslab is not loaded (run it under uslab run or LD_PRELOAD)");
+}
+
+static void *map_address(void)
+{
+    return dlsym(RTLD_DEFAULT, "uslab_introspect");
 }
 #endif
 
@@ -128,13 +139,6 @@ static void *waiter(void *arg)
     for (;;)
         pause();
     return arg;
-}
-
-static int own_page_exists(void)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/dev/shm/uslab.%u.%d", (unsigned)geteuid(), (int)getpid());
-    return access(path, F_OK) == 0;
 }
 
 static uint64_t now_ms(void)
@@ -222,32 +226,18 @@ int main(void)
         } else if (!strcmp(cmd, "reap")) {
             reap();
             reply("ok reap");
-        } else if (!strcmp(cmd, "page")) {
-            reply("ok page %d", own_page_exists());
-        } else if (!strcmp(cmd, "fork")) {
-            fflush(stdout);
-            pid_t pid = fork();
-            if (pid < 0)
-                die("fork failed");
-            if (pid == 0) {
-                void *p[100];
-                for (int i = 0; i < 100; i++)
-                    p[i] = block_alloc(200);
-                for (int i = 0; i < 100; i++)
-                    block_free(p[i]);
-                reap();
-                reply("ok child %d page %d", (int)getpid(), own_page_exists());
-                exit(0);
-            }
-            int status;
-            if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
-                die("the child failed");
-            reply("ok fork");
+        } else if (!strcmp(cmd, "mapversion") && got >= 2) {
+            unsigned char *map = map_address();
+            if (!map)
+                die("mapversion: no uslab_introspect");
+            uint32_t version = (uint32_t)strtoul(name, NULL, 10);
+            memcpy(map + 8, &version, sizeof version);
+            reply("ok mapversion %u", (unsigned)version);
         } else if (!strcmp(cmd, "churn") && got >= 2) {
             uint64_t end = now_ms() + strtoul(name, NULL, 10);
             /* 768 blocks of each of 4 classes at once: more than a thread's two magazines
              * hold (256 each for these sizes, design §4), so magazines go through the depot
-             * (churn the page counts). */
+             * (churn the tool counts). */
             static void *p[3072];
             while (now_ms() < end) {
                 for (int i = 0; i < 3072; i++)
@@ -255,7 +245,7 @@ int main(void)
                 for (int i = 0; i < 3072; i++)
                     block_free(p[i]);
             }
-            /* One block of each class stays: the caches stay in use, on the page. */
+            /* One block of each class stays: the caches stay in use. */
             static void *kept[4];
             for (int i = 0; i < 4; i++)
                 if (!kept[i])

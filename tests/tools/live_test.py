@@ -1,47 +1,46 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""live_test.py CASE USLAB PROGRAM PRELOAD LINKED - tests of the live statistics page
-(issue 14, docs/design.md §10.1): `uslab stats PID` and `uslab top PID` against
-live_program, a program that changes its heap in steps it is told to take (one command per
-line on its stdin, one "ok ..." line back when the step is done).
+"""live_test.py CASE USLAB PROGRAM PRELOAD LINKED - tests of `uslab stats PID` and `uslab top
+PID` (issue 14, docs/design.md §10.1), which read a running process's caches from outside
+with process_vm_readv (the map `uslab_introspect`, src/live.h), against live_program, a
+program that changes its heap in steps it is told to take (one command per line on its
+stdin, one "ok ..." line back when the step is done).
 
 USLAB is build/uslab, PROGRAM live_program (not linked to uslab), PRELOAD
 libuslab-preload.so, LINKED live_program_linked (linked with libuslab.a). Cases:
 
   steps_run, steps_preload, steps_linked
       the figures `uslab stats PID --json` reads after each step against what the program
-      did: started by `uslab run` with a thread, by LD_PRELOAD without a thread (both
-      USLAB_LIVE=auto, the default), and linked with libuslab.a with a thread
-      (USLAB_LIVE=always, which the static archive needs)
-  not_uslab        a process without uslab, no process, a uslab process under auto that
-                   has not allocated for a second yet, one under `ulimit -f 50` and one
-                   under never: a clear
-                   message, exit 1, no page; a single-threaded process under auto makes its
-                   page by itself once it has allocated for a second
-  other_user       another user's process is refused (run as nobody with setpriv; skipped
-                   when not root), and so are pages of another owner or mode
-  leftovers        no page left after a normal exit, nor after fork children exit; the
-                   child never removes its parent's page
-  sigkill          the page of a SIGKILLed process is removed by the tool and by the next
-                   page made
+      did: started by `uslab run` with a thread, by LD_PRELOAD, and linked with libuslab.a
+  idle_preload, idle_linked
+      a process that allocated and then does nothing (no reap, no slow path, no thread):
+      its active objects exactly as many as it holds, those in its magazines counted apart
+  not_uslab        a process without uslab, no process: a clear message, exit 1; and a
+                   process that allocated for a while has no file in /dev/shm
+  version          a map of another version (the step mapversion): a clean refusal naming
+                   both versions, exit 1; the right version read again
+  other_user       the tool run as nobody against root's process: refused with the reason
+                   and the remedy (skipped when not root); root reads nobody's process
   top_keys         `uslab top` in tmux: header, rows, the sort changed by a key, q quits and
                    the terminal is restored
   top_exit         `uslab top` in tmux when the process exits: says so, exits 0
   top_sigint       `uslab top` in tmux, ^C: exits 130 with the terminal restored
   top_plain        `uslab top -n 2` without a terminal: two plain frames
 
-Nothing depends on timing thresholds: every step is acknowledged, the page is published at
-once by uslab_reap, and everything else is polled for with generous timeouts.
+Nothing depends on timing thresholds: every step is acknowledged, the figures are read at
+the moment, and everything else is polled for with generous timeouts.
 Exit 0 on success, 1 on failure, 77 when a case cannot run here.
 """
 
+import glob
 import json
 import os
 import pwd
+import re
 import shutil
-import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 TIMEOUT = 60  # seconds for anything polled for: generous, never a threshold of the test
@@ -66,8 +65,9 @@ def clean_env(extra=None):
     return env
 
 
-def page_path(pid, uid=None):
-    return f"/dev/shm/uslab.{os.geteuid() if uid is None else uid}.{pid}"
+def shm_files(pid):
+    """The files of /dev/shm named for process pid (a live statistics page of old)."""
+    return glob.glob(f"/dev/shm/uslab.*.{pid}")
 
 
 def wait_until(pred, what, timeout=TIMEOUT, interval=0.05):
@@ -108,14 +108,14 @@ class Program:
         self.proc.wait()
 
 
-def start(args, how, thread):
+def start(args, how, thread=False):
     """Starts live_program: how is run (uslab run), preload or linked."""
     if how == "run":
         p = Program([args.uslab, "run", "--", args.program], clean_env())
     elif how == "preload":
         p = Program([args.program], clean_env({"LD_PRELOAD": args.preload}))
     else:
-        p = Program([args.linked], clean_env({"USLAB_LIVE": "always"}))
+        p = Program([args.linked], clean_env())
     if thread:
         p.step("thread")
     return p
@@ -156,25 +156,28 @@ def check_cache(c, objects, objsize):
     check(c["resident_bytes"] <= c["slabs"] * c["slab_size"], f"{name}: resident above its slabs")
 
 
+def check_header(doc, pid):
+    u = doc["uslab"]
+    check(u["pid"] == pid, f"statistics of pid {u['pid']}, want {pid}")
+    check(u["updates"] == 1, f"one snapshot per `uslab stats`, not {u['updates']}")
+    check(u["caches_in_use"] == u["caches_shown"] == len(doc["caches"]),
+          f"caches in use {u['caches_in_use']}, shown {u['caches_shown']}, listed {len(doc['caches'])}")
+
+
 def case_steps(args, how):
-    p = start(args, how, thread=how != "preload")
+    p = start(args, how, thread=how == "run")
     try:
         for cmd in ["cache zz_many 24", "cache aa_few 100", "alloc zz_many 5000", "alloc aa_few 10",
                     "malloc 2500 300", "reap"]:
             p.step(cmd)
         doc = stats_json(args, p.pid)
-        u = doc["uslab"]
-        check(u["pid"] == p.pid, f"page of pid {u['pid']}, want {p.pid}")
-        check(u["updates"] >= 1 and u["caches_in_use"] >= len(doc["caches"]), "header counts")
+        check_header(doc, p.pid)
         c = caches_by_name(doc)
         for name in ("zz_many", "aa_few", "malloc-2560"):
             check(name in c, f"no cache {name} in {sorted(c)}")
         check_cache(c["zz_many"], 5000, 24)
         check_cache(c["aa_few"], 10, 100)
         check_cache(c["malloc-2560"], 300, 2560)
-        st = os.stat(page_path(p.pid))
-        check(st.st_uid == os.geteuid() and (st.st_mode & 0o777) == 0o600,
-              f"page owner {st.st_uid} mode {oct(st.st_mode)}")
         before = c
 
         p.step("free zz_many 3000")
@@ -192,7 +195,8 @@ def case_steps(args, how):
         rows = [line.split() for line in out.splitlines() if line.startswith("zz_many ")]
         check(len(rows) == 1 and rows[0][1] == "2000" and rows[0][2] == "24",
               f"the table's zz_many row: {rows}\n{out}")
-        check(out.splitlines()[1].startswith("Name") and "Slabs/Part/Cpu" in out, "table header")
+        check(out.splitlines()[0].startswith(f"process {p.pid} (") and
+              out.splitlines()[1].startswith("Name") and "Slabs/Part/Cpu" in out, "table header")
 
         p.step("mfree 2500 300")
         p.step("free aa_few 10")
@@ -208,15 +212,69 @@ def case_steps(args, how):
         p.step("churn 300")
         p.step("reap")
         after = stats_json(args, p.pid)
+        check_header(after, p.pid)
         a = caches_by_name(after)
         for name in ("malloc-48", "malloc-64", "malloc-80", "malloc-96"):
             check(name in a and a[name]["objects"] == 1, f"{name} after churn: {a.get(name)}")
             check(moved(a[name]) > (moved(c[name]) if name in c else 0),
                   f"{name}: the churn moved no object through its depot or slab layer")
-        check(after["uslab"]["updates"] > doc["uslab"]["updates"], "no update since the last reap")
+        check(not shm_files(p.pid), f"files in /dev/shm for the process: {shm_files(p.pid)}")
         p.step("exit")
         p.proc.wait(timeout=TIMEOUT)
-        check(not os.path.exists(page_path(p.pid)), "the page outlived its process")
+        rc, out, err = uslab(args, "stats", str(p.pid))
+        check(rc == 1 and "no process" in err, f"uslab stats after the exit: {rc} {err}")
+    finally:
+        p.finish()
+
+
+def check_counts(c):
+    """The identities of a snapshot (live.h): what is out of the slabs is active, in the
+    threads' magazines or in the depot; the slabs and their lists agree."""
+    name = c["name"]
+    check(c["objects"] + c["cached_thread"] + c["cached_depot"] == c["slab_takes"] - c["slab_puts"],
+          f"{name}: active {c['objects']} + threads {c['cached_thread']} + depot "
+          f"{c['cached_depot']} is not takes {c['slab_takes']} - puts {c['slab_puts']}")
+    check(c["total_objects"] == c["slabs"] * c["objs_per_slab"], f"{name}: total objects")
+    check(c["slabs"] == c["partial"] + c["full"] + c["empty"], f"{name}: slab lists")
+
+
+def malloc_class(caches, size):
+    """The name of the malloc class that holds blocks of `size` bytes: the smallest in use
+    at least that large (the test's own blocks keep it in use)."""
+    sizes = sorted(int(n[len("malloc-"):]) for n in caches
+                   if n.startswith("malloc-") and n[len("malloc-"):].isdigit())
+    fit = [s for s in sizes if s >= size]
+    check(fit, f"no malloc class of {size} bytes or more in {sorted(caches)}")
+    return f"malloc-{fit[0]}"
+
+
+def case_idle(args, how):
+    """A process that allocated, then sat idle: no reap, no slow path since, no thread. Its
+    figures are the moment's all the same, with the objects still in its magazines apart."""
+    p = start(args, how)
+    try:
+        p.step("malloc 100 10000")
+        p.step("cache idle_objs 64")
+        p.step("alloc idle_objs 5000")
+        time.sleep(2)  # idle: nothing the figures could wait for
+        doc = stats_json(args, p.pid)
+        check_header(doc, p.pid)
+        c = caches_by_name(doc)
+        cls = malloc_class(c, 100)
+        check(cls == "malloc-112", f"blocks of 100 bytes are in {cls}, want malloc-112")
+        check("idle_objs" in c, f"no cache idle_objs in {sorted(c)}")
+        for name, objects, objsize in ((cls, 10000, 112), ("idle_objs", 5000, 64)):
+            check(c[name]["objects"] == objects,
+                  f"{name}: {c[name]['objects']} active objects, the program holds {objects} "
+                  f"(threads' magazines {c[name]['cached_thread']}, depot {c[name]['cached_depot']})")
+            check(c[name]["objsize"] == objsize, f"{name}: object size {c[name]['objsize']}")
+            check_counts(c[name])
+        rc, out, err = uslab(args, "stats", str(p.pid))
+        check(rc == 0, f"uslab stats {p.pid} exited {rc}: {err}")
+        rows = {line.split()[0]: line.split() for line in out.splitlines()[2:] if line.split()}
+        check(rows.get(cls, [None, None])[1] == "10000" and rows.get("idle_objs", [None, None])[1] == "5000",
+              f"the table's rows of {cls} and idle_objs:\n{out}")
+        check(not shm_files(p.pid), f"files in /dev/shm for the process: {shm_files(p.pid)}")
     finally:
         p.finish()
 
@@ -225,7 +283,7 @@ def case_not_uslab(args):
     sleeper = subprocess.Popen(["sleep", "600"], env=clean_env())
     try:
         rc, out, err = uslab(args, "stats", str(sleeper.pid))
-        check(rc == 1 and "does not use uslab" in err, f"uslab stats of sleep: {rc} {err}")
+        check(rc == 1 and "does not use uslab" in err and out == "", f"uslab stats of sleep: {rc} {err}")
         rc, out, err = uslab(args, "top", str(sleeper.pid))
         check(rc == 1 and "does not use uslab" in err, f"uslab top of sleep: {rc} {err}")
     finally:
@@ -233,166 +291,91 @@ def case_not_uslab(args):
         sleeper.wait()
     rc, out, err = uslab(args, "stats", str(sleeper.pid))
     check(rc == 1 and "no process" in err, f"uslab stats of a dead pid: {rc} {err}")
-    # USLAB_LIVE=auto (the default): no page before the process has allocated for a second
-    # (checked only when the test itself took less than that, so a slow machine cannot
-    # fail it), then one made by a slow path, with no reap and no thread.
-    began = time.monotonic()
-    p = Program([args.program], clean_env({"LD_PRELOAD": args.preload}))
-    try:
-        p.step("cache few 64")
-        p.step("alloc few 100")
-        page = p.step("page")[2]
-        rc, out, err = uslab(args, "stats", str(p.pid))
-        if time.monotonic() - began < 0.9:
-            check(page == "0", "a page before the process's first second under auto")
-            check(rc == 1 and "uses uslab but has no live statistics page" in err and
-                  "allocated for a second" in err and "USLAB_LIVE=always" in err,
-                  f"uslab stats of a process in its first second: {rc} {err}")
-        p.step("churn 1500")
-        check(p.step("page")[2] == "1", "no page after a second and a half of allocation")
-        rc, out, err = uslab(args, "stats", str(p.pid), "--json")
-        check(rc == 0 and '"caches"' in out, f"uslab stats after a second: {rc} {err}")
-    finally:
-        p.finish()
-    # Under `ulimit -f 50` the page (104 KiB) cannot be made: no page, no SIGXFSZ, and the
-    # tool names the limit.
-    p = Program(["sh", "-c", 'ulimit -f 50 && exec "$0"', args.program],
-                clean_env({"LD_PRELOAD": args.preload, "USLAB_LIVE": "always"}))
-    try:
-        p.step("churn 200")
-        p.step("reap")
-        check(p.step("page")[2] == "0", "a page beyond the file size limit")
-        rc, out, err = uslab(args, "stats", str(p.pid))
-        check(rc == 1 and "file size limit" in err, f"uslab stats under ulimit -f: {rc} {err}")
-    finally:
-        p.finish()
-    # USLAB_LIVE=never: none even with threads.
-    p = Program([args.uslab, "run", "--env", "USLAB_LIVE=never", "--", args.program], clean_env())
-    try:
-        p.step("thread")
-        p.step("malloc 100 1000")
-        p.step("reap")
-        check(p.step("page")[2] == "0", "a page under USLAB_LIVE=never")
-        rc, out, err = uslab(args, "stats", str(p.pid))
-        check(rc == 1 and "USLAB_LIVE=never" in err, f"uslab stats under never: {rc} {err}")
-    finally:
-        p.finish()
+    rc, out, err = uslab(args, "top", "-n", "1", str(sleeper.pid))
+    check(rc == 1 and "no process" in err, f"uslab top of a dead pid: {rc} {err}")
+    # A process that has allocated for a while, on slow paths, preloaded and under `uslab
+    # run` with a thread: read all the same, and no file of it in /dev/shm (the process does
+    # nothing for the tool).
+    for how in ("preload", "run"):
+        p = start(args, how, thread=how == "run")
+        try:
+            p.step("churn 1500")
+            p.step("malloc 100 1000")
+            check(not shm_files(p.pid), f"{how}: files in /dev/shm for the process: {shm_files(p.pid)}")
+            doc = stats_json(args, p.pid)
+            check_header(doc, p.pid)
+            check(not shm_files(p.pid), f"{how}: files in /dev/shm after uslab stats: {shm_files(p.pid)}")
+        finally:
+            p.finish()
+
+
+def case_version(args):
+    """A map of another layout (its version changed in the process): refused, naming both
+    versions; read again once the version is back."""
+    for how in ("preload", "linked"):
+        p = start(args, how)
+        try:
+            p.step("malloc 100 10")
+            rc, out, err = uslab(args, "stats", str(p.pid))
+            check(rc == 0, f"{how}: uslab stats exited {rc}: {err}")
+            p.step("mapversion 7")
+            rc, out, err = uslab(args, "stats", str(p.pid))
+            versions = set(re.findall(r"version (\d+)", err))
+            check(rc == 1 and out == "" and "7" in versions and len(versions) == 2 and
+                  "same build" in err and err.count("\n") == 1,
+                  f"{how}: uslab stats of a map of version 7: {rc} {err!r}")
+            rc, out, err = uslab(args, "top", "-n", "1", str(p.pid))
+            check(rc == 1 and "version 7" in err, f"{how}: uslab top of a map of version 7: {rc} {err}")
+            ours = (versions - {"7"}).pop()
+            p.step(f"mapversion {ours}")
+            doc = stats_json(args, p.pid)
+            check_header(doc, p.pid)
+        finally:
+            p.finish()
 
 
 def case_other_user(args):
     if os.geteuid() != 0:
         raise Skip("not root: cannot start a process of another user here")
     if not shutil.which("setpriv"):
-        raise Skip("no setpriv to start a process as nobody")
+        raise Skip("no setpriv to run as nobody")
     nobody = pwd.getpwnam("nobody")
-    env = clean_env({"LD_PRELOAD": args.preload, "USLAB_LIVE": "always"})
-    argv = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
-            args.program]
+    as_nobody = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
+    # The tool as nobody against root's process: refused, with the reason and the remedy.
+    tmp = tempfile.mkdtemp(prefix="uslab-live-test-")
+    p = None
     try:
-        p = Program(argv, env)
+        os.chmod(tmp, 0o755)
+        tool = os.path.join(tmp, "uslab")
+        shutil.copy(args.uslab, tool)
+        os.chmod(tool, 0o755)
+        p = start(args, "preload")
+        p.step("malloc 100 1000")
+        for argv in (["stats", str(p.pid)], ["top", "-n", "1", str(p.pid)]):
+            r = subprocess.run(as_nobody + [tool, *argv], capture_output=True, text=True,
+                               env=clean_env(), timeout=TIMEOUT)
+            if r.returncode != 1 and "setpriv" in r.stderr:
+                raise Skip(f"cannot run as nobody: {r.stderr}")
+            check(r.returncode == 1 and r.stdout == "" and "another user" in r.stderr and
+                  "as root" in r.stderr and r.stderr.count("\n") == 1,
+                  f"uslab {argv[0]} of root's process as nobody: {r.returncode} {r.stderr!r}")
+    finally:
+        if p:
+            p.finish()
+        shutil.rmtree(tmp, ignore_errors=True)
+    # Root reads nobody's process.
+    try:
+        p = Program(as_nobody + [args.program], clean_env({"LD_PRELOAD": args.preload}))
     except Fail as e:
         raise Skip(f"cannot run live_program as nobody ({e})")
     try:
         p.step("malloc 100 1000")
-        p.step("reap")
-        check(p.step("page")[2] == "1", "nobody's process made no page")
-        st = os.stat(page_path(p.pid, nobody.pw_uid))
-        check(st.st_uid == nobody.pw_uid and (st.st_mode & 0o777) == 0o600,
-              f"nobody's page: owner {st.st_uid}, mode {oct(st.st_mode)}")
-        rc, out, err = uslab(args, "stats", str(p.pid))
-        check(rc == 1 and "not to you" in err and out == "", f"uslab stats of nobody's process: {rc} {err}")
-        rc, out, err = uslab(args, "top", "-n", "1", str(p.pid))
-        check(rc == 1 and "not to you" in err, f"uslab top of nobody's process: {rc} {err}")
-        p.step("exit")  # removes its page itself
-        p.proc.wait(timeout=TIMEOUT)
-        check(not os.path.exists(page_path(p.pid, nobody.pw_uid)), "nobody's page outlived it")
-    finally:
-        p.finish()
-        if os.path.exists(page_path(p.pid, nobody.pw_uid)):  # after a failure: not left
-            os.unlink(page_path(p.pid, nobody.pw_uid))
-    # Our own process, with a page file that is not ours, or that others may read.
-    p = Program([args.uslab, "run", "--", args.program], clean_env())  # one thread: no page
-    try:
-        path = page_path(p.pid)
-        for owner, mode, why in ((nobody.pw_uid, 0o600, "another user"), (0, 0o644, "others may read")):
-            with open(path, "wb") as f:
-                f.write(b"\0" * 4096)
-            os.chown(path, owner, -1)
-            os.chmod(path, mode)
-            rc, out, err = uslab(args, "stats", str(p.pid))
-            check(rc == 1 and why in err, f"a page of owner {owner} mode {oct(mode)}: {rc} {err}")
-            os.unlink(path)
-    finally:
-        p.finish()
-        if os.path.exists(page_path(p.pid)):
-            os.unlink(page_path(p.pid))
-
-
-def case_leftovers(args):
-    p = Program([args.program], clean_env({"LD_PRELOAD": args.preload, "USLAB_LIVE": "always"}))
-    try:
-        p.step("malloc 100 1000")
-        p.step("reap")
-        check(p.step("page")[2] == "1", "no page made")
-        for _ in range(3):
-            child = p.step("fork")  # ["ok", "child", PID, "page", P] then "ok fork"
-            check(child[1] == "child" and child[4] == "1", f"the fork child made no page: {child}")
-            line = p.proc.stdout.readline()
-            check(line.startswith("ok fork"), f"fork: {line}")
-            check(not os.path.exists(page_path(int(child[2]))), "a fork child's page outlived it")
-            check(os.path.exists(page_path(p.pid)), "the fork child removed its parent's page")
-        doc = stats_json(args, p.pid)
-        check(doc["uslab"]["pid"] == p.pid, "the parent's page is another process's")
-        p.step("exit")
-        p.proc.wait(timeout=TIMEOUT)
-        check(not os.path.exists(page_path(p.pid)), "the page outlived its process")
-    finally:
-        p.finish()
-    # Under auto (uslab run's default) too: the fork child of a process with threads is
-    # single-threaded; its reap makes its own page, which goes with it; the parent's stays.
-    p = start(args, "run", thread=True)
-    try:
-        p.step("reap")
-        check(p.step("page")[2] == "1", "no page with a thread")
-        child = p.step("fork")
-        check(child[4] == "1", f"a fork child under auto made no page at its reap: {child}")
-        p.proc.stdout.readline()
-        check(not os.path.exists(page_path(int(child[2]))), "a fork child's page outlived it")
-        check(os.path.exists(page_path(p.pid)), "the parent's page went with its child")
-        p.step("exit")
-        p.proc.wait(timeout=TIMEOUT)
-        check(not os.path.exists(page_path(p.pid)), "the page outlived its process")
-    finally:
-        p.finish()
-
-
-def killed_with_page(args):
-    """The pid of a SIGKILLed process whose page is still there. Any process of this user
-    that makes a page sweeps stale ones (other tests run meanwhile), so it tries again
-    when its page went before it was looked at."""
-    for _ in range(10):
-        p = start(args, "run", thread=True)
-        p.step("malloc 100 100")
-        p.step("reap")
-        check(p.step("page")[2] == "1", "no page")
-        p.proc.send_signal(signal.SIGKILL)
-        p.proc.wait(timeout=TIMEOUT)
-        if os.path.exists(page_path(p.pid)):
-            return p.pid
-    raise Fail("a SIGKILLed process left no page ten times: nothing to sweep")
-
-
-def case_sigkill(args):
-    dead = killed_with_page(args)
-    rc, out, err = uslab(args, "stats", str(dead))
-    check(rc == 1 and "no process" in err, f"uslab stats of the killed process: {rc} {err}")
-    check(not os.path.exists(page_path(dead)), "the tool did not remove the killed process's page")
-    dead = killed_with_page(args)
-    p = start(args, "run", thread=True)  # its page, made at the reap, sweeps the stale one
-    try:
-        p.step("reap")
-        check(p.step("page")[2] == "1", "no page")
-        check(not os.path.exists(page_path(dead)), "a new page did not sweep the killed process's")
+        p.step("cache nobodys 48")
+        p.step("alloc nobodys 300")
+        c = caches_by_name(stats_json(args, p.pid))
+        check("nobodys" in c and c["nobodys"]["objects"] == 300,
+              f"root reading nobody's process: {c.get('nobodys')}")
+        check_counts(c["nobodys"])
     finally:
         p.finish()
 
@@ -534,10 +517,11 @@ CASES = {
     "steps_run": lambda a: case_steps(a, "run"),
     "steps_preload": lambda a: case_steps(a, "preload"),
     "steps_linked": lambda a: case_steps(a, "linked"),
+    "idle_preload": lambda a: case_idle(a, "preload"),
+    "idle_linked": lambda a: case_idle(a, "linked"),
     "not_uslab": case_not_uslab,
+    "version": case_version,
     "other_user": case_other_user,
-    "leftovers": case_leftovers,
-    "sigkill": case_sigkill,
     "top_keys": case_top_keys,
     "top_exit": case_top_exit,
     "top_sigint": case_top_sigint,

@@ -3,6 +3,7 @@
 #   profile_test.sh CASE USLAB_TOOL CLASSES_PROBE PRELOAD_LIB
 set -u
 case_name=$1 uslab=$2 probe=$3 lib=$4
+shim=$(dirname "$lib")/libuslab-profile.so # uslab profile preloads it after the library
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL ($case_name): $*"; exit 1; }
@@ -127,7 +128,7 @@ exit)
     ends() {
         how=$1 want=$2 files=$3; shift 3
         rm -rf "$d" && mkdir "$d" || fail "mkdir $d"
-        timeout 60 env LD_PRELOAD="$lib" USLAB_PROFILE="$d/profile" "$probe" end "$how" 4700 1000 "$@" \
+        timeout 60 env LD_PRELOAD="$lib:$shim" USLAB_PROFILE="$d/profile" "$probe" end "$how" 4700 1000 "$@" \
             >"$tmp/out" 2>&1 || fail "$how: the probe failed: $(cat "$tmp/out")"
         [ "$(granule 4704)" = "$want" ] || fail "$how: 4700 counted $(granule 4704) times, not $want"
         n=$(ls "$d" | wc -l)
@@ -152,7 +153,7 @@ exit)
     # daemon: the parent leaves at once (by glibc's own _exit); the daemon writes both
     # processes' counts when it ends
     rm -rf "$d" && mkdir "$d" || fail "mkdir $d"
-    env LD_PRELOAD="$lib" USLAB_PROFILE="$d/profile" "$probe" end daemon 4700 1000 >/dev/null 2>&1 ||
+    env LD_PRELOAD="$lib:$shim" USLAB_PROFILE="$d/profile" "$probe" end daemon 4700 1000 >/dev/null 2>&1 ||
         fail "daemon: the probe failed"
     i=0
     while [ "$(granule 4704)" = 0 ] && [ $i -lt 200 ]; do
@@ -164,7 +165,7 @@ exit)
 
     # A realloc is a request too, also when the block stays where it is.
     rm -rf "$d" && mkdir "$d" || fail "mkdir $d"
-    env LD_PRELOAD="$lib" USLAB_PROFILE="$d/profile" "$probe" realloc >/dev/null 2>&1 ||
+    env LD_PRELOAD="$lib:$shim" USLAB_PROFILE="$d/profile" "$probe" realloc >/dev/null 2>&1 ||
         fail "realloc: the probe failed"
     [ "$(granule 4704)" = 1000 ] || fail "realloc: 4700 counted $(granule 4704) times, not 1000"
 

@@ -229,7 +229,7 @@ static void check_library_warnings(const char *uslab, const char *preload)
         {"USLAB_DEBUG", "F,[", "(a glob has '[': globs have only `*` and `?`); using the default"},
         {"USLAB_DEBUG", "F,malloc-[0-9]*", "(a glob has '['"},
         {"USLAB_DEBUG", "FZ,a]", "(a glob has ']'"},
-        {"USLAB_PURGER", "sometimes", "(expected `auto`, `always` or `never`); using the default"},
+        {"USLAB_PURGER", "sometimes", "(expected `inline` or `thread`); using the default"},
         {"USLAB_RESERVE", "1T", "(expected a size from 64M to 64T); using the default, 256G"},
         {"USLAB_PURGE_DELAY", "1.5", "(expected a whole number from 0 to 1073741824)"},
         {"USLAB_EMPTY_SLABS", "2000", "(expected a whole number from 0 to 1024)"},

@@ -11,7 +11,7 @@
  * This program defines pthread_cond_signal and pthread_cond_broadcast itself, so that the
  * statically linked library's calls come here, with the purger's lock held: armed, they
  * raise SIGUSR1 first, whose handler kicks, as a handler's malloc would. A hang is caught
- * by SIGALRM. Runs with USLAB_PURGER=always: the purger thread runs from the first kick.
+ * by SIGALRM. Runs with USLAB_PURGER=thread: the purger thread runs from the first kick.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -99,7 +99,7 @@ int main(void)
         if (!raised)
             usleep(1000);
     }
-    CHECK(raised, "no kick signalled the purger thread (is USLAB_PURGER=always set?)");
+    CHECK(raised, "no kick signalled the purger thread (is USLAB_PURGER=thread set?)");
     CHECK(handled, "the handler's kick did not return");
 
     /* A kick inside a thread's exit, which wakes the purger under the lock. */
