@@ -277,11 +277,6 @@ int usi_os_is_mapped(const void *addr, size_t size);
 /* 1 if the process locks its new mappings (mlockall(MCL_FUTURE) in force: MADV_DONTNEED
  * fails on a fresh page), else 0. errno may change. */
 int usi_os_locks_future(void);
-/* The mlockall system call (0, or -1 with errno). */
-int usi_os_mlockall(int flags);
-/* The prlimit64 system call, as glibc's setrlimit and prlimit make it (0, or -1 with
- * errno); the limits are struct rlimit (64-bit fields). */
-int usi_os_prlimit(int pid, int resource, const void *new_limit, void *old_limit);
 /* Makes read/write memory inaccessible again (PROT_NONE): a guard page. 0, or -1. */
 int usi_os_guard(void *addr, size_t size);
 /* Fresh zeroed read/write memory of size bytes (page multiple) with a PROT_NONE guard page

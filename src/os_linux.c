@@ -404,19 +404,6 @@ int usi_os_locks_future(void)
     return locked;
 }
 
-int usi_os_mlockall(int flags)
-{
-    /* The system call itself: the preload library defines mlockall (override.c). */
-    return (int)OS_SYSCALL(SYS_mlockall, flags);
-}
-
-int usi_os_prlimit(int pid, int resource, const void *new_limit, void *old_limit)
-{
-    /* The system call itself: the preload library defines setrlimit and prlimit
-     * (override.c); glibc's are this call too. */
-    return (int)OS_SYSCALL(SYS_prlimit64, pid, resource, new_limit, old_limit);
-}
-
 int usi_os_guard(void *addr, size_t size)
 {
     return mprotect(addr, size, PROT_NONE);

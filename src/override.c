@@ -405,19 +405,40 @@ EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t
     OWN_MODE() ? usi_free_for_delete(p) : del_al_nothrow_slow(OP_DEL_ARRAY_AL_NOTHROW, p, a, t);
 }
 
-/* mlockall: the tag table goes first where that is safe (usi_pages_before_mlockall); no
- * new one is mapped while MCL_FUTURE is in force (usi_pages_try_tags). */
-__attribute__((visibility("default"))) int mlockall(int flags)
+/* The next definition of a function this library wraps (libc's, unless an interposer
+ * comes between): the loaded objects' symbol tables first (memory only, no lock), dlsym
+ * where they cannot tell. NULL with errno ENOSYS when there is none. */
+static void *next_definition(const char *name)
 {
-    usi_pages_before_mlockall(flags);
-    return usi_os_mlockall(flags);
+    void *f = NULL;
+    int e = errno;
+    if (usi_os_defined_after(&name, &f, 1) != 0 || !f) {
+        f = dlsym(RTLD_NEXT, name);
+        (void)dlerror();
+    }
+    errno = f ? e : ENOSYS;
+    return f;
 }
 
-/* setrlimit and prlimit (and their 64 names, the same on x86-64): the system call glibc
- * makes, then, when the process's own RLIMIT_AS changed, uslab's address-space budget
- * follows, and the tag table goes where it no longer fits (usi_pages_address_limit_changed,
- * design §2). The limits are taken as glibc's struct rlimit, two 64-bit fields: declared
- * here without <sys/resource.h>, whose prototypes name an enum. */
+/* mlockall (a wrapper allocation needs, design §2): the tag table goes first where that
+ * is safe (usi_pages_before_mlockall); no new one is mapped while MCL_FUTURE is in force
+ * (usi_pages_try_tags). Then the next definition. */
+__attribute__((visibility("default"))) int mlockall(int flags)
+{
+    static int (*next)(int);
+    if (!__atomic_load_n(&next, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&next, (int (*)(int))(uintptr_t)next_definition("mlockall"),
+                         __ATOMIC_RELEASE);
+    usi_pages_before_mlockall(flags);
+    return next ? next(flags) : -1;
+}
+
+/* setrlimit and prlimit (and their 64 names, the same on x86-64; wrappers allocation needs,
+ * design §2): the next definition (glibc's prlimit64), then, when the process's own
+ * RLIMIT_AS changed, uslab's address-space budget follows, and the tag table goes where it
+ * no longer fits (usi_pages_address_limit_changed). The limits are taken as glibc's struct
+ * rlimit, two 64-bit fields: declared here without <sys/resource.h>, whose prototypes name
+ * an enum. */
 struct usi_rlimit {
     uint64_t cur, max;
 };
@@ -427,7 +448,12 @@ struct usi_rlimit {
 static int limit_set(int pid, int resource, const struct usi_rlimit *new_limit,
                      struct usi_rlimit *old_limit)
 {
-    int r = usi_os_prlimit(pid, resource, new_limit, old_limit);
+    typedef int (*prlimit_fn)(int, int, const struct usi_rlimit *, struct usi_rlimit *);
+    static prlimit_fn next;
+    if (!__atomic_load_n(&next, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&next, (prlimit_fn)(uintptr_t)next_definition("prlimit64"),
+                         __ATOMIC_RELEASE);
+    int r = next ? next(pid, resource, new_limit, old_limit) : -1;
     if (r == 0 && new_limit && resource == USI_RLIMIT_AS &&
         (pid == 0 || pid == (int)usi_os_getpid())) {
         int saved = errno;
