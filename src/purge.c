@@ -34,7 +34,7 @@
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    int pending; /* the thread: something may be waiting to be given back (under lock) */
+    int pending; /* the thread: something may be waiting to be given back (atomic) */
     int thread;  /* the thread: 0 none yet, 1 asked for or running, -1 never in this
                   * process (it could not start) (atomic; reset in a fork child) */
     int running; /* a pass runs on some thread, inline or the purger (atomic) */
@@ -437,9 +437,14 @@ static void *purger_main(void *arg)
     uint64_t tick = tick_ms();
     for (;;) {
         usi_lock(&purger.lock);
-        while (!purger.pending && !watching())
-            pthread_cond_wait(&purger.wake, &purger.lock);
-        purger.pending = 0;
+        /* A kick that found the lock busy set `pending` without a signal: the idle wait
+         * is a tick long, so it is seen within one. */
+        while (!__atomic_load_n(&purger.pending, __ATOMIC_ACQUIRE) && !watching()) {
+            struct timespec idle;
+            usi_os_realtime_after(tick, &idle);
+            pthread_cond_timedwait(&purger.wake, &purger.lock, &idle);
+        }
+        __atomic_store_n(&purger.pending, 0, __ATOMIC_RELAXED);
         struct timespec until; /* a tick between passes */
         usi_os_realtime_after(tick, &until);
         while (pthread_cond_timedwait(&purger.wake, &purger.lock, &until) == 0)
@@ -452,11 +457,8 @@ static void *purger_main(void *arg)
             usi_os_sleep_ms(1);
         int more = run_pass(usi_os_now_ms(), USI_PASS_USER);
         __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);
-        if (more) {
-            usi_lock(&purger.lock);
-            purger.pending = 1;
-            usi_unlock(&purger.lock);
-        }
+        if (more)
+            __atomic_store_n(&purger.pending, 1, __ATOMIC_RELEASE);
     }
     return NULL;
 }
@@ -536,13 +538,11 @@ void usi_purge_kick(void)
         schedule_inline();
         return;
     }
-    /* Tried, not waited for: a signal handler's malloc may kick while its thread holds the
-     * lock. When it is busy, an inline pass is scheduled instead. */
-    if (usi_trylock(&purger.lock) != 0) {
-        schedule_inline();
+    /* Pending first; the signal tried, not waited for: a signal handler's malloc may kick
+     * while its thread holds the lock. Unsignalled, the thread sees it within a tick. */
+    __atomic_store_n(&purger.pending, 1, __ATOMIC_RELEASE);
+    if (usi_trylock(&purger.lock) != 0)
         return;
-    }
-    purger.pending = 1;
     pthread_cond_signal(&purger.wake);
     usi_unlock(&purger.lock);
 }

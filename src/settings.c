@@ -82,8 +82,9 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                              NULL},
     [USI_SETTING_PROFILE] = {"USLAB_PROFILE", USI_SETTING_KIND_PATH, 0, "unset", 0, 0,
                              "record the sizes of malloc-family requests into FILE.PID.IMAGE "
-                             "at exit, also at _exit, quick_exit and exec (`uslab profile` sets "
-                             "it; every malloc takes the slow path)",
+                             "at exit (`uslab profile` sets it, and preloads a shim that also "
+                             "writes them at _exit, quick_exit and exec; every malloc takes the "
+                             "slow path)",
                              NULL},
     [USI_SETTING_DEBUG] = {"USLAB_DEBUG", USI_SETTING_KIND_DEBUG, 0, "unset", 0, 0,
                            "debug checks (the letters of Linux's `slub_debug`) for the caches "
