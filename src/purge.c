@@ -175,6 +175,17 @@ static struct {
 /* generation + 1 of this thread's sentinel, 0 before its first. */
 static __thread unsigned tls_sentinel_generation __attribute__((tls_model("initial-exec")));
 
+/* The main thread (the one that loads the library: no system call asks it later, which a
+ * memory-only seccomp filter could kill for). */
+static pthread_t main_thread;
+static int main_known;
+
+__attribute__((constructor)) static void note_main_thread(void)
+{
+    main_thread = pthread_self();
+    main_known = 1;
+}
+
 static void sentinel_make(unsigned generation)
 {
     tls_sentinel_generation = generation + 1; /* one try a thread and generation */
@@ -182,7 +193,7 @@ static void sentinel_make(unsigned generation)
      * itself, and a sentinel there sat above the heap's top blocks, so that a buffer grown
      * by realloc was copied where it would have grown in place (issue 36: 28% more page
      * faults than glibc on bench/'s large realloc row). */
-    if (usi_os_gettid() == (uint32_t)usi_os_getpid())
+    if (main_known && pthread_equal(pthread_self(), main_thread))
         return;
     if (__atomic_add_fetch(&sentinels.count, 1, __ATOMIC_RELAXED) > SENTINELS_MAX) {
         __atomic_sub_fetch(&sentinels.count, 1, __ATOMIC_RELAXED);
