@@ -11,7 +11,8 @@
  * the depot through a whole interval (Bonwick & Adams §3.6: depot_min_full and
  * depot_min_empty, the lowest counts seen since the last reap) and flushes them into their
  * slabs; no exchange on a program's free path ever destructs an object. No depot exchange
- * runs a callback.
+ * runs a callback. Beyond the headroom, a cache without callbacks sheds: its full
+ * magazines go back to the slabs instead (usi_depot_sheds, design §4).
  *
  * Invariants (under cache->lock): depot_nfull/depot_nempty count the two stacks;
  * depot_rounds is the sum of the full magazines' rounds; depot_min_full <= depot_nfull,
@@ -158,8 +159,12 @@ static void in_flight_add_chain(struct uslab_cache *c, struct usi_mag *chain)
     c->in_flight = chain;
 }
 
+/* m's objects are back (under the same hold of the lock that put them back): it leaves the
+ * list and the count of flushes. */
 static void in_flight_remove(struct uslab_cache *c, void *m)
 {
+    if (c->depot_flushing) /* 0 in a fork child that came between the take and here */
+        c->depot_flushing--;
     for (struct usi_mag **pp = &c->in_flight; *pp; pp = &(*pp)->flight_next)
         if (*pp == m) {
             *pp = (*pp)->flight_next;
@@ -207,7 +212,7 @@ static void depot_lock(struct uslab_cache *c)
  * cache->lock, after each change of depot_rounds. */
 static void depot_recount(struct uslab_cache *c)
 {
-    size_t bytes = c->depot_rounds * c->stride;
+    size_t bytes = c->depot_rounds * (c->stride + sizeof(void *)); /* objects and slots */
     if (bytes != c->depot_surplus) {
         __atomic_add_fetch(&usi_slab_surplus_bytes, (uint64_t)(bytes - c->depot_surplus),
                            __ATOMIC_RELAXED);
@@ -270,18 +275,84 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
     return m;
 }
 
+/* Shedding (design §4): a cache whose objects carry no state (no constructor, no
+ * destructor: every malloc class) frees more than it allocates while the idle memory is
+ * beyond the headroom. Its depot's objects go back to their slabs now, and so does every
+ * full magazine given to it from then on, until an allocation slow path finds the depot
+ * empty (usi_depot_demand): the depot holds nothing that would keep a slab from emptying,
+ * and the slabs emptied beyond the headroom go back to the kernel in the same frees. Every
+ * such cache joins in at its next free slow path once any of them saw the idle memory
+ * beyond the headroom (an episode: shed_episodes moved since the cache's last demand), so
+ * that the threads' pairs are small in every class when the frees stop: one class's
+ * shedding brings the idle memory back under the headroom, and pairs of 256 blocks that no
+ * later slow path shrank kept a slab each from emptying. A cache with a constructor keeps
+ * its objects constructed (issue 36). */
+static uint64_t shed_episodes;
+
+int usi_depot_sheds(struct uslab_cache *c)
+{
+    if (c->ctor || c->dtor || __atomic_load_n(&c->purge_mult, __ATOMIC_RELAXED) > 1)
+        return 0; /* a cache whose purges were faulted back keeps its memory (design §3) */
+    if (__atomic_load_n(&c->depot_shedding, __ATOMIC_RELAXED))
+        return 1;
+    if (usi_slab_over_headroom(c))
+        __atomic_add_fetch(&shed_episodes, 1, __ATOMIC_RELAXED);
+    else if (__atomic_load_n(&shed_episodes, __ATOMIC_RELAXED) ==
+             __atomic_load_n(&c->depot_demanded, __ATOMIC_RELAXED))
+        return 0;
+    __atomic_store_n(&c->depot_shedding, 1, __ATOMIC_RELAXED);
+    usi_depot_drain(c, 0);
+    return 1;
+}
+
+void usi_depot_demand(struct uslab_cache *c)
+{
+    if (__atomic_load_n(&c->depot_shedding, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&c->depot_demanded, __atomic_load_n(&shed_episodes, __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&c->depot_shedding, 0, __ATOMIC_RELAXED);
+    }
+}
+
+void usi_depot_shed(struct uslab_cache *c, struct usi_mag *m)
+{
+    if (m == &usi_mag_empty || m->rounds == 0)
+        return;
+    /* Not in flight: its thread holds its cache's lock (an exchange, or a flush at exit),
+     * which a fork takes first (usi_tcache_prefork); a fork from a handler of this thread
+     * goes on with it in the child. */
+    usi_objects_unfill(c, m->rounds, m->objs);
+    m->rounds = 0;
+}
+
+/* Whether a full magazine given to the depot now is shed instead (cache->lock held): read
+ * under the lock, so that none given after usi_depot_sheds drained the depot stays there. */
+static int shedding_locked(const struct uslab_cache *c, const struct usi_mag *m)
+{
+    return m && m != &usi_mag_empty && m->rounds &&
+           __atomic_load_n(&c->depot_shedding, __ATOMIC_RELAXED);
+}
+
 struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap)
 {
     depot_lock(c);
-    int kick = give_full && give_full != &usi_mag_empty && depot_push_locked(c, give_full);
-    struct usi_mag *m = c->depot_empty;
-    if (m) {
-        c->depot_empty = m->next;
-        c->depot_nempty--;
-        if (c->depot_nempty < c->depot_min_empty)
-            c->depot_min_empty = c->depot_nempty;
+    int shed = shedding_locked(c, give_full), kick = 0;
+    struct usi_mag *m = NULL;
+    if (!shed) { /* else, emptied, it is the one the caller gets */
+        kick = give_full && give_full != &usi_mag_empty && depot_push_locked(c, give_full);
+        m = c->depot_empty;
+        if (m) {
+            c->depot_empty = m->next;
+            c->depot_nempty--;
+            if (c->depot_nempty < c->depot_min_empty)
+                c->depot_min_empty = c->depot_nempty;
+        }
     }
     unlock_and_kick(c, kick);
+    if (shed) {
+        usi_depot_shed(c, give_full);
+        m = give_full;
+    }
     if (m && m->capacity < cap) { /* a thread's slow start left it behind (design §4) */
         int saved = errno;
         struct usi_mag *big = usi_mag_new_cap(c, cap);
@@ -310,7 +381,14 @@ void usi_depot_put(struct uslab_cache *c, struct usi_mag *m)
 {
     if (!m || m == &usi_mag_empty)
         return;
+    if (m->rounds)
+        (void)usi_depot_sheds(c); /* may start shedding: then m is shed below */
     depot_lock(c);
+    if (shedding_locked(c, m)) {
+        usi_unlock(&c->lock);
+        usi_depot_shed(c, m);
+        depot_lock(c);
+    }
     unlock_and_kick(c, depot_push_locked(c, m));
 }
 
@@ -379,8 +457,6 @@ void usi_depot_dispose(struct uslab_cache *c, struct usi_mag *m)
         struct usi_mag *next = m->next;
         flush_objects(c, m);
         usi_lock(&c->lock);
-        if (c->depot_flushing) /* 0 in a fork child that came between the put and here */
-            c->depot_flushing--;
         depot_push_locked(c, m); /* empty now: kept for the next exchange */
         usi_unlock(&c->lock);
         m = next;
@@ -394,10 +470,6 @@ static void free_mag_lists(struct uslab_cache *c, struct usi_mag *full, struct u
     while (full) {
         struct usi_mag *next = full->next;
         flush_objects(c, full);
-        usi_lock(&c->lock);
-        if (c->depot_flushing) /* as in usi_depot_dispose */
-            c->depot_flushing--;
-        usi_unlock(&c->lock);
         usi_mag_delete(full);
         full = next;
     }

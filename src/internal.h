@@ -225,8 +225,10 @@ struct uslab_cache {
     size_t slab_inuse; /* objects outside slabs: live + cached in magazines */
     int purge_pending; /* empty slabs beyond the reserve await the purger */
     size_t depot_rounds;
-    size_t depot_surplus; /* bytes of depot_rounds as counted in usi_slab_surplus_bytes
-                           * (depot.c) */
+    size_t depot_surplus;    /* bytes of depot_rounds as counted in usi_slab_surplus_bytes
+                              * (depot.c) */
+    int depot_shedding;      /* full magazines go back to the slabs (depot.c; relaxed atomic) */
+    uint64_t depot_demanded; /* shedding episodes when it last stopped (depot.c; atomic) */
     uint64_t slabs_created, slabs_released;
     /* Cumulative counts for statistics (design §10), kept on slow paths only: objects taken
      * from and returned to the slabs (so slab_inuse = slab_takes - slab_puts), and objects in
@@ -886,6 +888,18 @@ static inline uintptr_t usi_free_key(const void *block)
 extern uint64_t usi_slab_surplus_bytes;
 extern int usi_slab_surplus_seen;
 #define USI_SLAB_SURPLUS_MAX ((uint64_t)16 << 20)
+/* The headroom (design §3, "The headroom"): idle memory up to this much waits for a pass;
+ * beyond it, an empty slab goes back in the put that emptied it, and a full magazine of a
+ * cache without callbacks goes back to its slabs instead of the depot (depot.c). Not for a
+ * cache whose purges were faulted back (purge_mult > 1): it keeps its memory for the
+ * multiplied delay. */
+#define USI_SLAB_HEADROOM ((uint64_t)8 << 20)
+/* usi_slab_surplus_bytes is beyond the headroom, and c's purges were not faulted back. */
+static inline int usi_slab_over_headroom(const struct uslab_cache *c)
+{
+    return __atomic_load_n(&c->purge_mult, __ATOMIC_RELAXED) == 1 &&
+           __atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) > USI_SLAB_HEADROOM;
+}
 
 /* Slab geometry of a cache, fixed at creation. */
 void usi_slab_geometry(struct uslab_cache *c);
@@ -948,6 +962,12 @@ USI_COLD USI_NORETURN void usi_slab_bad_pointer(const struct uslab_cache *c, con
 #define USI_PASS_STARVED                                                                           \
     8u /* a cache's slabs could not grow (usi_purge_starved): every empty                          \
         * slab, and the depots of caches without a destructor, at once */
+#define USI_PASS_SHED                                                                              \
+    32u /* the depots of caches without callbacks go back to their slabs                           \
+         * (a thread's exit leaves one thread, usi_purge_thread_exit) */
+#define USI_PASS_REAP                                                                              \
+    16u /* half the idle time has passed since the last reap: the depots'                          \
+         * working-set reap (design §4) runs */
 /* The pass the purger runs each tick at now_ms: gives back what has been idle for idle_ms
  * (times each cache's purge multiplier); returns whether anything remains to be given back
  * later. Set once at
@@ -970,13 +990,12 @@ void usi_purge_surplus(void);
  * (a signal handler), on a signal stack, or under strict seccomp mode; else 1. No lock
  * held by the caller. */
 int usi_purge_starved(void);
-/* Idle memory a process keeps without a pass's delay: empty slabs beyond the reserves and
- * depot objects (usi_slab_surplus_bytes) up to this much stay when a thread exits. */
-#define USI_PURGE_HEADROOM ((uint64_t)8 << 20)
-/* A thread's exit, its magazines flushed (tcache.c; no lock held): what it leaves idle
- * beyond USI_PURGE_HEADROOM, and glibc's free memory if it freed large blocks, goes back
- * now; else a pass that is due runs (design §3). */
-void usi_purge_thread_exit(void);
+/* A thread's exit, its magazines flushed (tcache.c; no lock held): if
+ * usi_slab_surplus_bytes is beyond USI_SLAB_HEADROOM, the empty slabs beyond the reserves
+ * go back, and when `last` (at most one thread with a cache is left) the depots of caches
+ * without callbacks first; glibc's free memory if it freed large blocks; else a pass that
+ * is due runs (design §3). */
+void usi_purge_thread_exit(int last);
 /* A cache with a reclaim callback was registered: under USLAB_RETURN=pressure|both, kicks
  * the purger, which from then on runs passes (and reads the pressure) every tick while such
  * a cache exists, pending or not (design §3). Nothing under `delay`. */
@@ -1157,15 +1176,28 @@ struct usi_mag *usi_mag_new(struct uslab_cache *c); /* empty magazine or NULL */
 struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap);
 void usi_mag_delete(struct usi_mag *m);
 /*
- * Depot exchanges, under cache->lock taken inside. None of them runs a callback, and the
- * depot keeps every magazine given to it (the working-set reap bounds it).
+ * Depot exchanges, under cache->lock taken inside. None of them runs a callback. The depot
+ * keeps every magazine given to it (the working-set reap bounds it), but beyond the
+ * headroom a full one of a cache without callbacks is shed: its objects go back to their
+ * slabs (design §4, "Shedding").
  */
 struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty);
 /* get_empty: one of the depot's empty magazines if it has at least cap slots (a smaller
  * one is replaced by a new one of cap slots if one can be made), else a new one of cap
  * slots; NULL if the depot has none and none can be made. */
 struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap);
+/* put: to the depot; shed first (below) if usi_depot_sheds. */
 void usi_depot_put(struct uslab_cache *c, struct usi_mag *m);
+/* Whether a full magazine of c is shed rather than kept (design §4, "Shedding"): c has no
+ * constructor and no destructor and sheds already, or the idle memory is beyond its
+ * headroom (usi_slab_over_headroom), when it starts to and its depot is drained. No lock
+ * held. usi_depot_demand: an allocation slow path of c found no full magazine: it stops. */
+int usi_depot_sheds(struct uslab_cache *c);
+void usi_depot_demand(struct uslab_cache *c);
+/* Puts m's objects back into their slabs; m stays the caller's, empty. Only for a cache
+ * without a destructor, by a thread that holds its thread cache's lock (an exchange, a
+ * flush). No uslab lock of c held. */
+void usi_depot_shed(struct uslab_cache *c, struct usi_mag *m);
 /* A full magazine its thread could trade for no empty one: counted as being flushed
  * (depot_flushing) and chained onto *over, for usi_depot_dispose, which returns its
  * objects to their slabs and keeps it in the depot, empty. */

@@ -430,6 +430,14 @@ static int run_pass(uint64_t now, unsigned how)
         previous_ms = now;
         more = purge_pass(now, since, how | USI_PASS_SURPLUS);
     } else {
+        /* The working-set interval is half the idle time, not the tick: under `pressure`
+         * passes come every 250 ms to read it, and the depots kept their working set for
+         * half a second only. */
+        static uint64_t reaped_ms; /* passes never run two at a time (purger.running) */
+        if (now >= reaped_ms + idle / 2) {
+            reaped_ms = now;
+            how |= USI_PASS_REAP;
+        }
         more = purge_pass(now, idle, how);
     }
     return trim_large(now, idle) || more;
@@ -620,18 +628,20 @@ void usi_purge_poll_due(void)
     __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);
 }
 
-void usi_purge_thread_exit(void)
+void usi_purge_thread_exit(int last)
 {
-    /* What an exiting thread leaves idle beyond the headroom (its magazines went to the
-     * depots, its large blocks to glibc's arena) goes back now: no later slow path of that
-     * thread will come, and the threads left may idle (workers that ran and exited, their
-     * process's main thread waiting: design §3). The depots of caches without a
-     * destructor and every empty slab (no user code runs), and glibc's free memory. */
+    /* The exiting thread's magazines went to their depots, shed beyond the headroom as any
+     * free's (design §4). What the purge multipliers kept beyond the headroom (a pattern
+     * that faulted its memory back) goes now: no later slow path of this thread will come,
+     * and the threads left may idle (workers that ran and exited, their process's main
+     * thread waiting: design §3). The empty slabs beyond the reserves go; when at most one
+     * thread with a cache is left, the depots of caches without callbacks too. So do
+     * glibc's free memory if it freed large blocks. */
     if (usi_options.purge_delay_ms == 0 || usi_os_quiet() || !purge_pass || usi_lock_depth ||
         usi_os_on_signal_stack())
         return;
     int large_freed = __atomic_load_n(&large.pending, __ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) <= USI_PURGE_HEADROOM &&
+    if (__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) <= USI_SLAB_HEADROOM &&
         !large_freed) {
         usi_purge_poll(); /* a pass that came due anyway */
         return;
@@ -641,13 +651,10 @@ void usi_purge_thread_exit(void)
         usi_os_sleep_ms(1);
     USI_ASSERT_NO_LOCK();
     int e = errno;
-    large_freed = __atomic_load_n(&large.pending, __ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) > USI_PURGE_HEADROOM)
-        purge_pass(usi_os_now_ms(), 0, USI_PASS_STARVED);
-    if (large_freed) {
-        __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) > USI_SLAB_HEADROOM)
+        purge_pass(usi_os_now_ms(), 0, last ? USI_PASS_SHED : 0); /* no reap, no user code */
+    if (__atomic_exchange_n(&large.pending, 0, __ATOMIC_ACQ_REL))
         trim_glibc_idle(); /* unless the program set glibc's trim itself */
-    }
     errno = e;
     __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);
 }

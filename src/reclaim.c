@@ -25,12 +25,15 @@ static size_t release_empty(struct uslab_cache *c, int all, uint64_t now_ms, uin
     } else if (c->purge_pending) {
         /* A surplus pass's idle time is the time since the previous one: no multiplier. */
         uint64_t idle = how & USI_PASS_SURPLUS ? idle_ms : idle_ms * c->purge_mult;
-        c->purge_pending = usi_slab_detach_idle(c, c->empty_reserve,
-                                                now_ms >= idle ? now_ms - idle : 0, &release) != 0;
+        if (idle == 0) /* every one, also those a drain of this pass emptied after now_ms */
+            usi_slab_detach_empty(c, c->empty_reserve, &release);
+        c->purge_pending =
+            idle && usi_slab_detach_idle(c, c->empty_reserve, now_ms >= idle ? now_ms - idle : 0,
+                                         &release) != 0;
         if (release) {
             /* Hysteresis: no refault since the last purge, the multiplier halves. */
             if (!c->refaulted && c->purge_mult > 1)
-                c->purge_mult /= 2;
+                __atomic_store_n(&c->purge_mult, c->purge_mult / 2, __ATOMIC_RELAXED);
             c->refaulted = 0;
             c->purged_ms = now_ms ? now_ms : 1;
         }
@@ -74,11 +77,17 @@ static void pass_one(struct uslab_cache *c, void *arg)
         release_empty(c, 1, 0, 0, 0, NULL);
         return;
     }
-    if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) && user) {
+    if ((p->how & USI_PASS_SHED) && !c->ctor && !c->dtor &&
+        __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED))
+        usi_depot_drain(c, 0); /* no constructed state: shed, whatever the multiplier */
+    if (!__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED) ||
+        !(p->how & (USI_PASS_SURPLUS | USI_PASS_REAP))) {
+        /* no depot, or no reap due */
+    } else if (user) {
         /* New slabs elsewhere (a surplus pass): what stayed in the depot since the previous
-         * surplus pass goes first; else what stayed since the previous periodic pass. */
+         * surplus pass goes first; else what stayed since the previous periodic reap. */
         usi_depot_reap_unused(c, (p->how & USI_PASS_SURPLUS) != 0);
-    } else if (__atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED)) {
+    } else {
         usi_depot_reap_later(c); /* its destructor runs on its own next slow path */
     }
     release_empty(c, 0, p->now_ms, p->idle_ms, p->how, &p->more);

@@ -313,9 +313,8 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     if (c->purged_ms) { /* a slab again soon after a purge: it was faulted back (design §3) */
         uint64_t window = 2 * (uint64_t)usi_options.purge_delay_ms * c->purge_mult;
         if (usi_os_now_ms() < c->purged_ms + window) {
-            c->refaulted = 1;
-            if (c->purge_mult < USI_PURGE_MULT_MAX)
-                c->purge_mult *= 2;
+            c->refaulted = 1; /* a pattern that repeats: keep its memory at once */
+            __atomic_store_n(&c->purge_mult, USI_PURGE_MULT_MAX, __ATOMIC_RELAXED);
         }
         c->purged_ms = 0; /* one purge, one refault at most */
     }
@@ -489,15 +488,17 @@ static void put_settle(struct uslab_cache *c, struct usi_slab *s, struct usi_sla
     if (s->inuse != 0)
         return;
     /* Beyond the reserve, an empty slab is purged once it has been idle for the purge delay
-     * (by the purger), or at once when the delay is 0. */
+     * (by a pass); at once when the delay is 0 or the idle memory is beyond the headroom. */
     s->empty_since_ms = usi_os_now_ms();
     if (c->lists[USI_SLAB_EMPTY].count > c->empty_reserve) {
-        if (usi_options.purge_delay_ms == 0) {
+        if (usi_options.purge_delay_ms == 0 || usi_slab_over_headroom(c)) {
             list_remove(c, s);
             s->next = *release;
             *release = s;
             s->list = USI_SLAB_NLISTS; /* released: not to be reused for the next one */
             slab_detached(c, s);
+            if (!c->purged_ms) /* a slab made soon after this is a refault (slab_create) */
+                c->purged_ms = s->empty_since_ms ? s->empty_since_ms : 1;
         } else {
             c->purge_pending = 1;
         }

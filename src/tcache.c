@@ -191,6 +191,9 @@ static inline void exchange_end(struct usi_tcache *tc, uint32_t state)
  * cache is at most two floor magazines per cache they use (design §5).
  */
 #define USI_MAG_FLOOR_BYTES 1024
+/* A shedding pair's magazine (design §4, "Shedding"): what it holds when the frees stop
+ * keeps at most that many slabs from emptying. */
+#define USI_MAG_SHED 4
 
 static uint32_t floor_capacity(const struct uslab_cache *c)
 {
@@ -482,6 +485,7 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
             mp->prev = fit_empty(c, mp, loaded);
             pair_load(mp, prev);
         } else if (!c->ctor) {
+            usi_depot_demand(c);
             /* No constructed objects anywhere: fill a magazine straight from the slabs,
              * without the reclaim callback (it may run later, once the pair is whole). A
              * failure here is not the caller's: errno is kept (the single-object path
@@ -642,6 +646,30 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     struct usi_mag *prev = mp->prev;
     struct usi_mag *over = NULL;
     int pushed = 1;
+    if (!past_bound && usi_depot_sheds(c)) {
+        /* Beyond the headroom (design §4, "Shedding"): the pair's objects go back to their
+         * slabs, and it goes on with one magazine of the start capacity, shed whenever it
+         * fills while the idle memory stays beyond the headroom. What the pair holds when
+         * the program stops freeing keeps few slabs from emptying: magazines of 256 blocks
+         * freed in no order pinned a slab each, most of a class's. */
+        mp->prev = &usi_mag_empty;
+        usi_depot_shed(c, loaded);
+        usi_depot_shed(c, prev);
+        usi_mag_delete(prev);
+        mp->mag_level = 0;
+        uint32_t most = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
+        uint32_t cap = most < USI_MAG_SHED ? most : USI_MAG_SHED;
+        if (loaded == &usi_mag_empty || loaded->capacity != cap)
+            loaded = mag_replace(c, loaded == &usi_mag_empty ? NULL : loaded, cap);
+        pair_load(mp, loaded ? loaded : &usi_mag_empty);
+        pair_account(c, mp, before);
+        pushed = loaded != NULL && usi_pair_push(mp, p);
+        exchange_end(tc, ex);
+        if (!pushed)
+            usi_objects_unfill(c, 1, &p);
+        usi_purge_poll();
+        return;
+    }
     if (!past_bound) {
         pair_grow(c, mp);
         if (prev->rounds == 0)
@@ -789,6 +817,7 @@ static void tcache_thread_exit(void *arg)
     int keep = 0;
     usi_lock(&registry_lock);
     registry_remove(tc);
+    int last = !registry || !registry->reg_next; /* at most one thread with a cache is left */
     if (nspare < SPARE_MAX && tc->npairs < 2 * (SENTINEL_PAIRS + 64)) {
         tc->reg_next = spare; /* every pair was cleared by the flush above */
         spare = tc;
@@ -798,7 +827,7 @@ static void tcache_thread_exit(void *arg)
     usi_unlock(&registry_lock);
     if (!keep)
         usi_os_unmap_guarded(tc, tc->map_bytes);
-    usi_purge_thread_exit(); /* what this thread leaves idle may go now (design §3) */
+    usi_purge_thread_exit(last); /* what this thread leaves idle may go now (design §3) */
 }
 
 void usi_tcache_join(void)

@@ -2,8 +2,9 @@
 /*
  * test_purge_hysteresis.c - a purge that the same pattern faults straight back makes the
  * cache keep its empty slabs longer (design §3, issue 12): a slab created within two
- * (multiplied) delays of the cache's last purge doubles its purge multiplier, up to
- * USI_PURGE_MULT_MAX; a purge with no refault since the previous one halves it. The passes
+ * (multiplied) delays of the cache's last purge sets its purge multiplier to
+ * USI_PURGE_MULT_MAX (it doubled until issue 37's headroom, which it multiplies too); a
+ * purge with no refault since the previous one halves it. The passes
  * are called directly with chosen times (USLAB_PURGE_DELAY=60000 here, so no pass of the
  * library's own runs meanwhile).
  */
@@ -51,28 +52,32 @@ int main(void)
     empty();
     CHECK(empty_slabs() > 2, "only %zu empty slabs", empty_slabs());
     uint64_t t = usi_os_now_ms();
-    usi_reclaim_pass(t + d + 10, d, USI_PASS_USER); /* idle for a delay: purged */
+    usi_reclaim_pass(t + d + 10, d, USI_PASS_USER | USI_PASS_REAP); /* idle for a delay: purged */
     CHECK(empty_slabs() == c->empty_reserve, "%zu empty slabs left", empty_slabs());
     CHECK(c->purge_mult == 1 && c->purged_ms != 0, "first purge: mult %u", c->purge_mult);
 
-    /* Faulted straight back: the multiplier doubles. */
+    /* Faulted straight back: the multiplier goes to its cap. */
     fill();
-    CHECK(c->purge_mult == 2 && c->refaulted, "after a refault: mult %u", c->purge_mult);
+    CHECK(c->purge_mult == USI_PURGE_MULT_MAX && c->refaulted, "after a refault: mult %u",
+          c->purge_mult);
     empty();
     t = usi_os_now_ms();
     size_t before = empty_slabs();
-    usi_reclaim_pass(t + d + 10, d, USI_PASS_USER); /* one delay: no longer enough */
-    CHECK(empty_slabs() == before, "purged after one delay with mult 2 (%zu of %zu left)",
-          empty_slabs(), before);
-    usi_reclaim_pass(t + 2 * d + 10, d, USI_PASS_USER); /* two delays: purged */
-    CHECK(empty_slabs() == c->empty_reserve, "not purged after two delays");
-    CHECK(c->purge_mult == 2, "a purge after a refault halved the multiplier: %u", c->purge_mult);
+    usi_reclaim_pass(t + d + 10, d,
+                     USI_PASS_USER | USI_PASS_REAP); /* one delay: no longer enough */
+    CHECK(empty_slabs() == before, "purged after one delay with mult %u (%zu of %zu left)",
+          c->purge_mult, empty_slabs(), before);
+    usi_reclaim_pass(t + USI_PURGE_MULT_MAX * d + 10, d, USI_PASS_USER | USI_PASS_REAP);
+    CHECK(empty_slabs() == c->empty_reserve, "not purged after %u delays", USI_PURGE_MULT_MAX);
+    CHECK(c->purge_mult == USI_PURGE_MULT_MAX, "a purge after a refault halved the multiplier: %u",
+          c->purge_mult);
 
     /* Refaults again and again: capped. */
     for (int i = 0; i < 8; i++) {
         fill();
         empty();
-        usi_reclaim_pass(usi_os_now_ms() + USI_PURGE_MULT_MAX * d + 10, d, USI_PASS_USER);
+        usi_reclaim_pass(usi_os_now_ms() + USI_PURGE_MULT_MAX * d + 10, d,
+                         USI_PASS_USER | USI_PASS_REAP);
     }
     CHECK(c->purge_mult == USI_PURGE_MULT_MAX, "mult %u, cap %u", c->purge_mult,
           USI_PURGE_MULT_MAX);
@@ -83,7 +88,8 @@ int main(void)
         fill();
         CHECK(!c->refaulted || want == USI_PURGE_MULT_MAX / 2, "a refault long after");
         empty();
-        usi_reclaim_pass(usi_os_now_ms() + USI_PURGE_MULT_MAX * d + 10, d, USI_PASS_USER);
+        usi_reclaim_pass(usi_os_now_ms() + USI_PURGE_MULT_MAX * d + 10, d,
+                         USI_PASS_USER | USI_PASS_REAP);
         if (want == USI_PURGE_MULT_MAX / 2)
             continue; /* the refault flag of the loop above is consumed by this purge */
         CHECK(c->purge_mult == want, "mult %u, expected %u", c->purge_mult, want);
