@@ -11,9 +11,10 @@
  *    (issue 37), so the program has one thread again right after the join (before, a purger
  *    thread ran while two threads used uslab, and left a delay after; before that it stayed
  *    for good: Python 3.12's os.fork() warned that the process was multi-threaded).
- * Both fill a cache and malloc classes with 64 MiB each and free it all; the process must
- * still have one thread; idling gives nothing back (no thread does it); then a little
- * allocator activity (slow paths) gives the memory back once the delay has passed. The
+ * Both fill a cache and malloc classes with 64 MiB each and free it all (the frees give back
+ * what is beyond the 8 MiB headroom themselves, design §3); the process must still have
+ * one thread; idling gives nothing more back (no thread does it); then a little allocator
+ * activity (slow paths) gives the rest back once the delay has passed. The
  * objects of a cache with a destructor stay in its depot (an inline pass runs no user
  * code), and come back by uslab_reap.
  */
