@@ -5,8 +5,10 @@
 Every benchmark is a plain program calling malloc/free; LD_PRELOAD selects the allocator.
 Each run prints key=value lines, among them "allocator=<name>" (which library's malloc
 the process really used, see bench/common.h): a run whose allocator does not match the
-one preloaded is refused. For programs that cannot say (python3, sqlite3, perl), bench/probe
-is run under the same environment first.
+one preloaded is refused. For programs that cannot say (python3, sqlite3, perl, jq, lua,
+bc, gcc, redis, git), bench/probe is run under the same environment first, and every run
+of a program must print what the case's first run printed (a run that does not fails).
+A program not installed leaves its row out, with a note in the report.
 
 Allocators are interleaved run by run: each repetition runs every allocator once, in an
 order that rotates between repetitions. Results: medians, spread, mean and standard
@@ -19,6 +21,7 @@ Usage: python3 bench/run.py [--quick | --full] [--build build] [--only size,cfra
                             [--reps N] [--allocators glibc,uslab] [--out bench/results]
 """
 import argparse
+import hashlib
 import datetime
 import glob
 import json
@@ -162,6 +165,32 @@ def cases(bindir, full):
         out.append(Case("programs", "jq", [shutil.which("jq"), "-n", "-c", "--argjson", "n"],
                         [("wall_s", "s", "wall time")], ["30000", JQ_PROGRAM],
                         ["100000", JQ_PROGRAM], program=True))
+    # issue 38: an interpreter more, a calculator, a compiler and a server under load.
+    if shutil.which("lua5.4"):
+        out.append(Case("programs", "lua", [shutil.which("lua5.4"),
+                                            os.path.join(progs, "tables.lua")],
+                        [("wall_s", "s", "wall time")], ["200000"], ["600000"], program=True))
+    if shutil.which("bc"):
+        out.append(Case("programs", "bc", [shutil.which("bc"), "-q",
+                                           os.path.join(progs, "pi.bc")],
+                        [("wall_s", "s", "wall time")], program=True))
+    if shutil.which("gcc"):
+        # cc1 compiles uslab's largest file: the driver's children inherit LD_PRELOAD.
+        out.append(Case("programs", "gcc", [shutil.which("gcc"), "-O2", "-S", "-o", "-",
+                                            "-I" + os.path.join(os.path.dirname(HERE), "src"),
+                                            "-I" + os.path.join(os.path.dirname(HERE),
+                                                                "include"),
+                                            os.path.join(os.path.dirname(HERE), "src",
+                                                         "os_linux.c")],
+                        [("wall_s", "s", "wall time")], program=True))
+    if shutil.which("redis-server") and shutil.which("redis-benchmark"):
+        out.append(Case("programs", "redis", [os.path.join(progs, "redis.sh")],
+                        [("wall_s", "s", "wall time")], ["20000"], ["100000"], program=True))
+    for prog, pkg in (("lua5.4", "lua5.4"), ("bc", "bc"), ("gcc", "gcc"),
+                      ("redis-server", "redis-server"), ("sqlite3", "sqlite3"), ("perl", "perl"),
+                      ("jq", "jq"), ("git", "git")):
+        if not shutil.which(prog):
+            MISSING_PROGRAMS.append("%s (apt-get install %s)" % (prog, pkg))
     top = os.path.dirname(HERE)
     if shutil.which("git") and os.path.isdir(os.path.join(top, ".git")):
         out.append(Case("programs", "git", [shutil.which("git"), "-C", top, "log", "-p",
@@ -238,6 +267,7 @@ def parse_kv(text):
 
 
 SPAWN = None  # bench/spawn, set in main()
+MISSING_PROGRAMS = []  # real programs not installed: their rows are left out, with a note
 
 
 def run_once(argv, env, timeout):
@@ -496,6 +526,8 @@ def write_report(results, names, table, outdir, plots):
                                                 results["probe"].get(a, "?")))
     for a, why in results["skipped"].items():
         L.append("- %s: skipped, %s" % (a, why))
+    for prog in results.get("missing_programs", []):
+        L.append("- programs: %s not installed, its row left out" % prog)
     L += ["", "## Results", "",
           "Medians (± spread = (max - min) / median over the repetitions). Lower is better for",
           "every metric except `alloc_share` (the share of cfrac's time spent allocating).",
@@ -601,7 +633,8 @@ def main():
     info = machine_info(build)
     results = {"mode": "full" if full else "quick", "reps": reps, "machine": info,
                "allocators": allocs, "skipped": skipped, "probe": probed, "cases": [],
-               "failures": [], "failures_by": {}, "note": args.note}
+               "failures": [], "failures_by": {}, "note": args.note,
+               "missing_programs": MISSING_PROGRAMS}
     total = sum((c.full_reps if full else c.quick_reps) or reps for c in todo) * len(allocs)
     done = 0
     tty = sys.stderr.isatty()
@@ -635,6 +668,12 @@ def main():
                 if not c.program:
                     got = kv.get("allocator")
                 why = None
+                if c.program and rc == 0:
+                    # Identical output under every allocator: the first run's is the reference.
+                    digest = hashlib.sha256(out.encode()).hexdigest()
+                    ref = rec.setdefault("output_sha256", digest)
+                    if digest != ref:
+                        why = "output differs from the first run's: %s" % out.strip()[-200:]
                 if rc != 0:
                     why = "exit status %d: %s" % (rc, (err.strip() or out.strip())[-300:])
                 elif got != expect[name]:
