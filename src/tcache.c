@@ -790,11 +790,34 @@ void usi_tcache_flush_all(struct uslab_cache *c)
 /* Moves every magazine of tc to its depot, one pair at a time. A pair that holds magazines
  * keeps its cache alive: destroy empties every pair (under the tcache lock) before it lets
  * the cache go. `locked`: take tc->lock (not in a fork child). */
+/* Whether mp (tc's) holds no magazine: blank or both the shared empty one. Only the owner
+ * makes a pair hold one, so the owner may skip such a pair without the lock; a flush by
+ * another thread (a destroy) only empties pairs, and a pair seen half emptied is read
+ * again under the lock. */
+#if USI_TSAN
+__attribute__((no_sanitize("thread")))
+#endif
+static int
+pair_holds_nothing(const struct usi_magpair *mp)
+{
+    struct usi_mag *const volatile *prev = &mp->prev;
+    void **const volatile *base = &mp->base;
+    return *prev == NULL || (*prev == &usi_mag_empty && *base == usi_mag_empty.objs);
+}
+
 static void tcache_flush_every(struct usi_tcache *tc, int locked, uint32_t skip)
 {
+    _Static_assert(offsetof(struct usi_tcache, pairs) % sizeof(struct usi_magpair) == 0,
+                   "pairs start on a pair boundary: a page's first id is computed");
+    const uint32_t per_page = USI_PAGE_SIZE / sizeof(struct usi_magpair);
     for (uint32_t id = 1; id < tc->npairs; id++) {
         struct usi_magpair *mp = &tc->pairs[id];
-        if (id == skip)
+        if (!pair_page_opened(tc, mp)) { /* no pair of that page was ever opened */
+            id = (uint32_t)(((const char *)mp - (const char *)tc) / USI_PAGE_SIZE + 1) * per_page -
+                 (uint32_t)(offsetof(struct usi_tcache, pairs) / sizeof(struct usi_magpair)) - 1;
+            continue;
+        }
+        if (id == skip || pair_holds_nothing(mp))
             continue;
         if (locked)
             usi_lock(&tc->lock);

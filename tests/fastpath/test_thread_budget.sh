@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# What a thread costs (issue 38): the instructions of creating a thread that mallocs and
+# frees one block, and joining it, counted with callgrind (deterministic) under uslab's
+# preload library and under glibc alone; fails when uslab's exceed glibc's by more than
+# BUDGET_THREAD_EXTRA. Before session 20 a thread's exit took its thread cache's lock for
+# every pair it might hold, about 200 of them: 21,544 instructions a thread against glibc's
+# 2,604; it skips the pairs that hold nothing now (design §4). Same method as
+# test_fastpath_budget.sh: N and 2N threads, the difference divided by N.
+set -euo pipefail
+loop=$1
+preload=$2
+extra=${BUDGET_THREAD_EXTRA:-3500}
+command -v valgrind >/dev/null || { echo "valgrind is not installed"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+count() { # count <preload or empty> <threads>
+    env ${1:+LD_PRELOAD=$1} valgrind --tool=callgrind --callgrind-out-file="$tmp/out" \
+        "$loop" "$2" >"$tmp/stdout" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+    grep -qx ok "$tmp/stdout" || { cat "$tmp/stdout" "$tmp/err"; exit 1; }
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/err"
+}
+
+per() { # per <preload or empty>
+    local n=100 a b
+    a=$(count "$1" $n)
+    b=$(count "$1" $((2 * n)))
+    echo $(( (b - a + n / 2) / n ))
+}
+
+u=$(per "$preload")
+g=$(per "")
+verdict=ok
+status=0
+if [ "$u" -gt $((g + extra)) ]; then verdict="OVER BUDGET"; status=1; fi
+printf 'a thread created, used and joined: uslab %d instructions, glibc %d (budget: glibc + %d) %s\n' \
+    "$u" "$g" "$extra" "$verdict"
+exit $status
