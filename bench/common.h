@@ -220,6 +220,8 @@ static inline const char *bench_allocator_name(const char **path_out)
         return "jemalloc";
     if (strstr(path, "tcmalloc") && dlsym(RTLD_DEFAULT, "tc_malloc"))
         return "tcmalloc";
+    if (strstr(path, "snmalloc"))
+        return "snmalloc";
     if (strstr(path, "/libc.so") && !dlsym(RTLD_DEFAULT, "mi_malloc") &&
         !dlsym(RTLD_DEFAULT, "tc_malloc") && !dlsym(RTLD_DEFAULT, "mallctl"))
         return "glibc";

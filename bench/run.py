@@ -43,6 +43,12 @@ PEERS = [
     ("jemalloc", ["libjemalloc.so.2", "libjemalloc.so"]),
     ("tcmalloc", ["libtcmalloc_minimal.so.4", "libtcmalloc_minimal.so"]),
 ]
+# The newest peers, built from their public sources by bench/build_peers.sh (not
+# committed): name, library under bench/, and what bench/probe calls its malloc.
+BUILT_PEERS = [
+    ("mimalloc3", "peers/mimalloc3/libmimalloc.so", "mimalloc"),
+    ("snmalloc", "peers/snmalloc/libsnmallocshim.so", "snmalloc"),
+]
 LIBDIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
            "/usr/local/lib"]
 
@@ -233,6 +239,12 @@ def discover(build, wanted):
             allocs.append((name, p))
         else:
             skipped[name] = "not installed (%s not found)" % sonames[0]
+    for name, rel, _ in BUILT_PEERS:
+        p = os.path.join(HERE, rel)
+        if os.path.exists(p):
+            allocs.append((name, p))
+        else:
+            skipped[name] = "not built (bench/build_peers.sh builds it from its public sources)"
     if wanted:
         for n, _ in allocs:
             if n not in wanted:
@@ -605,6 +617,7 @@ def main():
     allocs, skipped = discover(build, set(filter(None, args.allocators.split(","))))
     # which malloc each allocator's runs must report: an extra build is uslab under a name
     expect = {name: name for name, _ in allocs}
+    expect.update({name: family for name, _, family in BUILT_PEERS if name in expect})
     for i, e in enumerate(args.extra):
         name, _, spec = e.partition("=")
         lib, *settings = spec.split(",")
