@@ -300,6 +300,7 @@ int usi_depot_sheds(struct uslab_cache *c)
     else if (__atomic_load_n(&shed_episodes, __ATOMIC_RELAXED) ==
              __atomic_load_n(&c->depot_demanded, __ATOMIC_RELAXED))
         return 0;
+    __atomic_store_n(&c->depot_shed_ms, usi_os_now_ms(), __ATOMIC_RELAXED);
     __atomic_store_n(&c->depot_shedding, 1, __ATOMIC_RELAXED);
     usi_depot_drain(c, 0);
     return 1;
@@ -307,11 +308,17 @@ int usi_depot_sheds(struct uslab_cache *c)
 
 void usi_depot_demand(struct uslab_cache *c)
 {
-    if (__atomic_load_n(&c->depot_shedding, __ATOMIC_RELAXED)) {
-        __atomic_store_n(&c->depot_demanded, __atomic_load_n(&shed_episodes, __ATOMIC_RELAXED),
-                         __ATOMIC_RELAXED);
-        __atomic_store_n(&c->depot_shedding, 0, __ATOMIC_RELAXED);
-    }
+    if (!__atomic_load_n(&c->depot_shedding, __ATOMIC_RELAXED))
+        return;
+    __atomic_store_n(&c->depot_demanded, __atomic_load_n(&shed_episodes, __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&c->depot_shedding, 0, __ATOMIC_RELAXED);
+    /* Allocating again within two delays of the shedding's start: the pattern cycles, and
+     * what it shed it takes back, whether or not the headroom's slabs spared it a refault
+     * (sh8bench's shape shed every round). It keeps its memory, as after a refault. */
+    if (usi_os_now_ms() < __atomic_load_n(&c->depot_shed_ms, __ATOMIC_RELAXED) +
+                              2 * (uint64_t)usi_options.purge_delay_ms)
+        usi_slab_keep_memory(c);
 }
 
 void usi_depot_shed(struct uslab_cache *c, struct usi_mag *m)

@@ -229,6 +229,7 @@ struct uslab_cache {
                               * (depot.c) */
     int depot_shedding;      /* full magazines go back to the slabs (depot.c; relaxed atomic) */
     uint64_t depot_demanded; /* shedding episodes when it last stopped (depot.c; atomic) */
+    uint64_t depot_shed_ms;  /* when it last started shedding (depot.c; atomic) */
     uint64_t slabs_created, slabs_released;
     /* Cumulative counts for statistics (design §10), kept on slow paths only: objects taken
      * from and returned to the slabs (so slab_inuse = slab_takes - slab_puts), and objects in
@@ -901,6 +902,9 @@ static inline int usi_slab_over_headroom(const struct uslab_cache *c)
            __atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) > USI_SLAB_HEADROOM;
 }
 
+/* The pattern of c cycles (it allocates again what it just gave back): its purge
+ * multiplier goes to its cap, as after a refault (design §3). No lock needed. */
+void usi_slab_keep_memory(struct uslab_cache *c);
 /* Slab geometry of a cache, fixed at creation. */
 void usi_slab_geometry(struct uslab_cache *c);
 /* Takes up to n raw (unconstructed) objects from the cache's slabs, growing if needed.

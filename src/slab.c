@@ -314,11 +314,16 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
         uint64_t window = 2 * (uint64_t)usi_options.purge_delay_ms * c->purge_mult;
         if (usi_os_now_ms() < c->purged_ms + window) {
             c->refaulted = 1; /* a pattern that repeats: keep its memory at once */
-            __atomic_store_n(&c->purge_mult, USI_PURGE_MULT_MAX, __ATOMIC_RELAXED);
+            usi_slab_keep_memory(c);
         }
         c->purged_ms = 0; /* one purge, one refault at most */
     }
     return s;
+}
+
+void usi_slab_keep_memory(struct uslab_cache *c)
+{
+    __atomic_store_n(&c->purge_mult, USI_PURGE_MULT_MAX, __ATOMIC_RELAXED);
 }
 
 /* Index of p in s, or UINT32_MAX when p is not the start of one of its objects. The
