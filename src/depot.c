@@ -315,7 +315,7 @@ void usi_depot_demand(struct uslab_cache *c)
     __atomic_store_n(&c->depot_shedding, 0, __ATOMIC_RELAXED);
     /* Allocating again within two delays of the shedding's start: the pattern cycles, and
      * what it shed it takes back, whether or not the headroom's slabs spared it a refault
-     * (sh8bench's shape shed every round). It keeps its memory, as after a refault. */
+     * (sh8bench's shape shed in two of four rounds). It keeps its memory, as after a refault. */
     if (usi_os_now_ms() < __atomic_load_n(&c->depot_shed_ms, __ATOMIC_RELAXED) +
                               2 * (uint64_t)usi_options.purge_delay_ms)
         usi_slab_keep_memory(c);
