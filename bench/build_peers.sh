@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds the newest peers from their public sources into bench/peers/ (not committed, see
 # .gitignore), where bench/run.py finds them next to Debian's packages: mimalloc 3.x
 # (`mimalloc3`, bench/peers/mimalloc3/libmimalloc.so) and snmalloc (`snmalloc`,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Ratios of two allocators of one interleaved bench/run.py run, repetition by repetition.
 
 Usage: python3 bench/compare.py RESULTS.json A B [--markdown]

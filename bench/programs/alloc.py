@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # An allocation-heavy Python workload for bench/run.py (runs under each LD_PRELOAD):
 # many small objects (tuples, dicts, strings) built, sorted and dropped.
 import sys

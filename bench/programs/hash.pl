@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # An allocation-heavy Perl workload for bench/run.py: hashes of strings, arrays, sort.
 use strict;
 use warnings;

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # A server under load for bench/run.py: redis-server runs under the allocator of the
 # caller's LD_PRELOAD on a private Unix socket, redis-benchmark (under glibc) sends it
 # SET, GET, LPUSH, LPOP, SADD, HSET and MSET requests from 20 clients, then redis-cli

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- An in-memory SQLite workload for bench/run.py: inserts, an index, joins and grouping.
 CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, v INTEGER, pad TEXT);
 WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 200000)

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- An allocation-heavy Lua workload for bench/run.py: tables of tables, strings built and
 -- dropped, a sort, and the garbage collector freeing it all (every object is a malloc
 -- block through Lua's allocator function). Prints a checksum that must not depend on the
