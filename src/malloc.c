@@ -430,7 +430,8 @@ static USI_COLD USI_NORETURN void double_free(const struct uslab_cache *c, const
     const char *what = fn[0] == 'f' ? "double free" : "use after free";
     if (usi_debug_enabled)
         debug_bug(c->name, DOUBLE_FREE, fn, p, what, c->name);
-    usi_report_fatal(DOUBLE_FREE, fn, p, what, c->name);
+    usi_report_fatal(DOUBLE_FREE ". USLAB_DEBUG=FU,%s shows where it was allocated and freed", fn,
+                     p, what, c->name, c->name);
 }
 
 /* The exact checks of a malloc block p of class c (page-map entry e) given to fn (free or

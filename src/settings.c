@@ -89,8 +89,9 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_DEBUG] = {"USLAB_DEBUG", USI_SETTING_KIND_DEBUG, 0, "unset", 0, 0,
                            "debug checks (the letters of Linux's `slub_debug`) for the caches "
                            "whose names match a glob, e.g. `malloc-64`, `malloc-*`, `conn*` "
-                           "(all caches without globs); unset: none, and caches not selected "
-                           "pay nothing",
+                           "(all caches without globs); `1`, `yes`, `on`, `true` or no "
+                           "letters: the default letters; unset, `0`, `no`, `off`, `false`: "
+                           "none, and caches not selected pay nothing",
                            NULL},
     [USI_SETTING_DEBUG_CONTINUE] = {"USLAB_DEBUG_CONTINUE", USI_SETTING_KIND_BOOL, 0, "0", 0, 1,
                                     "1: continue after a BUG report instead of aborting", NULL},
@@ -263,6 +264,11 @@ int usi_settings_parse_size(const char *s, size_t *out)
         shift = 30;
         s++;
         break;
+    case 't':
+    case 'T':
+        shift = 40;
+        s++;
+        break;
     default:
         break;
     }
@@ -283,15 +289,35 @@ static unsigned letter_bit(char c)
     return 0;
 }
 
+/* Whether the n characters at w are one of words (NULL-terminated), in either case. */
+static int word_in(const char *w, size_t n, const char *const *words)
+{
+    for (; *words; words++) {
+        size_t i = 0;
+        while (i < n && (*words)[i] && ((w[i] | 0x20) == (*words)[i] || w[i] == (*words)[i]))
+            i++;
+        if (i == n && (*words)[i] == '\0')
+            return 1;
+    }
+    return 0;
+}
+
 int usi_settings_parse_debug(const char *value, unsigned *letters, const char **globs,
                              char *bad_letter)
 {
+    static const char *const on[] = {"1", "yes", "on", "true", NULL};
+    static const char *const off[] = {"0", "no", "off", "false", NULL};
     int rc = 0;
     *letters = 0;
     *globs = NULL;
     if (!value)
         return 0;
     const char *p = value;
+    size_t word = strcspn(value, ",");
+    /* Other tools' switches (issue 39): on means the default letters, as an empty value */
+    int is_on = word_in(value, word, on);
+    if (is_on || word_in(value, word, off))
+        p += word;
     for (; *p && *p != ','; p++) {
         unsigned bit = letter_bit(*p);
         if (bit) {
@@ -301,7 +327,7 @@ int usi_settings_parse_debug(const char *value, unsigned *letters, const char **
             rc = -1;
         }
     }
-    if (p == value) /* "" or ",glob": as slub_debug, everything but tracing */
+    if (p == value || is_on) /* "", ",glob" or "1": as slub_debug, everything but tracing */
         for (size_t i = 0; i < usi_settings_nletters; i++)
             if (usi_settings_letters[i].in_default)
                 *letters |= usi_settings_letters[i].bit;

@@ -657,8 +657,10 @@ static USI_COLD USI_NORETURN void put_invalid(const struct uslab_cache *c, const
 static USI_COLD USI_NORETURN void put_twice(const struct uslab_cache *c, const struct usi_slab *s,
                                             uintptr_t p)
 {
-    usi_report_fatal("double free of %p in cache %s (object %u of slab %p is already free)",
-                     (void *)p, c->name, slab_index(c, s, (const void *)p), (void *)s->span);
+    usi_report_fatal("double free of %p in cache %s (object %u of slab %p is already free). "
+                     "USLAB_DEBUG=FU,%s shows where it was allocated and freed",
+                     (void *)p, c->name, slab_index(c, s, (const void *)p), (void *)s->span,
+                     c->name);
 }
 
 void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release)

@@ -85,12 +85,14 @@ static void more_sort_keys(FILE *f, int markdown);
     }
 
 static const struct tool_option run_options[] = {
-    {"--debug=LETTERS[,GLOB...]",
+    {"--debug[=LETTERS[,GLOB...]]",
      "Set `USLAB_DEBUG` to the value as given: debug LETTERS, then optional comma-separated "
      "GLOBs that select the caches to debug by name (malloc size classes are named "
      "`malloc-<size>`, e.g. `malloc-64`; without globs every cache is debugged). '-' is "
-     "accepted and ignored, so `--debug=-` alone turns debugging off. Quote globs for the "
-     "shell: `uslab run --debug=FZ,'malloc-*' -- ./prog`.",
+     "accepted and ignored, so `--debug=-` alone turns debugging off; `1`, `yes`, `on` and "
+     "`true` mean the default letters, `0`, `no`, `off` and `false` none. `--debug` with no "
+     "value (followed by `--` or another option) means the default letters. Quote globs for "
+     "the shell: `uslab run --debug=FZ,'malloc-*' -- ./prog`.",
      more_debug_letters},
     {"--stats, --stats=table",
      "Set `USLAB_STATS=1`: print a slabinfo-style statistics table on stderr at exit.", NULL},
@@ -788,6 +790,9 @@ static int cmd_run(int argc, char **argv)
         if (is_help_option(arg)) {
             print_command_help(stdout, "run");
             exit(0);
+        } else if (!strcmp(arg, "--debug") && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) {
+            set_env("USLAB_DEBUG", ""); /* no value (the next word is `--` or an option):
+                                         * the default letters, as USLAB_DEBUG= */
         } else if ((v = option_value("run", argc, argv, &i, "--debug"))) {
             /* Accepted exactly when the library takes it without a warning. */
             unsigned letters;

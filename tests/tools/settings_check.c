@@ -116,7 +116,9 @@ static void check_size_parser(void)
         {"K", 0, 0},
         {"-1", 0, 0},
         {" 1", 0, 0},
-        {"1T", 0, 0},
+        {"1T", 1, (size_t)1 << 40},
+        {"64t", 1, (size_t)64 << 40},
+        {"16777216T", 0, 0},
         {"1KB", 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -157,6 +159,17 @@ static void check_debug_parser(void)
         {",a]", -2, 0, no_globs, ']'},
         {"X,[", -2, 0, no_globs, '['},
         {"F,malloc-?4,*", 0, USI_DEBUG_F, "malloc-?4,*", 0},
+        /* other tools' switches (issue 39): on is the default letters, off is none */
+        {"1", 0, fzpu, no_globs, 0},
+        {"yes", 0, fzpu, no_globs, 0},
+        {"ON", 0, fzpu, no_globs, 0},
+        {"True,malloc-*", 0, fzpu, "malloc-*", 0},
+        {"0", 0, 0, no_globs, 0},
+        {"no", 0, 0, no_globs, 0},
+        {"Off,conn*", 0, 0, "conn*", 0},
+        {"false", 0, 0, no_globs, 0},
+        {"yess", -1, 0, no_globs, 'y'},
+        {"10", -1, 0, no_globs, '1'},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         unsigned letters = 12345;
@@ -230,7 +243,10 @@ static void check_library_warnings(const char *uslab, const char *preload)
         {"USLAB_DEBUG", "F,malloc-[0-9]*", "(a glob has '['"},
         {"USLAB_DEBUG", "FZ,a]", "(a glob has ']'"},
         {"USLAB_PURGER", "sometimes", "(expected `inline` or `thread`); using the default"},
-        {"USLAB_RESERVE", "1T", "(expected a size from 64M to 64T); using the default, 256G"},
+        {"USLAB_RESERVE", "65T", "(expected a size from 64M to 64T); using the default, 256G"},
+        {"USLAB_RESERVE", "1T", NULL},
+        {"USLAB_DEBUG", "1", NULL},
+        {"USLAB_DEBUG", "off", NULL},
         {"USLAB_PURGE_DELAY", "1.5", "(expected a whole number from 0 to 1073741824)"},
         {"USLAB_EMPTY_SLABS", "2000", "(expected a whole number from 0 to 1024)"},
         {"USLAB_LEAKS", "1", NULL},

@@ -289,6 +289,17 @@ debug_spec)
     done
     run_status 0 run --debug ',malloc-*' -- "$probe"
     expect_line "$tmp/out" "USLAB_DEBUG=,malloc-*"
+    # No value (issue 39): before `--` or another option, the default letters; before, it
+    # took `--` as its letters.
+    run_status 0 run --debug -- "$probe"
+    expect_line "$tmp/out" "USLAB_DEBUG="
+    expect_line "$tmp/out" "malloc=uslab"
+    run_status 0 run --debug --leaks -- "$probe"
+    expect_line "$tmp/out" "USLAB_DEBUG="
+    expect_line "$tmp/out" "USLAB_LEAKS=1"
+    run_status 0 run --debug=yes -- "$probe"
+    expect_line "$tmp/out" "USLAB_DEBUG=yes"
+    expect_no_match "$tmp/err" "ignored"
     # An unknown letter: exit 2, a uslab: message naming it, nothing run.
     for v in FX x fzq,malloc-64 'F Z'; do
         run_status 2 run --debug="$v" -- "$probe"
@@ -305,11 +316,16 @@ debug_spec)
         { cat "$tmp/err" >&2; fail "the library did not warn about USLAB_DEBUG=FX"; }
     grep -qF "debugging with F" "$tmp/err" ||
         { cat "$tmp/err" >&2; fail "the warning about USLAB_DEBUG=FX does not say what is on"; }
-    # A value with no letter at all ("1", as other allocators' switches) leaves debugging off,
-    # and the warning says so.
-    run_status 0 run --env USLAB_DEBUG=1 -- "$probe"
-    grep -qF "unknown letter '1' ignored" "$tmp/err" && grep -qF "debugging is off" "$tmp/err" ||
-        { cat "$tmp/err" >&2; fail "USLAB_DEBUG=1: no warning that debugging is off"; }
+    # Other tools' switches (issue 39): USLAB_DEBUG=1 (yes, on, true) turns the default
+    # letters on, with no warning; before, it turned debugging off with one.
+    for v in 1 yes ON true; do
+        run_status 0 run --env USLAB_DEBUG=$v -- "$probe"
+        expect_no_match "$tmp/err" "ignored"
+        grep -qF "uslab: leak report" "$tmp/err" || # U, one of the default letters, is on
+            { cat "$tmp/err" >&2; fail "USLAB_DEBUG=$v did not turn debugging on"; }
+    done
+    run_status 0 run --env USLAB_DEBUG=off -- "$probe"
+    expect_no_match "$tmp/err" "uslab:"
     ;;
 setting_typos)
     # A USLAB_ name that is nearly a setting's (a typo, or the name with a word added) is
