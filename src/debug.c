@@ -1054,11 +1054,19 @@ void usi_debug_leak_report(void)
         leak_skipped(&lt, every_cache);
     leak_scan_large(&lt); /* after the walk: large.lock is taken with no other lock (§6) */
     leak_sort(&lt);
-    if (dbg.leaks_json)
+    /* A clean run says nothing unless a report was asked for (USLAB_LEAKS): U of
+     * USLAB_DEBUG alone printed "0 live objects" in every process (issue 39). */
+    int quiet = !dbg.leaks && !lt.objects && !lt.nskipped && !lt.overwritten;
+    if (quiet)
+        ;
+    else if (dbg.leaks_json)
         print_leaks_json(&lt);
     else
         print_leaks_text(&lt);
+    size_t leaked = lt.objects;
     usi_os_unmap(mem, bytes);
+    if (leaked && usi_options.leaks_exitcode) /* a leak fails the run, as under LSan */
+        usi_os_exit_after_reports((int)usi_options.leaks_exitcode);
 }
 
 /* ---- live objects of a cache destroyed too early --------------------------------------- */

@@ -296,6 +296,7 @@ int usi_os_env_has_prefix(const char *prefix); /* a variable whose name starts s
  * prefix (advancing *pos past it), or NULL; none under secure execution (setuid). */
 const char *usi_os_env_next(const char *prefix, size_t *pos);
 void usi_os_write_err(const char *buf, size_t len);
+
 /* Reads up to len bytes of a regular file (open, read, close: no allocation); returns how
  * many, or -1 with errno: EINVAL when path is not a regular file (a FIFO, a directory, a
  * device), which is not read and never waited for. A file longer than len gives len. */
@@ -412,6 +413,9 @@ int usi_os_register_atfork(void (*prepare)(void), void (*parent)(void), void (*c
  * order given), for the exit reports (design §9). 0, or -1: not possible (this copy of uslab
  * may be unloaded first, or exit handlers are over), and the caller runs fn itself. */
 int usi_os_after_destructors(void (*fn)(void));
+/* At exit, from a report: the process ends with status once the reports registered with
+ * usi_os_after_destructors have run (at once when not run from there), stdio flushed. */
+void usi_os_exit_after_reports(int status);
 /* From a function usi_os_after_destructors runs, in a process with no other thread: frees
  * what glibc and libstdc++ keep for the process's life (stdio buffers, the thread stack
  * cache, the C++ emergency exception pool) as valgrind does before its leak scan
@@ -512,6 +516,7 @@ struct usi_options {
     size_t profile;        /* USLAB_PROFILE is set: malloc records request sizes (malloc.c) */
     size_t stats;          /* USLAB_STATS: enum usi_stats_format (settings.h; stats.c) */
     size_t leaks;          /* USLAB_LEAKS: enum usi_stats_format (debug.c) */
+    size_t leaks_exitcode; /* USLAB_LEAKS_EXITCODE: exit status when leaks are found */
     size_t debug_continue; /* USLAB_DEBUG_CONTINUE: continue after a BUG report (debug.c) */
 };
 extern struct usi_options usi_options;

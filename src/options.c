@@ -40,6 +40,7 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_PROFILE] = &usi_options.profile,
     [USI_SETTING_STATS] = &usi_options.stats,
     [USI_SETTING_LEAKS] = &usi_options.leaks,
+    [USI_SETTING_LEAKS_EXITCODE] = &usi_options.leaks_exitcode,
     [USI_SETTING_DEBUG_CONTINUE] = &usi_options.debug_continue,
 };
 

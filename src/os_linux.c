@@ -993,7 +993,16 @@ static void (*last_fns[LAST_MAX])(void);
 static unsigned last_n; /* destructors run in the one thread that exits: no race */
 static int last_registered;
 
-static int in_last; /* run_last is running: every destructor has run */
+static int in_last;     /* run_last is running: every destructor has run */
+static int exit_status; /* usi_os_exit_after_reports's, + 1; 0: none */
+
+/* stdio flushed (what the program printed), then the process ends with status. */
+static USI_NORETURN void exit_flushed(int status)
+{
+    fflush(NULL);
+    for (;;)
+        OS_SYSCALL(SYS_exit_group, status);
+}
 
 static void run_last(void *arg)
 {
@@ -1001,6 +1010,16 @@ static void run_last(void *arg)
     in_last = 1;
     for (unsigned i = 0; i < last_n; i++)
         last_fns[i]();
+    if (exit_status)
+        exit_flushed(exit_status - 1);
+}
+
+void usi_os_exit_after_reports(int status)
+{
+    if (in_last)
+        exit_status = status + 1; /* after the other reports of run_last */
+    else
+        exit_flushed(status);
 }
 
 /* The process's tasks (threads), from /proc/self/stat's 20th field; -1 if unreadable. */

@@ -104,6 +104,12 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                            "at every malloc and free (a tight malloc/free loop runs hundreds "
                            "of times slower)",
                            NULL},
+    [USI_SETTING_LEAKS_EXITCODE] = {"USLAB_LEAKS_EXITCODE", USI_SETTING_KIND_NUMBER, 0, "0", 0, 255,
+                                    "a process whose leak report (`USLAB_LEAKS`, or `U`) lists "
+                                    "blocks exits with this status, as LeakSanitizer's "
+                                    "`exitcode` (23), so that a leak fails a CI job; 0: the "
+                                    "process's own status",
+                                    NULL},
     [USI_SETTING_STATS] = {"USLAB_STATS", USI_SETTING_KIND_STATS, 0, "unset", 0, 0,
                            "`1`: a `slabinfo`-style table of every cache on stderr at exit; "
                            "`json`: the same as JSON",

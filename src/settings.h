@@ -88,12 +88,14 @@ enum usi_setting_id {
     USI_SETTING_DEBUG,
     USI_SETTING_DEBUG_CONTINUE,
     USI_SETTING_LEAKS,
+    USI_SETTING_LEAKS_EXITCODE,
     USI_SETTING_STATS,
     USI_SETTING_COUNT
 };
 
 enum usi_setting_kind {
-    USI_SETTING_KIND_SIZE, /* bytes: a number with an optional K, M or G suffix (powers of 1024) */
+    USI_SETTING_KIND_SIZE,   /* bytes: a number with an optional K, M, G or T suffix (powers of
+                              * 1024) */
     USI_SETTING_KIND_NUMBER, /* a count or milliseconds: parsed as a size (K, M, G accepted too) */
     USI_SETTING_KIND_BOOL,   /* 0 or 1 */
     USI_SETTING_KIND_DEBUG,  /* LETTERS[,GLOB...]: usi_settings_parse_debug */

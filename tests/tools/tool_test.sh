@@ -319,13 +319,14 @@ debug_spec)
     # Other tools' switches (issue 39): USLAB_DEBUG=1 (yes, on, true) turns the default
     # letters on, with no warning; before, it turned debugging off with one.
     for v in 1 yes ON true; do
-        run_status 0 run --env USLAB_DEBUG=$v -- "$probe"
+        run_status 0 run --env USLAB_DEBUG=$v --stats -- "$probe"
         expect_no_match "$tmp/err" "ignored"
-        grep -qF "uslab: leak report" "$tmp/err" || # U, one of the default letters, is on
+        grep -q "^malloc-.* FZPU$" "$tmp/err" || # the statistics' flags: the default letters
             { cat "$tmp/err" >&2; fail "USLAB_DEBUG=$v did not turn debugging on"; }
     done
-    run_status 0 run --env USLAB_DEBUG=off -- "$probe"
-    expect_no_match "$tmp/err" "uslab:"
+    run_status 0 run --env USLAB_DEBUG=off --stats -- "$probe"
+    expect_no_match "$tmp/err" "FZPU"
+    expect_no_match "$tmp/err" "ignored"
     ;;
 setting_typos)
     # A USLAB_ name that is nearly a setting's (a typo, or the name with a word added) is
