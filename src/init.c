@@ -200,8 +200,10 @@ int usi_init_slow(void)
     }
     /* Without a USLAB_ variable nothing is debugged: debug.c's code is not even run (it is
      * laid out with the seldom-run code, design §7). */
-    if (usi_options_read())
+    if (usi_options_read()) {
+        usi_os_log_setup(); /* before any report */
         usi_debug_read_options();
+    }
     /* Notes only when asked for: a guest does not write to its host's stderr. */
     __atomic_store_n(&usi_report_verbose, usi_debug_enabled || usi_os_getenv("USLAB_STATS"),
                      __ATOMIC_RELAXED);
@@ -249,9 +251,12 @@ int usi_init_slow(void)
  * scanned. */
 static void stats_report(void)
 {
-    usi_live_print_all(stderr,
+    static char buf[8192];
+    FILE *f = usi_os_report_file(buf, sizeof buf); /* stderr, or USLAB_LOG's file */
+    usi_live_print_all(f,
                        usi_options.stats == USI_STATS_JSON ? USLAB_STATS_JSON : USLAB_STATS_TABLE,
                        1, usi_initialized < 0);
+    usi_os_report_file_close(f);
 }
 
 /* After every library's destructor when possible, as the leak report (design §9). */

@@ -295,7 +295,12 @@ int usi_os_env_has_prefix(const char *prefix); /* a variable whose name starts s
 /* The next "NAME=VALUE" of the environment from index *pos on whose name starts with
  * prefix (advancing *pos past it), or NULL; none under secure execution (setuid). */
 const char *usi_os_env_next(const char *prefix, size_t *pos);
-void usi_os_write_err(const char *buf, size_t len);
+void usi_os_write_err(const char *buf, size_t len); /* to stderr, or USLAB_LOG's file */
+void usi_os_log_setup(void);                        /* reads USLAB_LOG (initialisation) */
+/* Where the statistics at exit are written: stderr, or USLAB_LOG's file as a stream
+ * buffered in buf (no allocation while it is written); closed by the second call. */
+FILE *usi_os_report_file(char *buf, size_t len);
+void usi_os_report_file_close(FILE *f);
 
 /* Reads up to len bytes of a regular file (open, read, close: no allocation); returns how
  * many, or -1 with errno: EINVAL when path is not a regular file (a FIFO, a directory, a

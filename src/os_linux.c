@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -575,10 +576,99 @@ const char *usi_os_getenv(const char *name)
     return NULL;
 }
 
+/*
+ * USLAB_LOG=PATH (issue 39): reports, statistics and leak tables go to PATH instead of
+ * stderr, which many programs close before they exit (ls, sort, cat, grep: their reports
+ * were lost). %p in PATH is the process id, so a fork child writes its own file; %% is a
+ * %. The file is opened (appended to, created 0644) at the process's first report, not
+ * before: no report, no file. It cannot be opened: stderr, and a line there saying why.
+ */
+static int log_fd = -1, log_pid; /* log_fd: the open log of process log_pid */
+static char log_pattern[4096];   /* USLAB_LOG as read at initialisation: at exit the
+                                  * environment may be gone (__libc_freeres) */
+
+void usi_os_log_setup(void)
+{
+    const char *v = usi_os_getenv("USLAB_LOG");
+    size_t n = v ? strlen(v) : 0;
+    if (n >= sizeof log_pattern)
+        n = 0; /* too long to be a path: stderr */
+    memcpy(log_pattern, v ? v : "", n);
+    log_pattern[n] = '\0';
+}
+
+static int report_fd(void)
+{
+    const char *pattern = log_pattern;
+    if (!*pattern)
+        return 2;
+    int pid = (int)OS_SYSCALL(SYS_getpid);
+    int fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
+    if (fd >= 0 && __atomic_load_n(&log_pid, __ATOMIC_RELAXED) == pid)
+        return fd;
+    char path[4096];
+    size_t n = 0;
+    for (const char *p = pattern; *p && n + 24 < sizeof path; p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            char digits[16];
+            int k = 0;
+            for (unsigned v = (unsigned)pid; v || !k; v /= 10)
+                digits[k++] = (char)('0' + v % 10);
+            while (k)
+                path[n++] = digits[--k];
+            p++;
+        } else {
+            path[n++] = *p;
+            p += p[0] == '%' && p[1] == '%';
+        }
+    }
+    path[n] = '\0';
+    long opened =
+        OS_SYSCALL(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (opened < 0) {
+        static const char msg[] = "uslab: USLAB_LOG: cannot open the log file; reports go to "
+                                  "stderr\n";
+        OS_SYSCALL(SYS_write, 2, msg, sizeof msg - 1);
+        return 2;
+    }
+    /* A fork child's inherited log is its parent's file: not closed (the parent's stays
+     * open in the parent), only replaced. Two threads opening at once: one fd is kept. */
+    if (!__atomic_compare_exchange_n(&log_fd, &fd, (int)opened, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        OS_SYSCALL(SYS_close, opened);
+        return fd;
+    }
+    __atomic_store_n(&log_pid, pid, __ATOMIC_RELAXED);
+    return (int)opened;
+}
+
+FILE *usi_os_report_file(char *buf, size_t len)
+{
+    int fd = report_fd();
+    if (fd == 2)
+        return stderr;
+    int copy = dup(fd);
+    FILE *f = copy >= 0 ? fdopen(copy, "a") : NULL;
+    if (!f) {
+        if (copy >= 0)
+            close(copy);
+        return stderr;
+    }
+    setvbuf(f, buf, _IOFBF, len); /* no allocation while it is written */
+    return f;
+}
+
+void usi_os_report_file_close(FILE *f)
+{
+    if (f != stderr)
+        fclose(f);
+}
+
 void usi_os_write_err(const char *buf, size_t len)
 {
+    int fd = report_fd();
     while (len > 0) {
-        long w = OS_SYSCALL(SYS_write, 2, buf, len);
+        long w = OS_SYSCALL(SYS_write, fd, buf, len);
         if (w <= 0) {
             if (w < 0 && errno == EINTR)
                 continue;

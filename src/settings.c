@@ -110,6 +110,12 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                     "`exitcode` (23), so that a leak fails a CI job; 0: the "
                                     "process's own status",
                                     NULL},
+    [USI_SETTING_LOG] = {"USLAB_LOG", USI_SETTING_KIND_PATH, 0, "unset", 0, 0,
+                         "a file for every report, the statistics and the leak table instead "
+                         "of stderr (which many programs close before they exit); `%p` is "
+                         "the process id, so that each process of a pipeline or a fork "
+                         "writes its own; opened at the first report, appended to",
+                         NULL},
     [USI_SETTING_STATS] = {"USLAB_STATS", USI_SETTING_KIND_STATS, 0, "unset", 0, 0,
                            "`1`: a `slabinfo`-style table of every cache on stderr at exit; "
                            "`json`: the same as JSON",
