@@ -648,8 +648,9 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     int pushed = 1;
     if (!past_bound && usi_depot_sheds(c)) {
         /* Beyond the headroom (design §4, "Shedding"): the pair's objects go back to their
-         * slabs, and it goes on with one magazine of the start capacity, shed whenever it
-         * fills while the idle memory stays beyond the headroom. What the pair holds when
+         * slabs, and it goes on with one magazine of USI_MAG_SHED slots, shed whenever it
+         * fills while the cache sheds (its level grows again from its next allocation slow
+         * path that finds the depot empty). What the pair holds when
          * the program stops freeing keeps few slabs from emptying: magazines of 256 blocks
          * freed in no order pinned a slab each, most of a class's. */
         mp->prev = &usi_mag_empty;
