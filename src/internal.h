@@ -823,6 +823,8 @@ void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t u
 void usi_pages_prefork(void);
 void usi_pages_postfork(int child);
 size_t usi_pages_reserved_bytes(void);
+/* Whether p lies in uslab's reserved range, in a slab or not (a skip is not: design §2). */
+int usi_pages_in_range(const void *p);
 /* Where that count is, for the tool that reads it from outside (live.h's map). */
 const size_t *usi_pages_reserved_address(void);
 

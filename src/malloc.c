@@ -39,7 +39,7 @@ static USI_COLD USI_NORETURN void debug_bug(const char *cache, const char *fmt, 
 /* Reports p when it is neither a live uslab block nor plausibly glibc's. */
 static USI_COLD void check_other(const void *p, uintptr_t e, const char *fn)
 {
-    int in_range = (uintptr_t)p - usi_pagemap.base < usi_pages_reserved_bytes();
+    int in_range = usi_pages_in_range(p);
     if (usi_debug_enabled && (e || ((uintptr_t)p & 15) || in_range)) {
         if (e)
             debug_bug("malloc", "Invalid pointer: %s(%p): object of cache %s", fn, p,

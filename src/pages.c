@@ -17,7 +17,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define NTAGS ((size_t)1 << (USI_ADDRESS_BITS - USI_UNIT_SHIFT))
+#define NTAGS     ((size_t)1 << (USI_ADDRESS_BITS - USI_UNIT_SHIFT))
+#define MAX_SKIPS 8 /* times the range may go on past another mapping (grow) */
 
 /* Until the tag table exists, the mask is 0 and every lookup reads this one tag: 0. */
 static const uint16_t zero_tags[1];
@@ -38,8 +39,16 @@ static struct {
     /* Free spans that could not be purged and were zeroed by hand (span_discard): they read
      * as zero but hold memory, so they are reused first and purged again once a purge works. */
     uint32_t resident_head[USI_SPAN_ORDERS];
-    size_t nresident;  /* spans on the resident lists */
-    size_t reserved;   /* end - base (also read without the lock, for reports) */
+    size_t nresident; /* spans on the resident lists */
+    size_t reserved;  /* bytes of [base, end) reserved: all but the skips (also read
+                       * without the lock, for reports) */
+    /* Stretches of [base, end) that are not ours: where another mapping stood in the way,
+     * the range went on past it (grow). Appended under the lock; read without it up to
+     * nskips (release/acquire). */
+    struct {
+        uintptr_t from, to;
+    } skips[MAX_SKIPS];
+    unsigned nskips;
     size_t side_bytes; /* side arrays mapped or reserved (as far as the reservation) */
     size_t abandoned;  /* bytes of spans that could not be made zero again (free_span) */
 } pages = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -59,11 +68,11 @@ static inline uint32_t unit_of(uintptr_t addr)
  * every mapping, PROT_NONE too, so uslab's own mappings grow with use: at first only
  * INITIAL_RESERVE of the range is reserved, with side arrays for just that, and there is
  * no tag table; the reservation and every side array grow in place (doubling, with
- * MAP_FIXED_NOREPLACE right after their ends, in the holes found at initialisation) when
- * the bump pointer reaches the end, and the tag table is mapped once frees show the
- * program uses slabs (usi_pages_try_tags). Under a finite RLIMIT_AS, as read at each step,
- * uslab's mappings stay within a quarter of it, so the system allocator keeps three
- * quarters; the tag table (4 GiB) only when that leaves room for it twice. Below room for
+ * MAP_FIXED_NOREPLACE right after their ends, in the holes found at initialisation; the
+ * range past another mapping in its way) when the bump pointer reaches the end, and the tag table
+ * is mapped once frees show the program uses slabs (usi_pages_try_tags). Under a finite RLIMIT_AS,
+ * as read at each step, uslab's mappings stay within a quarter of it, so the system allocator keeps
+ * three quarters; the tag table (4 GiB) only when that leaves room for it twice. Below room for
  * MIN_RESERVE at start-up uslab steps aside: the caller disables slabs.
  */
 #define BUDGET_SHARE    4                  /* of RLIMIT_AS */
@@ -187,20 +196,18 @@ int usi_pages_init(void)
         errno = ENOMEM;
         return -1;
     }
-    /* One hole for the range and its side arrays (design §2): twice the range's size,
-     * the range in its upper half, the side arrays at the top of its lower half, each
-     * array with room to cover the whole range. Each keeps its first part and grows
-     * upwards into its own tail; the rest of the hole goes back. The kernel places other
-     * mappings top-down, so they come down from the hole's upper end towards the range;
-     * a bottom-up layout (valgrind's, `setarch -L`) fills the hole from its lower end, up
-     * towards the side arrays. Before, the range sat at the start of its hole and the side
-     * arrays in a hole of their own: under a bottom-up layout the program's next mapping
-     * landed right after a side array, which then could never grow, nor the range: under
-     * valgrind every program's small blocks beyond 2 MiB went to glibc's malloc. A hole
-     * smaller than asked for (a limit, valgrind's address space) is shared the same way;
-     * one too small for that keeps the range at its start and the side arrays in a hole
-     * of their own. */
-    size_t hole_size = size <= SIZE_MAX / 2 ? 2 * size : size;
+    /* One hole for the range and its side arrays (design §2), three times the range's
+     * size: the side arrays at the top of its lower third, each with room to cover the
+     * whole range, then the range, then a third left free. Each array and the range keep
+     * their first part and grow upwards into their own tails; the rest of the hole goes
+     * back. The kernel places other mappings top-down, in the highest gap that fits: the
+     * free third above the range takes any mapping the range's tail could, so the tail is
+     * reached only after it (snmalloc's 256 GiB map landed right after a 2 MiB range that
+     * had nothing above it). A bottom-up layout (valgrind's, `setarch -L`) fills the hole
+     * from its lower end, up towards the side arrays. A hole smaller than asked for (a
+     * limit, valgrind's address space) is shared the same way; one too small for that
+     * keeps the range at its start and the side arrays in a hole of their own. */
+    size_t hole_size = size <= SIZE_MAX / 3 ? 3 * size : size;
     void *hole_base = usi_os_reserve(&hole_size, align, MIN_RESERVE);
     if (!hole_base)
         return -1;
@@ -209,11 +216,14 @@ int usi_pages_init(void)
         errno = ENOMEM;
         return -1;
     }
-    size_t below = (hole_size / 2) & ~(align - 1); /* a multiple of the span alignment */
+    size_t below = (hole_size / 3) & ~(align - 1); /* multiples of the span alignment */
     if (hole_size - below < MIN_RESERVE)
         below = 0;
-    if (size > hole_size - below)
-        size = hole_size - below;
+    size_t above = ((hole_size - below) / 2) & ~(align - 1);
+    if (hole_size - below - above < MIN_RESERVE)
+        above = 0;
+    if (size > hole_size - below - above)
+        size = hole_size - below - above;
     char *base = (char *)hole_base + below;
     size_t first = size < INITIAL_RESERVE ? size : INITIAL_RESERVE;
     size_t nunits = size >> USI_UNIT_SHIFT, first_units = first >> USI_UNIT_SHIFT;
@@ -270,9 +280,72 @@ int usi_pages_init(void)
     return 0;
 }
 
+/* Push and pop on one of the two sets of free lists (free_head or resident_head). */
+static void span_push(uint32_t *heads, uintptr_t addr, unsigned order)
+{
+    uint32_t u = unit_of(addr);
+    usi_pagemap.link[u] = heads[order];
+    heads[order] = u + 1;
+    if (heads == pages.resident_head) /* read without the lock by usi_pages_free_span */
+        __atomic_fetch_add(&pages.nresident, 1, __ATOMIC_RELAXED);
+}
+
+static uintptr_t span_pop(uint32_t *heads, unsigned order)
+{
+    uint32_t head = heads[order];
+    if (!head)
+        return 0;
+    heads[order] = usi_pagemap.link[head - 1];
+    if (heads == pages.resident_head)
+        __atomic_fetch_sub(&pages.nresident, 1, __ATOMIC_RELAXED);
+    return usi_pagemap.base + ((uintptr_t)(head - 1) << USI_UNIT_SHIFT);
+}
+
+/* Puts [from, to), fresh or purged, on the free lists in pieces aligned to their size. */
+static void free_range(uintptr_t from, uintptr_t to)
+{
+    while (from < to) {
+        unsigned o = 0;
+        while (o + 1 < USI_SPAN_ORDERS && (from & (span_bytes(o + 1) - 1)) == 0 &&
+               from + span_bytes(o + 1) <= to)
+            o++;
+        span_push(pages.free_head, from, o);
+        from += span_bytes(o);
+    }
+}
+
+/* Under pages.lock, after a growth in place found another mapping in the way: reserves
+ * `want` bytes further on, at the first of end + 2 MiB, + 4 MiB, + 8 MiB ... that is
+ * free, within the range; the stretch in between becomes a skip (not ours), with the
+ * uncommitted rest of the old reservation. Returns the new start, or 0 (nothing changed;
+ * the range stops growing where it finds no room or no skip left). */
+static uintptr_t skip_to(size_t want)
+{
+    size_t align = span_bytes(USI_SPAN_ORDERS - 1);
+    if (pages.nskips == MAX_SKIPS)
+        return 0;
+    for (size_t d = INITIAL_RESERVE; d <= pages.max_end - pages.end; d *= 2) {
+        uintptr_t at = (pages.end + d + align - 1) & ~(uintptr_t)(align - 1);
+        if (at > pages.max_end || want > pages.max_end - at)
+            break;
+        size_t left = budget_left(), cost = (at - pages.end) / USI_UNIT_SIZE * SIDE_PER_UNIT;
+        if (left != SIZE_MAX &&
+            (cost > left || want > (left - cost) / (USI_UNIT_SIZE + SIDE_PER_UNIT) * USI_UNIT_SIZE))
+            break;
+        if (usi_os_reserve_at((void *)at, want) == 0)
+            return at;
+        if (errno != EEXIST)
+            break;
+    }
+    if (errno == EEXIST)
+        pages.max_end = pages.end; /* nowhere left to go: no more searches */
+    return 0;
+}
+
 /* Under pages.lock: reserves more of the range after pages.end so that [.., need) is
  * reserved, with the side arrays for it; doubles the reservation when the budget and the
- * neighbours allow. */
+ * neighbours allow. Where another mapping is in the way, the range goes on past it
+ * (skip_to): the bump pointer moves, and the caller aligns its span again. */
 static int grow(uintptr_t need)
 {
     size_t step = INITIAL_RESERVE;
@@ -289,22 +362,38 @@ static int grow(uintptr_t need)
         want = left & ~(step - 1);
     if (want < least)
         return -1;
-    if (usi_os_reserve_at((void *)pages.end, want) != 0 &&
-        (want == least || usi_os_reserve_at((void *)pages.end, want = least) != 0))
-        return -1;
+    uintptr_t at = pages.end;
+    if (usi_os_reserve_at((void *)at, want) != 0 &&
+        (want == least || usi_os_reserve_at((void *)at, want = least) != 0)) {
+        /* past the mapping in the way, with room for the largest span */
+        size_t most = span_bytes(USI_SPAN_ORDERS - 1);
+        if (errno != EEXIST || !(at = skip_to(want = want > most ? want : most)))
+            return -1;
+    }
     /* The side arrays' part for the new units, right after their ends (in their holes),
      * and the tag table's writable window over them. */
-    size_t units = (pages.end + want - usi_pagemap.base) >> USI_UNIT_SHIFT;
+    size_t units = (at + want - usi_pagemap.base) >> USI_UNIT_SHIFT;
     size_t old_len[NSIDES];
     memcpy(old_len, side_len, sizeof old_len);
-    if (sides_extend(units) != 0 ||
-        (unit_tags && tags_window(unit_tags, pages.end, pages.end + want) != 0)) {
+    if (sides_extend(units) != 0 || (unit_tags && tags_window(unit_tags, at, at + want) != 0)) {
         side_undo(old_len);
-        usi_os_unmap((void *)pages.end, want);
+        usi_os_unmap((void *)at, want);
         return -1;
     }
+    if (at != pages.end) {
+        /* The committed rest goes to the free lists; the uncommitted rest back. */
+        free_range(pages.bump, pages.committed);
+        if (pages.end > pages.committed)
+            usi_os_unmap((void *)pages.committed, pages.end - pages.committed);
+        __atomic_store_n(&pages.reserved, pages.reserved - (pages.end - pages.committed),
+                         __ATOMIC_RELAXED);
+        pages.skips[pages.nskips].from = pages.committed;
+        pages.skips[pages.nskips].to = at;
+        __atomic_store_n(&pages.nskips, pages.nskips + 1, __ATOMIC_RELEASE);
+        pages.bump = pages.committed = pages.end = at;
+    }
     pages.end += want;
-    __atomic_store_n(&pages.reserved, pages.end - usi_pagemap.base, __ATOMIC_RELAXED);
+    __atomic_store_n(&pages.reserved, pages.reserved + want, __ATOMIC_RELAXED);
     /* The page map covers the new units now: lookups may look at them. */
     __atomic_store_n(&usi_pagemap.nunits, units, __ATOMIC_RELEASE);
     return 0;
@@ -392,35 +481,22 @@ size_t usi_pages_reserved_bytes(void)
     return __atomic_load_n(&pages.reserved, __ATOMIC_RELAXED);
 }
 
+int usi_pages_in_range(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    if ((a - usi_pagemap.base) >> USI_UNIT_SHIFT >=
+        __atomic_load_n(&usi_pagemap.nunits, __ATOMIC_ACQUIRE))
+        return 0;
+    unsigned n = __atomic_load_n(&pages.nskips, __ATOMIC_ACQUIRE); /* after nunits: see grow */
+    for (unsigned i = 0; i < n; i++)
+        if (a >= pages.skips[i].from && a < pages.skips[i].to)
+            return 0;
+    return 1;
+}
+
 const size_t *usi_pages_reserved_address(void)
 {
     return &pages.reserved;
-}
-
-/* Push and pop on one of the two sets of free lists (free_head or resident_head). */
-static void span_push(uint32_t *heads, uintptr_t addr, unsigned order)
-{
-    uint32_t u = unit_of(addr);
-    usi_pagemap.link[u] = heads[order];
-    heads[order] = u + 1;
-    if (heads == pages.resident_head) /* read without the lock by usi_pages_free_span */
-        __atomic_fetch_add(&pages.nresident, 1, __ATOMIC_RELAXED);
-}
-
-static uintptr_t span_pop(uint32_t *heads, unsigned order)
-{
-    uint32_t head = heads[order];
-    if (!head)
-        return 0;
-    heads[order] = usi_pagemap.link[head - 1];
-    if (heads == pages.resident_head)
-        __atomic_fetch_sub(&pages.nresident, 1, __ATOMIC_RELAXED);
-    return usi_pagemap.base + ((uintptr_t)(head - 1) << USI_UNIT_SHIFT);
-}
-
-static void free_push(uintptr_t addr, unsigned order)
-{
-    span_push(pages.free_head, addr, order);
 }
 
 static uintptr_t free_pop(unsigned order)
@@ -435,6 +511,7 @@ static uintptr_t bump_take(unsigned order)
     uintptr_t start = (pages.bump + size - 1) & ~(uintptr_t)(size - 1);
     if (start + size < start || (start + size > pages.end && grow(start + size) != 0))
         return 0;
+    start = (pages.bump + size - 1) & ~(uintptr_t)(size - 1); /* a skip moved the bump */
     if (start + size > pages.committed) {
         /* The span (and any alignment gap before it), and ahead of it an eighth of what
          * is committed, at most COMMIT_AHEAD: under mlockall every committed page is made
@@ -455,14 +532,7 @@ static uintptr_t bump_take(unsigned order)
             return 0;
         pages.committed = want;
     }
-    while (pages.bump < start) { /* every gap piece is aligned to its own size */
-        unsigned o = 0;
-        while (o + 1 < order && (pages.bump & (span_bytes(o + 1) - 1)) == 0 &&
-               pages.bump + span_bytes(o + 1) <= start)
-            o++;
-        free_push(pages.bump, o);
-        pages.bump += span_bytes(o);
-    }
+    free_range(pages.bump, start); /* the alignment gap */
     pages.bump = start + size;
     return start;
 }

@@ -8,8 +8,10 @@
 #include "internal.h"
 #include "testutil.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static int global_var;
 
@@ -185,7 +187,7 @@ static void test_growth(void)
         s[i] = usi_pages_alloc_span(order);
         CHECK(s[i] != NULL, "span %d of 8 MiB (reserved %zu MiB)", i,
               usi_pages_reserved_bytes() >> 20);
-        CHECK((uintptr_t)s[i] - usi_pagemap.base + bytes <= usi_pages_reserved_bytes(),
+        CHECK(usi_pages_in_range(s[i]) && usi_pages_in_range(s[i] + bytes - 1),
               "span inside what is reserved");
         s[i][0] = 1; /* committed */
         s[i][bytes - 1] = 1;
@@ -202,6 +204,58 @@ static void test_growth(void)
     CHECK(after >= before + (size_t)N * bytes / 2 && after > before, "the reservation grew");
     for (int i = 0; i < N; i++)
         usi_pages_free_span(s[i], order, 0);
+}
+
+/* Another mapping right after the reservation's end (another allocator's, as snmalloc's
+ * 256 GiB map landed there): the range goes on past it, and nothing of it is ours. */
+static void test_grow_past_mapping(void)
+{
+    size_t len = (size_t)24 << 20;
+    char *end = (char *)(usi_pagemap.base + usi_pagemap.nunits * USI_UNIT_SIZE);
+    char *other = mmap(end, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    CHECK(other == end, "a mapping at the reservation's end %p: %p (%s)", (void *)end,
+          (void *)other, other == MAP_FAILED ? strerror(errno) : "elsewhere");
+    memset(other, 0x5a, len);
+    size_t before = usi_pages_reserved_bytes();
+    /* 48 MiB of 64 KiB objects: the reservation must grow past the mapping. */
+    uslab_cache_t *c = uslab_cache_create("past-mapping", 60000, 0, NULL, NULL, NULL, NULL, 0);
+    CHECK(c, "create");
+    enum { N = 800 };
+    static void *objs[N];
+    for (int i = 0; i < N; i++) {
+        objs[i] = uslab_cache_alloc(c);
+        CHECK(objs[i], "object %d of 60000 bytes (reserved %zu MiB): %s", i,
+              usi_pages_reserved_bytes() >> 20, strerror(errno));
+        CHECK((char *)objs[i] + 60000 <= other || (char *)objs[i] >= other + len,
+              "object %d at %p inside the other mapping", i, objs[i]);
+        CHECK(usi_pages_in_range(objs[i]), "object %d in the range", i);
+        pattern_fill(objs[i], 60000, (uint64_t)i);
+    }
+    CHECK((char *)objs[N - 1] >= other + len, "the range went on past the mapping");
+    for (size_t off = 0; off < len; off += USI_UNIT_SIZE) {
+        CHECK(usi_pagemap_lookup(other + off) == 0, "the other mapping is not ours");
+        CHECK(!usi_pages_in_range(other + off), "the other mapping is not in the range");
+        CHECK(other[off] == 0x5a && other[off + USI_UNIT_SIZE - 1] == 0x5a,
+              "the other mapping untouched");
+    }
+    printf("reservation grew from %zu to %zu MiB past a mapping of %zu MiB\n", before >> 20,
+           usi_pages_reserved_bytes() >> 20, len >> 20);
+    for (int i = 0; i < N; i++) {
+        CHECK(pattern_check(objs[i], 60000, (uint64_t)i) == (size_t)-1, "contents %d", i);
+        uslab_cache_free(c, objs[i]);
+    }
+    uslab_cache_destroy(c);
+    /* Fresh spans from the rest before the mapping read as zero (they went on the free
+     * lists when the range moved on). */
+    for (int i = 0; i < 64; i++) {
+        char *sp = usi_pages_alloc_span(0);
+        CHECK(sp && (sp + USI_UNIT_SIZE <= other || sp >= other + len), "span %d", i);
+        for (size_t k = 0; k < USI_UNIT_SIZE; k += 4096)
+            CHECK(sp[k] == 0, "span %d reads as zero", i);
+        usi_pages_free_span(sp, 0, 0);
+    }
+    munmap(other, len);
 }
 
 int main(void)
@@ -225,6 +279,7 @@ int main(void)
               "unit tag of a malloc block: %u", usi_unit_tag(p));
     }
     uslab_free(p);
+    test_grow_past_mapping(); /* first: the bump pointer is near the end */
     test_foreign_pointers();
     test_object_lookup();
     test_spans();
