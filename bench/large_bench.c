@@ -15,7 +15,16 @@
  *             them over a queue of 4 to a consumer thread that frees them (so at most
  *             about 6 blocks are live, whatever the two threads' relative speed);
  *   calloc    100 live calloc(256 KiB) blocks, each read at one byte a page (calloc's
- *             memory need not be touched), replaced in turn.
+ *             memory need not be touched), replaced in turn;
+ *   medium    200 live blocks of 32-256 KiB (log-uniform), replaced at random, their first
+ *             and last bytes written: the allocator's own cost for the sizes glibc serves
+ *             by mmap, and peers from their pages;
+ *   pow2      every power of two from 16 B to 16 MiB and that size + 1, malloc'd, ends
+ *             written, freed (allocators that round up to a power of two pay twice);
+ *   align     posix_memalign of 64 KiB to 2 MiB alignments (1 KiB to 3 MiB blocks), ends
+ *             written, 8 live, replaced in turn (huge-page buffers, DMA rings);
+ *   regrow    a buffer grown by realloc to 1.5x from 16 B to 64 KiB with a small malloc
+ *             between steps (which takes the space after it), then freed; repeated.
  *
  * Prints key=value lines: the wall time (ms) and the allocator's name; the runner adds peak
  * RSS.
@@ -55,7 +64,7 @@ static size_t log_uniform(bench_rng *r, size_t lo, size_t hi)
     return (size_t)exp(x);
 }
 
-static void run_slots(long slots, int log_sizes, size_t lo, size_t hi)
+static void run_slots(long slots, int log_sizes, size_t lo, size_t hi, int ends)
 {
     bench_rng r;
     bench_rng_seed(&r, seed);
@@ -65,7 +74,10 @@ static void run_slots(long slots, int log_sizes, size_t lo, size_t hi)
         size_t n = log_sizes ? log_uniform(&r, lo, hi) : uniform(&r, lo, hi);
         free(slot[k]);
         slot[k] = must(malloc(n), n);
-        touch(slot[k], n, (unsigned char)i);
+        if (ends)
+            slot[k][0] = slot[k][n - 1] = (unsigned char)i;
+        else
+            touch(slot[k], n, (unsigned char)i);
     }
     for (long k = 0; k < slots; k++)
         free(slot[k]);
@@ -166,6 +178,65 @@ static void run_calloc(void)
         free(slot[k]);
 }
 
+static void run_pow2(void)
+{
+    for (long i = 0; i < steps; i++)
+        for (size_t n = 16; n <= ((size_t)16 << 20); n *= 2)
+            for (size_t m = n; m <= n + 1; m++) {
+                unsigned char *p = must(malloc(m), m);
+                p[0] = p[m - 1] = (unsigned char)i;
+                free(p);
+            }
+}
+
+static void run_align(void)
+{
+    enum { LIVE = 8 };
+    bench_rng r;
+    bench_rng_seed(&r, seed);
+    unsigned char *slot[LIVE] = {0};
+    for (long i = 0; i < steps; i++) {
+        long k = i % LIVE;
+        free(slot[k]);
+        size_t align = (size_t)64 << 10 << bench_below(&r, 6); /* 64 KiB .. 2 MiB */
+        size_t n = log_uniform(&r, 1024, (size_t)3 << 20);
+        void *p = NULL;
+        if (posix_memalign(&p, align, n) != 0 || ((uintptr_t)p & (align - 1))) {
+            fprintf(stderr, "posix_memalign(%zu, %zu) failed\n", align, n);
+            exit(1);
+        }
+        slot[k] = p;
+        slot[k][0] = slot[k][n - 1] = 1;
+    }
+    for (long k = 0; k < LIVE; k++)
+        free(slot[k]);
+}
+
+static void run_regrow(void)
+{
+    enum { SMALL = 64 };
+    void *small[SMALL];
+    for (long i = 0; i < steps; i++) {
+        size_t n = 16;
+        int k = 0;
+        unsigned char *p = must(malloc(n), n);
+        p[0] = 7;
+        while (n < ((size_t)64 << 10)) {
+            n = n + n / 2;
+            p = must(realloc(p, n), n);
+            if (p[0] != 7) {
+                fprintf(stderr, "realloc lost the buffer's contents\n");
+                exit(1);
+            }
+            p[n - 1] = 1;
+            small[k++] = must(malloc(24), 24);
+        }
+        while (k > 0)
+            free(small[--k]);
+        free(p);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *test = bench_opt_str(argc, argv, "test", "buffers");
@@ -175,23 +246,35 @@ int main(int argc, char **argv)
                 : strcmp(test, "mixed") == 0    ? 20000
                 : strcmp(test, "realloc") == 0  ? 100
                 : strcmp(test, "prodcons") == 0 ? 20000
+                : strcmp(test, "medium") == 0   ? 1000000
+                : strcmp(test, "pow2") == 0     ? 300
+                : strcmp(test, "align") == 0    ? 20000
+                : strcmp(test, "regrow") == 0   ? 50000
                                                 : 20000;
     steps = bench_opt_long(argc, argv, "steps", dflt);
     printf("benchmark=large\ntest=%s\nsteps=%ld\n", test, steps);
     bench_print_allocator();
     uint64_t t0 = bench_now_ns();
     if (strcmp(test, "buffers") == 0)
-        run_slots(20, 0, (size_t)5 << 20, (size_t)25 << 20);
+        run_slots(20, 0, (size_t)5 << 20, (size_t)25 << 20, 0);
     else if (strcmp(test, "churn") == 0)
         run_churn();
     else if (strcmp(test, "mixed") == 0)
-        run_slots(20, 1, (size_t)40 << 10, (size_t)6 << 20);
+        run_slots(20, 1, (size_t)40 << 10, (size_t)6 << 20, 0);
     else if (strcmp(test, "realloc") == 0)
         run_realloc();
     else if (strcmp(test, "prodcons") == 0)
         run_prodcons();
     else if (strcmp(test, "calloc") == 0)
         run_calloc();
+    else if (strcmp(test, "medium") == 0)
+        run_slots(200, 1, (size_t)32 << 10, (size_t)256 << 10, 1);
+    else if (strcmp(test, "pow2") == 0)
+        run_pow2();
+    else if (strcmp(test, "align") == 0)
+        run_align();
+    else if (strcmp(test, "regrow") == 0)
+        run_regrow();
     else {
         fprintf(stderr, "unknown test %s\n", test);
         return 2;

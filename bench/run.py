@@ -125,14 +125,20 @@ def cases(bindir, full):
                      ("nomagazine_ns", "ns", "uslab_cache NOMAGAZINE"),
                      ("cache_ctor_calls", "", "constructor calls (cache: 9,000 if kept)")],
                     ["--rounds", "30"], ["--rounds", "150"]))
-    # Blocks above the slab classes, which uslab hands to glibc (design §8): never slower
-    # than glibc alone, with no more peak memory.
+    # Blocks above the small classes: medium ones (to 1 MiB) in spans of their own, larger
+    # ones glibc's (design §8).
     large = [("buffers", ["--steps", "600"], ["--steps", "2000"]),
              ("churn", ["--steps", "300"], ["--steps", "1000"]),
              ("mixed", ["--steps", "6000"], ["--steps", "20000"]),
              ("realloc", ["--steps", "100"], ["--steps", "300"]),
              ("prodcons", ["--steps", "6000"], ["--steps", "20000"]),
-             ("calloc", ["--steps", "6000"], ["--steps", "20000"])]
+             ("calloc", ["--steps", "6000"], ["--steps", "20000"]),
+             # issue 38's patterns: medium blocks in churn, every power of two and its +1,
+             # large alignments, realloc growth with small blocks in between
+             ("medium", ["--steps", "300000"], ["--steps", "1000000"]),
+             ("pow2", ["--steps", "300"], ["--steps", "1000"]),
+             ("align", ["--steps", "10000"], ["--steps", "40000"]),
+             ("regrow", ["--steps", "20000"], ["--steps", "60000"])]
     for t, q, f in large:
         out.append(Case("large", t, [b("large_bench"), "--test", t], [("ms", "ms", "time")], q, f))
     mt = [("larson", ["--epochs", "60"], ["--epochs", "300"]),

@@ -64,6 +64,8 @@ static uint32_t magazine_capacity(size_t stride)
     size_t cap = ((size_t)32 << 10) / stride;
     if (cap > USI_MAG_MAX)
         cap = USI_MAG_MAX;
+    if (stride > USI_MEDIUM) /* 256 KiB of medium blocks, at least one */
+        return 1;
     return (uint32_t)(cap < 4 ? 4 : cap);
 }
 

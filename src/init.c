@@ -54,7 +54,12 @@ int usi_class_setup(unsigned id)
     usi_lock(&init_lock);
     if (!c->class_ready) {
         size_t s = usi_sizeclass_size(id);
+        /* A medium block has a span of its own, a power of two aligned to its size (its
+         * stride): the lattice check holds, and aligned requests use it (design §8). */
         size_t align = (s & (s - 1)) == 0 ? (s < USI_PAGE_SIZE ? s : USI_PAGE_SIZE) : 16;
+        if (s > USI_MEDIUM)
+            for (align = USI_MEDIUM; align < s;)
+                align *= 2;
         char name[32];
         usi_sizeclass_name(id, name);
         if (usi_init_cache(c, name, s, align, NULL, NULL, NULL, NULL,

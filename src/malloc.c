@@ -177,7 +177,7 @@ static inline uintptr_t *key_of(void *p)
  * fresh pages and goes to a temporary file renamed over the image's file, so every
  * writer leaves a whole file.
  */
-#define PROFILE_BUCKETS (USI_CLASSES_MAX_SIZE / 8 + 2)
+#define PROFILE_BUCKETS (USI_PROFILE_MAX_SIZE / 8 + 2)
 struct usi_profile {
     int owner;      /* pid of the process that writes the file */
     uint64_t image; /* this program image's tag, in the file's name */
@@ -201,7 +201,7 @@ static void profile_record(size_t size)
         else
             pr = fresh;
     }
-    size_t b = size <= USI_CLASSES_MAX_SIZE ? (size + 7) >> 3 : PROFILE_BUCKETS - 1;
+    size_t b = size <= USI_PROFILE_MAX_SIZE ? (size + 7) >> 3 : PROFILE_BUCKETS - 1;
     __atomic_fetch_add(&pr->count[b], 1, __ATOMIC_RELAXED);
 }
 
@@ -345,16 +345,20 @@ static inline void large_allocated(void)
         usi_tcache_join(); /* its exit trims its arena (design §8) */
 }
 
+static void *large_malloc(size_t size)
+{
+    large_allocated();
+    return sys_tracked(usi_sys_malloc(size), size);
+}
+
 static USI_NOINLINE void *malloc_slow(size_t size)
 {
     if (usi_ensure_init() != 0)
         return usi_sys_malloc(size);
     if (USI_UNLIKELY(usi_options.profile))
         profile_record(size);
-    if (size > usi_options.max_slab_size) {
-        large_allocated();
-        return sys_tracked(usi_sys_malloc(size), size);
-    }
+    if (size > usi_options.max_slab_size)
+        return large_malloc(size);
     unsigned id =
         size <= USI_SMALL_MAX ? usi_class_small[(size + 7) >> 3] : usi_sizeclass_of_large(size);
     void *p = class_alloc(id, size);
@@ -638,7 +642,10 @@ static void *usi_realloc(void *p, size_t size)
             return p;
         }
     }
-    void *q = usi_malloc(size);
+    /* A block that grows past the small classes goes to glibc, whose realloc grows it in
+     * place or by mremap from then on: a medium span cannot grow, and each step would be a
+     * copy (design §8). */
+    void *q = size > have && size > USI_MEDIUM ? large_malloc(size) : usi_malloc(size);
     if (!q)
         return NULL;
     memcpy(q, p, size < have ? size : have);
@@ -661,7 +668,7 @@ static void *aligned_impl(size_t align, size_t size)
 {
     if (align <= 16)
         return usi_malloc(size < align ? align : size);
-    if (align <= USI_PAGE_SIZE && usi_ensure_init() == 0) {
+    if (usi_ensure_init() == 0) {
         if (USI_UNLIKELY(usi_options.profile))
             profile_record(size > align ? size : align);
         unsigned id = usi_sizeclass_aligned(size, align);

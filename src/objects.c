@@ -77,7 +77,7 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
     c->stride_recip = (((uint64_t)1 << 32) + c->stride - 1) / c->stride;
     if (flags & USLAB_CACHE_NOCOLOUR)
         c->colour_max = 0;
-    c->empty_reserve = usi_options.empty_reserve;
+    c->empty_reserve = usi_cache_medium(c) ? 0 : usi_options.empty_reserve;
     c->purge_mult = 1;
     pthread_mutex_init(&c->lock, NULL);
 }

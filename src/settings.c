@@ -16,8 +16,8 @@ static const char *const return_words[] = {"delay", "pressure", "both", NULL}; /
 
 const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_MAX_SLAB_SIZE] = {"USLAB_MAX_SLAB_SIZE", USI_SETTING_KIND_SIZE,
-                                   USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT, "32768",
-                                   USI_SETTINGS_MAX_SLAB_SIZE_MIN, 65536,
+                                   USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT, "1M",
+                                   USI_SETTINGS_MAX_SLAB_SIZE_MIN, USI_CLASSES_MAX_SIZE,
                                    "largest malloc size served by slabs; larger sizes go to "
                                    "glibc's allocator. A value between two size classes means "
                                    "the class below it (3000: classes up to 2816); "
@@ -174,13 +174,15 @@ unsigned usi_classes_default(size_t max_size, size_t *sizes)
     unsigned n = 0;
     for (size_t s = 16; s <= 128 && s <= max_size; s += 16)
         sizes[n++] = s;
-    for (size_t base = 128; base < max_size; base *= 2)
-        for (unsigned j = 1; j <= 8 && n < USI_CLASSES_MAX; j++) {
-            size_t s = base + j * (base / 8);
+    for (size_t base = 128; base < max_size; base *= 2) {
+        unsigned per = base < USI_MEDIUM ? 8 : 1; /* per doubling */
+        for (unsigned j = 1; j <= per && n < USI_CLASSES_MAX; j++) {
+            size_t s = base + j * (base / per);
             if (s > max_size)
                 break;
             sizes[n++] = s;
         }
+    }
     return n;
 }
 
@@ -203,7 +205,7 @@ const char *usi_classes_check(const size_t *sizes, unsigned n)
     }
     size_t largest = sizes[n - 1];
     if (largest < 1024 || largest > USI_CLASSES_MAX_SIZE)
-        return "the largest size is not from 1024 to 65536";
+        return "the largest size is not from 1024 to 1048576";
     unsigned k = 0;
     for (size_t p = 16; p <= largest; p *= 2) {
         while (k < n && sizes[k] < p)

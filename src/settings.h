@@ -40,7 +40,7 @@ enum usi_debug_letter_bits { USI_SETTINGS_DEBUG_LETTERS(USI_SETTINGS_LETTER_BIT)
 
 /* Defaults of the settings options.c keeps in struct usi_options: its static initialiser
  * and the table both use these. */
-#define USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT   ((size_t)32768)
+#define USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT   ((size_t)1 << 20)
 #define USI_SETTINGS_MAX_SLAB_SIZE_MIN       ((size_t)1024) /* == USI_SMALL_MAX */
 #define USI_SETTINGS_RESERVE_DEFAULT         ((size_t)256 << 30)
 #define USI_SETTINGS_EMPTY_SLABS_DEFAULT     ((size_t)1)
@@ -179,8 +179,13 @@ int usi_settings_parse_choice(const struct usi_setting *s, const char *value, si
  * power of two from 16 up to the largest size (aligned allocations use them); the largest
  * from 1024 to 65536.
  */
-#define USI_CLASSES_MAX      96
-#define USI_CLASSES_MAX_SIZE ((size_t)65536)
+#define USI_CLASSES_MAX 96
+/* Classes above this are medium: 4 per doubling by default, each block in a span of its
+ * own (usi_cache_medium, design §8). */
+#define USI_MEDIUM           ((size_t)32768)
+#define USI_CLASSES_MAX_SIZE ((size_t)1 << 20)
+/* Request sizes `uslab profile` counts one by one (tools/classes.c); above, in one count. */
+#define USI_PROFILE_MAX_SIZE ((size_t)65536)
 #define USI_CLASSES_HEADER   "uslab-classes 1"
 /* The default table for a largest class of max_size: 16 to 128 in steps of 16, then 8
  * classes per doubling (a request wastes less than 1/8 of its block above 128 bytes).

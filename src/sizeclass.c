@@ -107,6 +107,10 @@ size_t usi_sizeclass_size(unsigned id)
 unsigned usi_sizeclass_aligned(size_t size, size_t align)
 {
     size_t s = size > align ? size : align;
+    /* Power-of-two classes are aligned to their size up to a page, medium ones to their
+     * size: above a page, a medium one. */
+    if (align > USI_PAGE_SIZE && s <= USI_MEDIUM)
+        s = USI_MEDIUM + 1;
     if (s > usi_options.max_slab_size)
         return 0;
     size_t p = 16;

@@ -68,7 +68,7 @@ void usi_slab_geometry(struct uslab_cache *c)
         if (n == 0)
             continue;
         double waste = (double)(slab - (size_t)n * c->stride) / (double)slab;
-        if (n >= 8 && waste <= 0.125) {
+        if (n >= (usi_cache_medium(c) ? 1 : 8) && waste <= 0.125) {
             best = order;
             break;
         }

@@ -86,10 +86,10 @@ unsigned classes_fit(const struct size_profile *p, size_t max_size, unsigned max
 {
     if (max_classes > USI_CLASSES_MAX)
         max_classes = USI_CLASSES_MAX;
-    if (max_size < 1024 || max_size > USI_CLASSES_MAX_SIZE || max_size % 128 != 0)
+    if (max_size < 1024 || max_size > USI_PROFILE_MAX_SIZE || max_size % 128 != 0)
         return 0;
     /* Candidates, and which must be kept. */
-    size_t cand[USI_CLASSES_MAX_SIZE / 128 + 64];
+    size_t cand[USI_PROFILE_MAX_SIZE / 128 + 64];
     unsigned m = 0, kept = 0;
     for (size_t s = 16; s <= max_size; s += s < 1024 ? 16 : 128)
         cand[m++] = s;

@@ -12,8 +12,8 @@
 #include "settings.h"
 
 /* A profile: requests counted by 8-byte granule (granule g holds sizes 8g - 7 .. 8g, 0 the
- * size 0) up to USI_CLASSES_MAX_SIZE, and the requests above it. */
-#define PROFILE_GRANULES (USI_CLASSES_MAX_SIZE / 8 + 1)
+ * size 0) up to USI_PROFILE_MAX_SIZE, and the requests above it. */
+#define PROFILE_GRANULES (USI_PROFILE_MAX_SIZE / 8 + 1)
 struct size_profile {
     uint64_t count[PROFILE_GRANULES];
     uint64_t above;

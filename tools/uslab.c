@@ -943,7 +943,7 @@ static int cmd_profile(int argc, char **argv)
             max_classes = (unsigned)n;
         } else if ((v = option_value("profile", argc, argv, &i, "--max-size"))) {
             if (usi_settings_parse_size(v, &max_size) != 0 || max_size < 1024 ||
-                max_size > USI_CLASSES_MAX_SIZE || (max_size & (max_size - 1)) != 0)
+                max_size > USI_PROFILE_MAX_SIZE || (max_size & (max_size - 1)) != 0)
                 usage_error("profile",
                             "--max-size: want a power of two from 1024 to 65536, got '%s'", v);
         } else if ((v = option_value("profile", argc, argv, &i, "--preload"))) {

@@ -6,8 +6,9 @@
  * with errno on huge sizes. Every block is written to its usable size and verified later.
  *
  * The expected size classes are computed here independently of src/sizeclass.c from the
- * documented rule: 16, 32, 48, ..., 128, then 8 classes per doubling up to
- * USLAB_MAX_SLAB_SIZE (read from the environment like the library does, default 32768).
+ * documented rule: 16, 32, 48, ..., 128, then 8 classes per doubling up to 32 KiB, then
+ * the powers of two (medium blocks) up to USLAB_MAX_SLAB_SIZE (read from the environment
+ * like the library does, default 1 MiB).
  */
 #include "check.h"
 #include "uslab.h"
@@ -16,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-static size_t max_slab = 32768;
+static size_t max_slab = (size_t)1 << 20;
 
 /* The largest class size <= max_slab, by the documented rule. */
 static size_t largest_class;
@@ -33,6 +34,8 @@ static size_t class_of(size_t size)
     size_t lo = 128;
     while (lo * 2 < size)
         lo *= 2;
+    if (lo >= 32768)
+        return lo * 2; /* medium: powers of two */
     size_t step = lo / 8;
     return (size + step - 1) / step * step;
 }
@@ -40,10 +43,12 @@ static size_t class_of(size_t size)
 static void compute_largest_class(void)
 {
     largest_class = 128;
-    for (size_t base = 128; base < max_slab; base *= 2)
-        for (size_t j = 1; j <= 8; j++)
-            if (base + j * (base / 8) <= max_slab)
-                largest_class = base + j * (base / 8);
+    for (size_t base = 128; base < max_slab; base *= 2) {
+        size_t per = base < 32768 ? 8 : 1;
+        for (size_t j = 1; j <= per; j++)
+            if (base + j * (base / per) <= max_slab)
+                largest_class = base + j * (base / per);
+    }
 }
 
 /* ---- patterns --------------------------------------------------------------------------- */
@@ -277,7 +282,8 @@ static void test_calloc(void)
 
 /* Grows and shrinks one block through `sizes`, checking the kept prefix at each step. A
  * block is a slab block iff it was last allocated by uslab with a size within the classes;
- * a glibc block stays with glibc when realloc'ed. */
+ * a block that grows past 32 KiB goes to glibc (medium spans cannot grow, design §8); a
+ * glibc block stays with glibc when realloc'ed. */
 static void realloc_chain(const size_t *sizes, size_t n, uintptr_t seed)
 {
     unsigned char *p = uslab_realloc(NULL, sizes[0]);
@@ -297,7 +303,7 @@ static void realloc_chain(const size_t *sizes, size_t n, uintptr_t seed)
             CHECK(u == have, "realloc %zu -> %zu in place changed the usable size to %zu", have, s,
                   u);
         if (slab && q != p) {
-            slab = class_of(s) != 0;
+            slab = class_of(s) != 0 && (s <= have || s <= 32768);
             if (slab)
                 CHECK(u == class_of(s), "realloc to %zu: usable %zu, class %zu", s, u, class_of(s));
         }

@@ -7,19 +7,19 @@
  * it is built with -g in every build, and the lines a report must show are marked
  * "SITE:<name>" for the tests.
  *
- *   leaks          leaks 100,000 bytes in leak_big_block and 100 in leak_small_block
- *   one_site       leaks 40, 100, 1000 and 100,000 bytes from one malloc call in
+ *   leaks          leaks 2,000,000 bytes in leak_big_block and 100 in leak_small_block
+ *   one_site       leaks 40, 100, 1000 and 2,000,000 bytes from one malloc call in
  *                  leak_one_site: three slab classes and the system allocator, one site
  *   foreign        free() of a 16-aligned address in a static array, from foreign_free_site
  *   usable         malloc_usable_size() of the same
  *   realloc_foreign    realloc() of a 64-aligned address in the same array, never
  *                      allocated, from foreign_realloc_site
  *   realloc_foreign_16 the same with an address that is 16- but not 32-aligned
- *   double_free    frees a 50,000-byte block twice
- *   realloc_after  realloc() of a freed 50,000-byte block
+ *   double_free    frees a 3,000,000-byte block twice
+ *   realloc_after  realloc() of a freed 3,000,000-byte block
  *   ok             large blocks made, grown, shrunk and freed in four threads and a fork
  *                  child: nothing is reported, nothing leaks
- *   exit_in_handler    a loop mallocs and frees 48- and 100,000-byte blocks; a SIGALRM
+ *   exit_in_handler    a loop mallocs and frees 48- and 2,000,000-byte blocks; a SIGALRM
  *                      handler (every millisecond) calls exit(0) once it interrupted the
  *                      loop inside malloc or free, so the reports at exit (the leak
  *                      report, USLAB_STATS) run while the interrupted call may hold a
@@ -54,8 +54,8 @@ static char arena[4096] __attribute__((aligned(64)));
 
 __attribute__((noinline)) void leak_big_block(void)
 {
-    char *p = malloc(100000); /* SITE:leak_big */
-    memset(p, 1, 100000);
+    char *p = malloc(2000000); /* SITE:leak_big */
+    memset(p, 1, 2000000);
     sink = p;
 }
 
@@ -68,7 +68,7 @@ __attribute__((noinline)) void leak_small_block(void)
 
 __attribute__((noinline)) void leak_one_site(void)
 {
-    static const size_t sizes[] = {40, 100, 1000, 100000};
+    static const size_t sizes[] = {40, 100, 1000, 2000000};
     for (int i = 0; i < 4; i++) {
         char *p = malloc(sizes[i]); /* SITE:one_site */
         memset(p, 3, sizes[i]);
@@ -104,11 +104,11 @@ static void exit_in_handler(void)
     sa.sa_handler = exit_if_inside;
     sigaction(SIGALRM, &sa, NULL);
     for (int i = 0; i < 1000; i++) /* initialised and warm: the signal lands in the loop */
-        free(malloc(i & 1 ? 100000 : 48));
+        free(malloc(i & 1 ? 2000000 : 48));
     struct itimerval every_ms = {{0, 1000}, {0, 1000}};
     setitimer(ITIMER_REAL, &every_ms, NULL);
     for (unsigned i = 0;; i++) {
-        size_t n = i & 1 ? 100000 : 48;
+        size_t n = i & 1 ? 2000000 : 48;
         in_allocator = 1;
         void *p = malloc(n);
         in_allocator = 0;
@@ -192,14 +192,14 @@ int main(int argc, char **argv)
     } else if (strcmp(c, "usable") == 0) {
         printf("%zu\n", malloc_usable_size(arena + 128));
     } else if (strcmp(c, "interior") == 0) { /* 64 bytes into a block of glibc's */
-        char *volatile p = malloc(100000);
+        char *volatile p = malloc(2000000);
         free(p + 64);
     } else if (strcmp(c, "double_free") == 0) {
-        void *volatile p = malloc(50000);
+        void *volatile p = malloc(3000000);
         free(p);
         free(p);
     } else if (strcmp(c, "realloc_after") == 0) {
-        void *volatile p = malloc(50000);
+        void *volatile p = malloc(3000000);
         free(p);
         sink = realloc(p, 60000);
     } else if (strcmp(c, "exit_in_handler") == 0) {

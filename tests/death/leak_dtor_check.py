@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Exit reports after every library's destructor (design §9): leak_dtor_main links
-libleak_dtor_lib.so (DT_NEEDED), which keeps 50 blocks (and, with malloc, one of 100,000
+libleak_dtor_lib.so (DT_NEEDED), which keeps 50 blocks (and, with malloc, one of 2,000,000
 bytes) until its destructor frees them and then writes a line on stderr. Before, the leak
 report ran in uslab's own destructor, which runs before that library's (the preload library
 is finalised right after the program), and listed the 50 blocks as leaks.

@@ -23,7 +23,7 @@ __attribute__((noinline)) static void leak_dtor_fill(void)
         if (kept[i])
             memset(kept[i], 'k', 48);
     }
-    big = alloc_fn == malloc ? malloc(100000) : NULL; /* the system allocator's table too */
+    big = alloc_fn == malloc ? malloc(2000000) : NULL; /* the system allocator's table too */
 }
 
 /* Keeps KEPT blocks from a (NULL: malloc), freed by f (NULL: free) in the destructor. */

@@ -3,7 +3,7 @@
  * leak_dtor_main [exit|return] - links libleak_dtor_lib.so (DT_NEEDED), which keeps blocks
  * until its destructor frees them; leaks one block for real (leak_for_real) and frees
  * another from an atexit handler; leaves by exit(0) or by returning from main. Built twice:
- * with the malloc of the preload library (the lib's blocks are malloc's, 48 and 100,000
+ * with the malloc of the preload library (the lib's blocks are malloc's, 48 and 2,000,000
  * bytes), and with -DUSE_CACHE linked to libuslab.a (the lib's blocks are objects of the
  * program's cache "dtor-cache", allocated and freed through the program's functions).
  * No stdio: its buffer would be one more block at exit. Checked by leak_dtor_check.py.

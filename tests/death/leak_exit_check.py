@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """The reports at exit of a process that exits from a signal handler (docs/design.md §9,
 §10): runs `large_cases exit_in_handler` under the preload library, whose SIGALRM handler
-calls exit(0) while the main loop is inside malloc or free of a 48- or 100,000-byte block.
+calls exit(0) while the main loop is inside malloc or free of a 48- or 2,000,000-byte block.
 The interrupted call may hold a cache lock or the large table's lock; the report at exit
 must neither wait for it (a hang: the run times out) nor assert that no lock is held (an
 abort). Every run must exit 0 with its report, text and JSON in turn. What the report could

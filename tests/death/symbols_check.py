@@ -5,7 +5,7 @@ the preload library and checks how its frames are named.
 
 Usage: symbols_check.py CHECK PROGRAM PRELOAD SOURCE [REFERENCE]
 
-  lines       USLAB_LEAKS=1: the 100,000-byte leak's first frame is
+  lines       USLAB_LEAKS=1: the 2,000,000-byte leak's first frame is
               "leak_static_block (symbols_program.c:LINE)", LINE that of the malloc call
               (marked SITE:leak_big in SOURCE), the 112-byte one's likewise
   json        the same from USLAB_LEAKS=json, as the first frame of the largest site
@@ -70,7 +70,7 @@ def first_frame_after(output, header):
     return m.group(1)
 
 
-BIG = "LEAK: 100000 bytes in 1 objects (system allocator x1), allocated from:"
+BIG = "LEAK: 2000000 bytes in 1 objects (system allocator x1), allocated from:"
 SMALL = "LEAK: 112 bytes in 1 objects (malloc-112 x1), allocated from:"
 
 
@@ -120,8 +120,8 @@ def main():
             fail("not one JSON document: %s" % e, p.stderr)
         site = doc["by_site"][0]
         want = "leak_static_block (%s:%d)" % (src, site_line(source, "leak_big"))
-        if site["bytes"] != 100000 or site["stack"][0] != want:
-            fail("expected the 100000-byte site first, its stack from %r" % want, p.stderr)
+        if site["bytes"] != 2000000 or site["stack"][0] != want:
+            fail("expected the 2000000-byte site first, its stack from %r" % want, p.stderr)
         print("ok: %s" % site["stack"][0])
     elif check == "corrupt":
         with open(program, "rb") as f:

@@ -6,7 +6,7 @@
  * static function, with file and line where the build has them. The lines the reports must
  * show carry a marker comment "SITE:<name>", which the test finds in this file.
  *
- *   leak         leaks one 100,000-byte block (the system allocator's) and one of 100 bytes
+ *   leak         leaks one 2,000,000-byte block (the system allocator's) and one of 100 bytes
  *   double_free  frees a 40-byte block twice (USLAB_DEBUG=F: a BUG report, then abort)
  *   signal       a SIGALRM handler that interrupted malloc or free frees a pointer into a
  *                static array (USLAB_DEBUG=F: a BUG report, then abort); the loop it
@@ -22,8 +22,8 @@ void *volatile sink;
 
 __attribute__((noinline)) static void leak_static_block(void)
 {
-    sink = malloc(100000); /* SITE:leak_big */
-    memset(sink, 1, 100000);
+    sink = malloc(2000000); /* SITE:leak_big */
+    memset(sink, 1, 2000000);
 }
 
 __attribute__((noinline)) static void leak_small_static_block(void)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * large_trim.c - the large blocks uslab hands to glibc (design §8, issues 12 and 36). Under
+ * large_trim.c - the large blocks uslab hands to glibc (design §8, issues 12 and 36), run
+ * with USLAB_MAX_SLAB_SIZE=32768 so that its 64 KiB and 1 MiB blocks are large. Under
  * the preload library glibc's malloc holds only blocks above the slab range, so uslab
  * raises its trim threshold (no trim-and-refault per block), keeps glibc's own dynamic mmap
  * threshold (which any mallopt turns off in glibc) and gives the memory back with

@@ -68,7 +68,7 @@ static int thread_count(void)
 
 static void free_large(void)
 {
-    void *volatile p = malloc(1 << 20);
+    void *volatile p = malloc(4 << 20); /* above the slab classes: glibc's */
     if (p)
         ((char *)p)[0] = 1;
     free(p);

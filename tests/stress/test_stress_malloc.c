@@ -3,8 +3,9 @@
  * test_stress_malloc.c - random malloc/calloc/realloc/free/memalign operations against a
  * shadow table (issue 3). Every block is filled with a byte tag over its whole size and
  * verified before it is realloc'ed or freed, so overlapping blocks, lost contents and
- * calloc blocks that are not zero are caught. Sizes are mostly small, some medium and a
- * few above the largest slab class (glibc's). Deterministic: a fixed-seed generator.
+ * calloc blocks that are not zero are caught. Sizes are mostly small, some medium (spans
+ * of their own) and a few above the largest slab class (glibc's); alignments up to 256 KiB
+ * (medium classes above a page). Deterministic: a fixed-seed generator.
  *
  * Phase 1: one thread, 10M operations (argument 1 changes the count).
  * Phase 2: 4 threads, each with its own table, passing blocks to each other through a
@@ -34,15 +35,19 @@ static uint64_t next(struct rng *r)
 static size_t rand_size(struct rng *r)
 {
     uint64_t x = next(r);
-    unsigned pick = (unsigned)(x % 100);
-    x >>= 8;
-    if (pick < 85)
+    unsigned pick = (unsigned)(x % 1000);
+    x >>= 10;
+    if (pick < 850)
         return (size_t)(x % 257);
-    if (pick < 98) {
+    if (pick < 980) {
         unsigned lg = 8 + (unsigned)(x % 7); /* 256 .. 32767 */
         return ((size_t)1 << lg) + (size_t)((x >> 8) % ((size_t)1 << lg));
     }
-    return 32769 + (size_t)((x >> 8) % (256 * 1024 - 32769));
+    if (pick < 999) { /* medium: 32 KiB .. 1 MiB, as many per doubling */
+        unsigned lg = 15 + (unsigned)(x % 5);
+        return ((size_t)1 << lg) + 1 + (size_t)((x >> 8) % ((size_t)1 << lg));
+    }
+    return (1 << 20) + 1 + (size_t)((x >> 8) % (256 << 10)); /* glibc's */
 }
 
 struct slot {
@@ -105,7 +110,7 @@ static void random_op(struct rng *r, struct slot *s)
             check_new(s->p, size, 1, "calloc");
             CHECK(all_tag(s->p, size, 0), "calloc(%zu) not zeroed", size);
         } else if (op < 9) {
-            size_t align = (size_t)8 << (next(r) % 10); /* 8 .. 4096 */
+            size_t align = (size_t)8 << (next(r) % 16); /* 8 .. 256 KiB */
             s->p = uslab_memalign(align, size);
             check_new(s->p, size, align, "memalign");
         } else {

@@ -73,7 +73,7 @@ bad_files)
     printf 'uslab-classes 1\n16 32 64 128 512 1024\n' >"$tmp/nopow"
     printf 'uslab-classes 1\n16 64 32 128 256 512 1024\n' >"$tmp/order"
     printf 'uslab-classes 1\n16 32 64 128 256 512\n' >"$tmp/small"
-    printf 'uslab-classes 1\n16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536 131072\n' >"$tmp/big"
+    printf 'uslab-classes 1\n16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536 131072 2097152\n' >"$tmp/big"
     printf 'uslab-classes 1\n16 32 64 x 128\n' >"$tmp/word"
     printf 'uslab-classes 1\n0 16 32 64 128 256 512 1024\n' >"$tmp/zero"
     : >"$tmp/empty"

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_sizeclass.c - the malloc size classes: every size maps to the smallest class that
- * holds it, waste is at most 1/8 above 128 bytes, classes of 16 bytes or more are 16-byte
- * aligned, and power-of-two classes serve aligned requests.
+ * holds it, waste is at most 1/8 from 128 bytes to 32 KiB, medium classes are powers of two
+ * with a span each, classes of 16 bytes or more are 16-byte aligned, and power-of-two
+ * classes serve aligned requests (medium ones any alignment up to their size).
  */
 #include "check.h"
 #include "internal.h"
@@ -34,9 +35,14 @@ int main(void)
             CHECK(s % 16 == 0, "class %zu is a multiple of 16", s);
             CHECK(c->align >= 16, "class %zu aligned to %zu", s, c->align);
         }
-        if ((s & (s - 1)) == 0)
+        if (s > USI_MEDIUM) {
+            CHECK((s & (s - 1)) == 0 && c->align == s, "medium class %zu align %zu", s, c->align);
+            CHECK(c->nobjs == 1 && c->slab_size == s, "medium class %zu: %u in a slab of %zu", s,
+                  (unsigned)c->nobjs, c->slab_size);
+        } else if ((s & (s - 1)) == 0) {
             CHECK(c->align == (s < USI_PAGE_SIZE ? s : USI_PAGE_SIZE), "pow2 class %zu align %zu",
                   s, c->align);
+        }
         CHECK(c->stride == s, "class %zu has no padding (stride %zu)", s, c->stride);
     }
     for (size_t size = 0; size <= max; size++) {
@@ -46,16 +52,19 @@ int main(void)
         CHECK(cs >= size, "size %zu in class %zu", size, cs);
         CHECK(id == 1 || usi_sizeclass_size(id - 1) < size,
               "size %zu: class %zu is not the smallest", size, cs);
-        if (size > 128)
+        if (size > 128 && size <= USI_MEDIUM)
             CHECK((cs - size) * 8 <= size, "size %zu wastes %zu in class %zu", size, cs - size, cs);
+        else if (size > USI_MEDIUM)
+            CHECK(cs < 2 * size, "medium size %zu in class %zu", size, cs);
     }
     /* Aligned classes. */
-    for (size_t align = 8; align <= USI_PAGE_SIZE; align *= 2)
+    for (size_t align = 8; align <= max; align *= 2)
         for (size_t size = 1; size <= max; size = size * 3 / 2 + 1) {
             unsigned id = usi_sizeclass_aligned(size, align);
             size_t need = size > align ? size : align;
             if (id == 0) {
-                CHECK(need > max / 2, "size %zu align %zu: no class", size, align);
+                CHECK(need > max / 2 || (align > USI_PAGE_SIZE && max <= USI_MEDIUM),
+                      "size %zu align %zu: no class", size, align);
                 continue;
             }
             const struct uslab_cache *c = usi_class_cache(id);

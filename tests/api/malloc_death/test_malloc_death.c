@@ -44,7 +44,13 @@ static void free_stack_aligned(void)
 
 static void free_heap_misaligned(void)
 {
-    char *p = uslab_malloc(100000); /* glibc's */
+    char *p = uslab_malloc((size_t)4 << 20); /* glibc's: above the slab classes */
+    uslab_free(launder(p + 3));
+}
+
+static void free_medium_interior(void)
+{
+    char *p = uslab_malloc(100000); /* a medium block, in a span of its own */
     uslab_free(launder(p + 3));
 }
 
@@ -179,6 +185,8 @@ static const struct death_case {
      "not from uslab, and misaligned for glibc"},
     {"free_heap_misaligned", free_heap_misaligned, "uslab: free(0x",
      "not from uslab, and misaligned for glibc"},
+    {"free_medium_interior", free_medium_interior, "uslab: free(0x",
+     "invalid pointer: 3 bytes into"},
     {"free_stack_aligned", free_stack_aligned, "free(): invalid", NULL},
     {"free_released_slab", free_released_slab, "uslab: free(0x",
      "inside uslab's range, but not in a live slab"},
