@@ -58,22 +58,22 @@ void usi_depot_init(void)
 /* Objects per magazine at first: 32 KiB of objects, at most USI_MAG_MAX (256) and at
  * least 4 of them: 256 up to 128-byte objects, 64 at 512 bytes, 4 from 8 KiB on
  * (docs/design.md §4: 64 at most before issue 12, which made small objects trade with the
- * depot four times as often); contention may grow it later. */
+ * depot four times as often); contention may grow it later. Medium malloc blocks: one up
+ * to 256 KiB (a thread caches two a class), none above (design §8). */
 static uint32_t magazine_capacity(size_t stride)
 {
     size_t cap = ((size_t)32 << 10) / stride;
     if (cap > USI_MAG_MAX)
         cap = USI_MAG_MAX;
-    if (stride > USI_MEDIUM) /* 256 KiB of medium blocks, at least one */
-        return 1;
     return (uint32_t)(cap < 4 ? 4 : cap);
 }
 
 void usi_depot_init_cache(struct uslab_cache *c)
 {
     /* Debug caches bypass magazines so that every operation is checked (libumem, SLUB). */
-    c->mag_capacity =
-        (c->flags & USLAB_CACHE_NOMAGAZINE) || c->debug ? 0 : magazine_capacity(c->stride);
+    c->mag_capacity = (c->flags & USLAB_CACHE_NOMAGAZINE) || c->debug ? 0
+                      : usi_cache_medium(c) ? (c->size <= ((size_t)256 << 10) ? 1 : 0)
+                                            : magazine_capacity(c->stride);
     /* Under contention magazines may grow to 128 KiB of objects, at most 256 of them. */
     size_t max = ((size_t)128 << 10) / c->stride;
     max = max > USI_MAG_MAX ? USI_MAG_MAX : max;

@@ -527,6 +527,17 @@ static int thread_mode(void)
            !usi_os_getenv(usi_settings_table[USI_SETTING_PURGER].name);
 }
 
+/* The thread could not start where it was kicked: the same slow path starts it once its
+ * locks are dropped (usi_purge_poll_due). Left to a later kick, the start was lost where
+ * none came: threads that freed into their depots and idled kept 60 MB for good. */
+static int start_deferred;
+
+static void defer_start(void)
+{
+    __atomic_store_n(&start_deferred, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&usi_purge_due_ms, 1, __ATOMIC_RELAXED); /* polled at once */
+}
+
 void usi_purge_kick(void)
 {
     /* Under strict seccomp mode a pass's madvise would kill: idle memory stays. */
@@ -541,7 +552,7 @@ void usi_purge_kick(void)
         /* Not from the purger itself, inside a magazine exchange, with a uslab lock held
          * or on a signal handler's stack: a later kick starts it. */
         if (tls_purger || tls_no_start != 0 || usi_lock_depth != 0 || usi_os_on_signal_stack()) {
-            schedule_inline();
+            defer_start();
             return;
         }
         /* The process's id first, so that whoever sees the state set sees whose thread it
@@ -553,7 +564,10 @@ void usi_purge_kick(void)
             int started = purger_start();
             if (started <= 0) {
                 __atomic_store_n(&purger.thread, started < 0 ? 0 : -1, __ATOMIC_RELEASE);
-                schedule_inline();
+                if (started < 0)
+                    defer_start();
+                else
+                    schedule_inline();
                 return;
             }
         }
@@ -608,6 +622,11 @@ void usi_purge_poll_due(void)
 {
     if (usi_os_quiet()) {
         __atomic_store_n(&usi_purge_due_ms, 0, __ATOMIC_RELAXED);
+        return;
+    }
+    if (__atomic_exchange_n(&start_deferred, 0, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&usi_purge_due_ms, 0, __ATOMIC_RELAXED);
+        usi_purge_kick(); /* the thread's start, put off */
         return;
     }
     uint64_t now = usi_os_now_ms();

@@ -90,6 +90,12 @@ static void pass_one(struct uslab_cache *c, void *arg)
     } else {
         usi_depot_reap_later(c); /* its destructor runs on its own next slow path */
     }
+    /* What the depot still holds goes at a later reap: a pass must come, or memory that
+     * idle threads freed stays (medium blocks, a span each: 60 MB kept for good). */
+    usi_lock(&c->lock);
+    if (c->depot_nfull)
+        p->more = 1;
+    usi_unlock(&c->lock);
     release_empty(c, 0, p->now_ms, p->idle_ms, p->how, &p->more);
 }
 

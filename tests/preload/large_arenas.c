@@ -8,7 +8,10 @@
  * malloc_trim shrinks only the main arena's top: THREADS threads that each allocated,
  * wrote and freed PER_THREAD_MIB in blocks of 100 KB kept all of it resident for good,
  * after uslab's idle trim and after the program's own malloc_trim(0) (8 threads: 314 MB,
- * where glibc alone keeps 2 MB). Modes (argv[1]):
+ * where glibc alone keeps 2 MB). The tests run it with USLAB_MAX_SLAB_SIZE=32768, and
+ * `idle` and `shrunk` also with the default, where the 100 KB blocks are uslab's medium
+ * blocks: threads that freed them into their depots and idle must see them go back too
+ * (the purger thread's start, put off inside the frees, was lost). Modes (argv[1]):
  *  - `trim`: the threads stay alive, waiting; the main thread calls malloc_trim(0) once,
  *    and resident memory must be back within SLACK_MIB of where it was before the threads;
  *  - `idle`: the same, with no call: the purger thread's idle trim must give it back
