@@ -295,6 +295,9 @@ int usi_os_env_has_prefix(const char *prefix); /* a variable whose name starts s
 /* The next "NAME=VALUE" of the environment from index *pos on whose name starts with
  * prefix (advancing *pos past it), or NULL; none under secure execution (setuid). */
 const char *usi_os_env_next(const char *prefix, size_t *pos);
+/* 1 for a USLAB_ name this build reads outside the settings table (USLAB_FAULTS in test
+ * builds with fault injection). */
+int usi_os_private_setting(const char *name, size_t len);
 void usi_os_write_err(const char *buf, size_t len); /* to stderr, or USLAB_LOG's file */
 void usi_os_log_setup(void);                        /* reads USLAB_LOG (initialisation) */
 /* Where the statistics at exit are written: stderr, or USLAB_LOG's file as a stream

@@ -8,7 +8,9 @@
  * warning, naming the setting, the value, what is accepted and the default kept.
  */
 #include "internal.h"
+
 #include "settings.h"
+#include <string.h>
 
 #include <stdio.h>
 
@@ -114,8 +116,9 @@ int usi_options_read(void)
         }
         *option_field[i] = v;
     }
-    /* A name that is nearly a setting's is a typo that would be ignored without a word
-     * (other USLAB_ names are left alone: programs and scripts may have their own). */
+    /* Every other USLAB_ name is reported, once at initialisation: a typo, or a setting
+     * guessed (USLAB_VERBOSE), would be ignored without a word; one nearly a setting's
+     * names it. */
     size_t pos = 0;
     for (const char *e; (e = usi_os_env_next("USLAB_", &pos)) != NULL;) {
         size_t len = 0;
@@ -123,9 +126,17 @@ int usi_options_read(void)
             len++;
         int exact;
         const struct usi_setting *near = usi_settings_lookup(e, len, &exact);
-        if (near && !exact)
+        static const char tool_own[] = "USLAB_PRELOAD_LIB"; /* the uslab command's */
+        if (exact || usi_os_private_setting(e, len) ||
+            (len == sizeof tool_own - 1 && memcmp(e, tool_own, len) == 0))
+            continue;
+        if (near)
             usi_report_warn("%.*s is not a setting of uslab (ignored); did you mean %s?", (int)len,
                             e, near->name);
+        else
+            usi_report_warn("%.*s is not a setting of uslab (ignored; `uslab settings` lists "
+                            "them)",
+                            (int)len, e);
     }
     return 1;
 }

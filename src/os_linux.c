@@ -112,6 +112,17 @@ static void no_huge_pages(void *addr, size_t len)
 #endif
 }
 
+int usi_os_private_setting(const char *name, size_t len)
+{
+#ifdef USLAB_FAULT_INJECTION
+    return len == 12 && memcmp(name, "USLAB_FAULTS", 12) == 0;
+#else
+    (void)name;
+    (void)len;
+    return 0;
+#endif
+}
+
 #ifdef USLAB_FAULT_INJECTION
 /* ---- fault injection (test builds only; docs/design.md §2) ----------------------------- */
 

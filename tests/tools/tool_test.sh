@@ -330,8 +330,8 @@ debug_spec)
     ;;
 setting_typos)
     # A USLAB_ name that is nearly a setting's (a typo, or the name with a word added) is
-    # reported with the setting it resembles; the settings themselves and other USLAB_
-    # names (a program's or a script's own) pass without a word.
+    # reported with the setting it resembles; every other unknown USLAB_ name is reported
+    # too, once; the settings themselves pass without a word.
     for pair in USLAB_DEBUGG=F:USLAB_DEBUG USLAB_PURGE_DELAY_MS=5:USLAB_PURGE_DELAY \
         USLAB_STAT=1:USLAB_STATS USLAB_TCACHEMAX=1M:USLAB_TCACHE_MAX USLAB_LEKAS=1:USLAB_LEAKS; do
         v=${pair%:*}
@@ -341,9 +341,15 @@ setting_typos)
             "$tmp/err" || { cat "$tmp/err" >&2; fail "$v: no warning naming $near"; }
         expect_line "$tmp/out" "malloc=uslab"
     done
-    run_status 0 run --env USLAB_MY_PROGRAM=1 --env USLAB_PURGE_DELAY=100 --env USLAB_TOOL=x \
-        --env USLAB_STATS_FILE=x --env USLAB_DEBUG_LOG=1 -- "$probe"
+    run_status 0 run --env USLAB_PURGE_DELAY=100 --env USLAB_STATS=0 -- "$probe"
     expect_no_match "$tmp/err" "not a setting"
+    expect_line "$tmp/out" "malloc=uslab"
+    run_status 0 run --env USLAB_VERBOSE=1 --env USLAB_SHOW_STATS=1 --env USLAB_STATS_FILE=x \
+        -- "$probe"
+    for v in USLAB_VERBOSE USLAB_SHOW_STATS USLAB_STATS_FILE; do
+        [ "$(grep -c "^uslab: $v is not a setting of uslab (ignored" "$tmp/err")" = 1 ] ||
+            { cat "$tmp/err" >&2; fail "$v: not reported once"; }
+    done
     expect_line "$tmp/out" "malloc=uslab"
     ;;
 readme_settings)
