@@ -1129,6 +1129,18 @@ static const char *human(char *buf, size_t len, uint64_t v)
     return buf;
 }
 
+/* A count in at most 6 characters: as is below a million, else 1.2M, 3.4G. */
+static const char *count6(char *buf, size_t len, uint64_t v)
+{
+    if (v < 1000000)
+        snprintf(buf, len, "%" PRIu64, v);
+    else if (v < 1000000000)
+        snprintf(buf, len, "%.1fM", (double)v / 1e6);
+    else
+        snprintf(buf, len, "%.1fG", (double)v / 1e9);
+    return buf;
+}
+
 static double percent(uint64_t a, uint64_t b)
 {
     return b ? 100.0 * (double)a / (double)b : 0.0;
@@ -1284,22 +1296,33 @@ static void draw(struct screen *s, const struct target *tg, struct row *rows, si
         screen_line(s, " Churn since the last refresh       : -");
     screen_line(s, " Sorted by %s; keys: o a s l p m r c n to sort, q to quit", current_key->name);
     screen_line(s, "%s", "");
-    screen_line(s, "%9s %8s %4s %8s %6s %5s %7s %8s %8s  %s", "OBJS", "ACTIVE", "USE", "OBJ SIZE",
-                "SLABS", "PART", "CACHED", "RESIDENT", "CHURN", "NAME");
+    /* The name first, as wide as the longest, so that 80 columns show whole names: the
+     * numbers take 63 (counts in 6 characters, sizes as 1.5K). */
+    int name_w = 4;
+    for (size_t i = 0; i < n; i++) {
+        char name[sizeof rows[i].c->name];
+        int len = (int)strlen(usi_statsfmt_name(rows[i].c->name, name, sizeof name));
+        name_w = len > name_w ? len : name_w;
+    }
+    if (s->cols > 0 && name_w > s->cols - 63)
+        name_w = s->cols - 63 > 12 ? s->cols - 63 : 12;
+    screen_line(s, "%-*s %6s %6s %4s %6s %6s %5s %6s %8s %6s", name_w, "NAME", "OBJS", "ACTIVE",
+                "USE", "SIZE", "SLABS", "PART", "CACHED", "RESIDENT", "CHURN");
     for (size_t i = 0; i < n; i++) {
         const struct usi_live_cache *c = rows[i].c;
-        char res[32], ch[32], name[sizeof c->name];
+        char res[16], ch[16], size[16], objs[16], act[16], ns[16], part[16], cached[16];
+        char name[sizeof c->name];
         if (rows[i].churn_known)
-            snprintf(ch, sizeof ch, "%" PRIu64, rows[i].churn);
+            count6(ch, sizeof ch, rows[i].churn);
         else
             snprintf(ch, sizeof ch, "-");
-        screen_line(s,
-                    "%9" PRIu64 " %8" PRIu64 " %3.0f%% %8" PRIu64 " %6" PRIu64 " %5" PRIu64
-                    " %7" PRIu64 " %8s %8s  %s",
-                    c->total_objects, c->active, percent(c->active, c->total_objects),
-                    c->object_size, c->slabs, c->partial, cached_of(c),
-                    human(res, sizeof res, c->resident_bytes), ch,
-                    usi_statsfmt_name(c->name, name, sizeof name));
+        screen_line(s, "%-*.*s %6s %6s %3.0f%% %6s %6s %5s %6s %8s %6s", name_w, name_w,
+                    usi_statsfmt_name(c->name, name, sizeof name),
+                    count6(objs, sizeof objs, c->total_objects), count6(act, sizeof act, c->active),
+                    percent(c->active, c->total_objects), human(size, sizeof size, c->object_size),
+                    count6(ns, sizeof ns, c->slabs), count6(part, sizeof part, c->partial),
+                    count6(cached, sizeof cached, cached_of(c)),
+                    human(res, sizeof res, c->resident_bytes), ch);
     }
 }
 

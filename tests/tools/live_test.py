@@ -26,6 +26,7 @@ libuslab-preload.so, LINKED live_program_linked (linked with libuslab.a). Cases:
   top_exit         `uslab top` in tmux when the process exits: says so, exits 0
   top_sigint       `uslab top` in tmux, ^C: exits 130 with the terminal restored
   top_plain        `uslab top -n 2` without a terminal: two plain frames
+  top_narrow       `uslab top` in an 80x24 tmux: whole cache names, no line past 80
 
 Nothing depends on timing thresholds: every step is acknowledged, the figures are read at
 the moment, and everything else is polled for with generous timeouts.
@@ -395,8 +396,9 @@ class Tmux:
         return subprocess.run(["tmux", "-L", self.sock, *argv], capture_output=True, text=True,
                               env=self.env, timeout=TIMEOUT)
 
-    def start(self, shell_command):
-        r = self.run("new-session", "-d", "-s", "top", "-x", "150", "-y", "45", shell_command)
+    def start(self, shell_command, cols=150, lines=45):
+        r = self.run("new-session", "-d", "-s", "top", "-x", str(cols), "-y", str(lines),
+                     shell_command)
         check(r.returncode == 0, f"tmux new-session: {r.stderr}")
 
     def screen(self):
@@ -427,7 +429,7 @@ def top_command(args, pid, *extra):
 
 def row_index(screen, name):
     for i, line in enumerate(screen.splitlines()):
-        if line.split() and line.split()[-1] == name:
+        if line.split() and line.split()[0] == name:
             return i
     return None
 
@@ -501,6 +503,34 @@ def case_top_sigint(args):
         p.finish()
 
 
+def case_top_narrow(args):
+    """uslab top in an 80x24 terminal: whole cache names (they were cut to `malloc-`)."""
+    p = prepared(args)
+    t = Tmux("narrow")
+    try:
+        t.start(top_command(args, p.pid), cols=80, lines=24)
+        scr = t.wait_for(lambda s: row_index(s, "zz_many") is not None and
+                         re.search(r"^malloc-[0-9]+ ", s, re.M) is not None,
+                         "the table of uslab top at 80 columns")
+        lines = scr.splitlines()
+        head = [i for i, line in enumerate(lines) if line.split()[:2] == ["NAME", "OBJS"]]
+        check(head, f"no header row:\n{scr}")
+        rows = [line for line in lines[head[0] + 1:] if line.strip()]
+        check(rows, f"no rows:\n{scr}")
+        for line in rows:
+            check(len(line) <= 80, f"a line of {len(line)} columns:\n{scr}")
+            name = line.split()[0]
+            m = re.fullmatch(r"malloc-([0-9]+)", name)
+            check(name in ("zz_many", "aa_few") or name.startswith("uslab-") or
+                  (m is not None and int(m.group(1)) % 16 == 0 and int(m.group(1)) >= 16),
+                  f"a cut name '{name}':\n{scr}")
+        t.keys("q")
+        t.wait_for(lambda s: "status=" in s, "uslab top to quit on q")
+    finally:
+        t.close()
+        p.finish()
+
+
 def case_top_plain(args):
     p = prepared(args)
     try:
@@ -526,6 +556,7 @@ CASES = {
     "top_exit": case_top_exit,
     "top_sigint": case_top_sigint,
     "top_plain": case_top_plain,
+    "top_narrow": case_top_narrow,
 }
 
 
