@@ -1456,6 +1456,9 @@ size_t usi_reclaim_classes(void);
 /* ------------------------------------------------------------------------------------ */
 
 struct usi_live_cache; /* live.h */
+/* malloc.c's counts of the system allocator's blocks: blocks, bytes, peak bytes (live.h's
+ * struct usi_large_counts). */
+extern uint64_t usi_large_counts[3];
 /* A snapshot of c as the live page and uslab_stats_print show it: counts under c's lock,
  * the threads' magazines read without stopping them. Returns whether c is in use (has
  * slabs or objects out of them). */

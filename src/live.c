@@ -13,6 +13,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* malloc.c's counts of the system allocator's blocks (internal.h), kept here, below it, for
+ * the statistics and the tool's map. */
+uint64_t usi_large_counts[3];
+
 /* ---- snapshots --------------------------------------------------------------------------- */
 
 /* The counts kept under c's lock (held), into r; returns the objects out of the slabs. */
@@ -102,6 +106,7 @@ void usi_live_init_map(void)
     m->reserved = (uint64_t)(uintptr_t)usi_pages_reserved_address();
     m->tcache_bytes = (uint64_t)(uintptr_t)&usi_tcache_bytes;
     m->tcache_max = usi_options.tcache_max;
+    m->large = (uint64_t)(uintptr_t)usi_large_counts;
     m->max_ids = USI_MAX_IDS;
     m->page_size = USI_PAGE_SIZE;
 #define OFF(type, field) ((uint32_t)offsetof(type, field))
@@ -293,7 +298,16 @@ int usi_live_print_all(FILE *f, int format, int at_exit, int disabled)
         .reserved_bytes = usi_pages_reserved_bytes(),
         .thread_cache_bytes = __atomic_load_n(&usi_tcache_bytes, __ATOMIC_RELAXED),
         .thread_cache_max = usi_options.tcache_max,
+        .large_blocks = __atomic_load_n(&usi_large_counts[0], __ATOMIC_RELAXED),
+        .large_bytes = __atomic_load_n(&usi_large_counts[1], __ATOMIC_RELAXED),
+        .large_peak = __atomic_load_n(&usi_large_counts[2], __ATOMIC_RELAXED),
     };
+    char status[4096];
+    long len = usi_os_read_file("/proc/self/status", status, sizeof status - 1);
+    if (len > 0) {
+        status[len] = '\0';
+        usi_statsfmt_rss(status, &h.rss_bytes, &h.rss_peak);
+    }
     if (format == USLAB_STATS_JSON) {
         if (at_exit)
             not_scanned_json(&col, &more);

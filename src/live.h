@@ -30,6 +30,17 @@ struct usi_live_header {
     uint64_t reserved_bytes;     /* address space reserved for slabs */
     uint64_t thread_cache_bytes; /* bytes the threads' magazines may hold */
     uint64_t thread_cache_max;   /* USLAB_TCACHE_MAX */
+    uint64_t large_blocks;       /* blocks above the slab classes (glibc's) live now */
+    uint64_t large_bytes;        /* their bytes (malloc_usable_size) */
+    uint64_t large_peak;         /* the most large_bytes was */
+    uint64_t rss_bytes;          /* the process's resident memory (VmRSS); 0: unknown */
+    uint64_t rss_peak;           /* its peak (VmHWM) */
+};
+
+/* The counts of the blocks above the slab classes (malloc.c keeps them, on glibc's paths
+ * only): blocks and bytes live, and the most bytes at once. */
+struct usi_large_counts {
+    uint64_t blocks, bytes, peak;
 };
 
 /*
@@ -74,7 +85,7 @@ _Static_assert(sizeof(struct usi_live_cache) == 200, "a record has no padding");
  */
 #define USI_INTROSPECT_SYMBOL  "uslab_introspect"
 #define USI_INTROSPECT_MAGIC   "USLABMAP" /* 8 bytes, no terminating NUL */
-#define USI_INTROSPECT_VERSION 1u
+#define USI_INTROSPECT_VERSION 2u
 struct usi_introspect {
     char magic[8];
     uint32_t version;      /* USI_INTROSPECT_VERSION */
@@ -99,8 +110,9 @@ struct usi_introspect {
     uint32_t t_next, t_npairs, t_pair_pages, t_pair_pages_words, t_pairs, pair_bytes;
     uint32_t p_top, p_base, p_prev, m_rounds;
     uint32_t spare; /* 0 */
+    uint64_t large; /* address of the struct usi_large_counts */
 };
-_Static_assert(sizeof(struct usi_introspect) == 200, "the map has no padding");
+_Static_assert(sizeof(struct usi_introspect) == 208, "the map has no padding");
 
 /* The objects a cache churned between two readings: those that went through its depot or
  * its slab layer (the fast paths count nothing, so magazine hits are not in it). */
@@ -122,6 +134,17 @@ static inline uint64_t usi_live_churn(const struct usi_live_cache *now,
  */
 void usi_statsfmt_table(FILE *f, const struct usi_live_header *h, const struct usi_live_cache *r,
                         size_t n);
+/* The totals under the table and in the JSON: the program's caches and malloc classes
+ * (objects in use, their bytes, slab bytes held, resident), uslab's own caches (names
+ * `uslab-...`), and the system allocator's blocks from h, clamped at 0. */
+struct usi_statsfmt_totals {
+    uint64_t objects, in_use, held, resident, own_bytes, large_blocks, large_bytes;
+};
+void usi_statsfmt_totals(const struct usi_live_header *h, const struct usi_live_cache *r, size_t n,
+                         struct usi_statsfmt_totals *t);
+int usi_statsfmt_internal(const struct usi_live_cache *c); /* one of uslab's own caches */
+/* VmRSS and VmHWM of a /proc/PID/status text, in bytes (0 where missing). */
+void usi_statsfmt_rss(const char *status, uint64_t *rss, uint64_t *peak);
 void usi_statsfmt_json(FILE *f, const struct usi_live_header *h, const struct usi_live_cache *r,
                        size_t n, const char *more);
 /* s as the contents of a JSON string (quotes, backslashes and control characters escaped). */

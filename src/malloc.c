@@ -73,8 +73,24 @@ static inline int tracking_large(void)
     return USI_UNLIKELY(usi_debug_enabled) && usi_initialized > 0;
 }
 
+/* The system allocator's blocks handed out and freed here (usi_large_counts, live.c): a
+ * block glibc handed out before uslab started may be freed here uncounted: readers clamp. */
+static void large_count(void *p, int sign)
+{
+    uint64_t n = usi_sys_usable_size(p);
+    __atomic_add_fetch(&usi_large_counts[0], (uint64_t)(int64_t)sign, __ATOMIC_RELAXED);
+    uint64_t now = __atomic_add_fetch(&usi_large_counts[1], sign > 0 ? n : -n, __ATOMIC_RELAXED);
+    uint64_t peak = __atomic_load_n(&usi_large_counts[2], __ATOMIC_RELAXED);
+    while (sign > 0 && now < ((uint64_t)1 << 62) && now > peak &&
+           !__atomic_compare_exchange_n(&usi_large_counts[2], &peak, now, 1, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+        ;
+}
+
 static void *sys_tracked(void *p, size_t size)
 {
+    if (p)
+        large_count(p, 1);
     if (tracking_large() && p)
         usi_debug_large_alloc(p, size);
     return p;
@@ -494,6 +510,7 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
     if (tracking_large())
         check_large(p, "free", 1);
     usi_purge_large_freeing(p);
+    large_count(p, -1);
     usi_sys_free(p);
     usi_purge_large_freed();
     usi_purge_poll();
@@ -611,11 +628,14 @@ static void *usi_realloc(void *p, size_t size)
             profile_record(size); /* counted as the malloc it would be */
         void *q;
         if (!tracking_large()) {
+            large_count(p, -1);
             q = usi_sys_realloc(p, size); /* a glibc block stays with glibc */
+            large_count(q ? q : p, 1);
         } else {
             /* Released before glibc frees it, so that no other thread can be given the
              * address while it is still recorded as live; recorded again if it fails. */
             size_t had = check_large(p, "realloc", 1);
+            large_count(p, -1);
             q = usi_sys_realloc(p, size);
             sys_tracked(q ? q : p, q ? size : had);
         }

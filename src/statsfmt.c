@@ -11,6 +11,8 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static void debug_letters(unsigned d, char *buf)
 {
@@ -79,14 +81,45 @@ const char *usi_statsfmt_name(const char *name, char *out, size_t size)
     return out;
 }
 
-void usi_statsfmt_table(FILE *f, const struct usi_live_header *h, const struct usi_live_cache *r,
-                        size_t n)
+int usi_statsfmt_internal(const struct usi_live_cache *c)
 {
-    fputs("Name                   Objects Objsize   Space Resident Slabs/Part/Cpu  O/S %Fr %Ef "
-          "Flg\n",
-          f);
+    return strncmp(c->name, "uslab-", 6) == 0;
+}
+
+void usi_statsfmt_rss(const char *status, uint64_t *rss, uint64_t *peak)
+{
+    *rss = *peak = 0;
+    for (const char *p = status; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        uint64_t *to = !strncmp(p, "VmRSS:", 6) ? rss : !strncmp(p, "VmHWM:", 6) ? peak : NULL;
+        if (to)
+            *to = strtoull(p + 6, NULL, 10) << 10; /* kB */
+    }
+}
+
+void usi_statsfmt_totals(const struct usi_live_header *h, const struct usi_live_cache *r, size_t n,
+                         struct usi_statsfmt_totals *t)
+{
+    memset(t, 0, sizeof *t);
     for (size_t i = 0; i < n; i++) {
         const struct usi_live_cache *c = &r[i];
+        if (usi_statsfmt_internal(c)) {
+            t->own_bytes += space_of(c);
+            continue;
+        }
+        t->objects += c->active;
+        t->in_use += c->active * c->object_size;
+        t->held += space_of(c);
+        t->resident += c->resident_bytes;
+    }
+    /* Counted on glibc's paths: a block glibc gave out before uslab started, freed
+     * since, may make them negative. */
+    t->large_blocks = h->large_blocks < ((uint64_t)1 << 62) ? h->large_blocks : 0;
+    t->large_bytes = h->large_bytes < ((uint64_t)1 << 62) ? h->large_bytes : 0;
+}
+
+static void row(FILE *f, const struct usi_live_cache *c)
+{
+    {
         char dbg[32], spc[64], name[sizeof c->name];
         debug_letters(c->debug, dbg);
         snprintf(spc, sizeof spc, "%" PRIu64 "/%" PRIu64 "/%" PRIu64, c->slabs, c->partial,
@@ -104,9 +137,61 @@ void usi_statsfmt_table(FILE *f, const struct usi_live_header *h, const struct u
         fprintf(f, " %-15s %4" PRIu64 " %3u %3u %s\n", spc, c->objs_per_slab, free_whole, eff_whole,
                 dbg);
     }
+}
+
+static void size_text(char *buf, size_t len, uint64_t bytes)
+{
+    static const char units[] = "BKMGT";
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%" PRIu64 " B", bytes);
+    else
+        snprintf(buf, len, "%.1f%c", v, units[u]);
+}
+
+void usi_statsfmt_table(FILE *f, const struct usi_live_header *h, const struct usi_live_cache *r,
+                        size_t n)
+{
+    fputs("Name                   Objects Objsize   Space Resident Slabs/Part/Cpu  O/S %Fr %Ef "
+          "Flg\n",
+          f);
+    /* The program's caches and malloc classes, then uslab's own (magazines, records). */
+    size_t own = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!usi_statsfmt_internal(&r[i]))
+            row(f, &r[i]);
+        else
+            own++;
+    if (own)
+        fputs("-- uslab's own caches --\n", f);
+    for (size_t i = 0; i < n; i++)
+        if (usi_statsfmt_internal(&r[i]))
+            row(f, &r[i]);
+    struct usi_statsfmt_totals t;
+    usi_statsfmt_totals(h, r, n, &t);
+    char a[32], b[32], c[32], d[32], e[32];
+    size_text(a, sizeof a, t.in_use);
+    size_text(b, sizeof b, t.large_bytes);
+    size_text(c, sizeof c, h->large_peak);
+    fprintf(f,
+            "in use: %s in %" PRIu64 " objects of slabs; %s in %" PRIu64
+            " blocks of the system allocator (peak %s)\n",
+            a, t.objects, b, t.large_blocks, c);
+    size_text(a, sizeof a, t.held);
+    size_text(b, sizeof b, t.resident);
+    size_text(c, sizeof c, t.own_bytes);
+    size_text(d, sizeof d, h->rss_bytes);
+    size_text(e, sizeof e, h->rss_peak);
+    fprintf(f, "held: %s of slabs (%s resident), %s of uslab's own; process RSS %s (peak %s)\n", a,
+            b, c, h->rss_bytes ? d : "?", h->rss_peak ? e : "?");
     fprintf(f,
             "thread caches may hold %" PRIu64 " KiB (bound %" PRIu64
-            " KiB); reserved address space %" PRIu64 " MiB\n",
+            " KiB); reserved address space %" PRIu64 " MiB; the columns: `uslab help stats`\n",
             h->thread_cache_bytes >> 10, h->thread_cache_max >> 10, h->reserved_bytes >> 20);
 }
 
@@ -115,10 +200,19 @@ void usi_statsfmt_json(FILE *f, const struct usi_live_header *h, const struct us
 {
     fprintf(f,
             "{\"uslab\":{\"version\":\"%u.%u\",\"reserved_bytes\":%" PRIu64
-            ",\"thread_cache_bytes\":%" PRIu64 ",\"thread_cache_max\":%" PRIu64 "%s},\n"
-            " \"caches\":[",
+            ",\"thread_cache_bytes\":%" PRIu64 ",\"thread_cache_max\":%" PRIu64 "%s},\n",
             h->lib_version >> 16, h->lib_version & 0xffff, h->reserved_bytes, h->thread_cache_bytes,
             h->thread_cache_max, more ? more : "");
+    struct usi_statsfmt_totals t;
+    usi_statsfmt_totals(h, r, n, &t);
+    fprintf(f,
+            " \"totals\":{\"objects\":%" PRIu64 ",\"in_use_bytes\":%" PRIu64
+            ",\"held_bytes\":%" PRIu64 ",\"resident_bytes\":%" PRIu64 ",\"own_bytes\":%" PRIu64
+            ",\"large_blocks\":%" PRIu64 ",\"large_bytes\":%" PRIu64
+            ",\"large_peak_bytes\":%" PRIu64 ",\"rss_bytes\":%" PRIu64
+            ",\"rss_peak_bytes\":%" PRIu64 "},\n \"caches\":[",
+            t.objects, t.in_use, t.held, t.resident, t.own_bytes, t.large_blocks, t.large_bytes,
+            h->large_peak, h->rss_bytes, h->rss_peak);
     for (size_t i = 0; i < n; i++) {
         const struct usi_live_cache *c = &r[i];
         char dbg[32];

@@ -844,11 +844,12 @@ static int target_snapshot(struct target *t)
                  t->proc.comm);
         return -1;
     }
-    uint64_t tcaches = 0, reserved = 0, tcache_bytes = 0;
+    uint64_t tcaches = 0, reserved = 0, tcache_bytes = 0, large[3] = {0, 0, 0};
     struct remote_item counters[] = {{m->tcaches, &tcaches, 8, 0},
                                      {m->reserved, &reserved, 8, 0},
-                                     {m->tcache_bytes, &tcache_bytes, 8, 0}};
-    if (remote_read_items(pid, counters, 3) != 0)
+                                     {m->tcache_bytes, &tcache_bytes, 8, 0},
+                                     {m->large, large, sizeof large, 0}};
+    if (remote_read_items(pid, counters, 4) != 0)
         return read_failed(t, "uslab's counters");
     /* The cache table, once, then every cache in it. */
     uint64_t *table = t->table.p;
@@ -929,6 +930,18 @@ static int target_snapshot(struct target *t)
     t->header.reserved_bytes = reserved;
     t->header.thread_cache_bytes = tcache_bytes;
     t->header.thread_cache_max = m->tcache_max;
+    t->header.large_blocks = large[0];
+    t->header.large_bytes = large[1];
+    t->header.large_peak = large[2];
+    char path[64], status[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *sf = fopen(path, "r");
+    if (sf) {
+        size_t len = fread(status, 1, sizeof status - 1, sf);
+        status[len] = '\0';
+        fclose(sf);
+        usi_statsfmt_rss(status, &t->header.rss_bytes, &t->header.rss_peak);
+    }
     t->header.updated_ms = monotonic_ms();
     t->header.updates = ++t->snapshots;
     return 0;

@@ -201,7 +201,16 @@ static const struct tool_command commands[] = {
      "process's memory needs what a debugger needs: a process of yours, or root (and "
      "`/proc/sys/kernel/yama/ptrace_scope` may ask for more). Exits 1 with a message when PID "
      "is no process, does not use uslab or has not allocated yet, cannot be read (with the "
-     "reason and what to do), or runs a uslab of another build.",
+     "reason and what to do), or runs a uslab of another build. The columns (also of "
+     "USLAB_STATS): Name, the cache (malloc-SIZE: a malloc class); Objects, objects in use; "
+     "Objsize, their size; Space, bytes of its slabs; Resident, bytes of its slabs that objects "
+     "were ever handed out over (at most what is resident); Slabs/Part/Cpu, slabs, partly used "
+     "slabs, objects cached in threads' magazines; O/S, objects a slab holds; %Fr, free slots "
+     "in its slabs; %Ef, share of its slabs' bytes that objects in use fill; Flg, USLAB_DEBUG "
+     "letters. uslab's own caches (uslab-...) come after the program's. Under the table: the "
+     "bytes in use in slabs and in blocks of the system allocator (those above the slab "
+     "classes: count, bytes, peak), the bytes of slabs held, uslab's own, and the process's "
+     "resident memory now and at its peak (VmRSS, VmHWM).",
      stats_options, cmd_stats},
     {"top", NULL, "PID [-d SECONDS] [-s KEY] [-n COUNT]",
      "Show the caches of process PID, a process running with uslab, in a refreshing "

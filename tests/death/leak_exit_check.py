@@ -30,7 +30,8 @@ LEAK_SUMMARY = re.compile(r"^uslab: leak report: \d+ live objects, \d+ bytes, "
 LEAK_NOT_SCANNED = re.compile(r"^uslab: leak report: .* not scanned: .*$", re.M)
 STATS_HEADER = re.compile(r"^Name +Objects Objsize +Space Resident Slabs/Part/Cpu", re.M)
 STATS_FOOTER = re.compile(r"^thread caches may hold \d+ KiB \(bound \d+ KiB\); "
-                          r"reserved address space \d+ MiB$", re.M)
+                          r"reserved address space \d+ MiB; the columns: `uslab help stats`$",
+                          re.M)
 STATS_NOT_SCANNED = re.compile(r"^uslab: statistics: .* not (?:scanned|counted): .*$", re.M)
 TIMEOUT = 20
 

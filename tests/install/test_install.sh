@@ -65,7 +65,7 @@ done
 "$tmp/moved/bin/uslab" stats "$pid" >"$tmp/stats" || { cat "$tmp/stats"; exit 1; }
 grep -Eq '^installed_cache +123 +40 ' "$tmp/stats" || { cat "$tmp/stats"; exit 1; }
 "$tmp/moved/bin/uslab" top -n 1 "$pid" >"$tmp/top" || { cat "$tmp/top"; exit 1; }
-grep -Eq ' installed_cache$' "$tmp/top" || { cat "$tmp/top"; exit 1; }
+grep -Eq '^installed_cache +1[0-9]+ +123 ' "$tmp/top" || { cat "$tmp/top"; exit 1; }
 ! ls /dev/shm/uslab.*."$pid" >/dev/null 2>&1 || { echo "a file in /dev/shm for the process"; exit 1; }
 echo exit >&3
 read -r _ <&4
