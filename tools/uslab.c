@@ -6,10 +6,10 @@
  *
  * Every command, its synopsis, help and options are rows of one table, `commands` below:
  * `uslab --help`, `uslab COMMAND --help`, the usage lines of a usage error and `uslab help
- * --markdown` (README.md's command tables, compared by tests/tools) are all made from it,
+ * --markdown` (docs/reference.md's command tables, compared by tests/tools) are all made from it,
  * so they cannot disagree. The settings and the debug letters come from the library's own
  * tables (src/settings.c, compiled in): --help and `uslab settings` print them, --debug is
- * checked by the library's parser, and README.md's settings table is `uslab settings
+ * checked by the library's parser, and docs/reference.md's settings table is `uslab settings
  * --markdown`.
  *
  * `uslab run` sets LD_PRELOAD (the library first, then any LD_PRELOAD already set) and the
@@ -159,13 +159,13 @@ static const struct tool_option where_options[] = {
 };
 
 static const struct tool_option settings_options[] = {
-    {"--markdown", "Print the table as in README.md.", NULL},
+    {"--markdown", "Print the table as in docs/reference.md.", NULL},
     HELP_OPTION,
     {NULL, NULL, NULL},
 };
 
 static const struct tool_option help_options[] = {
-    {"--markdown", "Print the commands and their options as the tables in README.md.", NULL},
+    {"--markdown", "Print the commands and their options as the tables in docs/reference.md.", NULL},
     HELP_OPTION,
     {NULL, NULL, NULL},
 };
@@ -375,7 +375,7 @@ static void put_cell(FILE *f, const char *text)
     }
 }
 
-/* The settings as README.md's table (tests/tools checks that they are the same). */
+/* The settings as docs/reference.md's table (tests/tools checks that they are the same). */
 static void print_settings_markdown(FILE *f)
 {
     fputs("| variable | default | values | meaning |\n", f);
@@ -510,7 +510,7 @@ void print_command_help(FILE *f, const char *name)
     }
 }
 
-/* The commands and their options as README.md's tables (tests/tools compares them). */
+/* The commands and their options as docs/reference.md's tables (tests/tools compares them). */
 static void print_commands_markdown(FILE *f)
 {
     fputs("| command | what it does |\n| --- | --- |\n", f);

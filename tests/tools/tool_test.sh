@@ -1,7 +1,8 @@
 #!/bin/sh
 # tool_test.sh CASE USLAB PROBE PRELOAD_LIB [README] - one test case of the `uslab` front end.
 # USLAB is build/uslab, PROBE is tool_probe, PRELOAD_LIB is libuslab-preload.so, README the
-# project's README.md. Prints what went wrong and exits 1 on failure.
+# file with the settings and command tables (docs/reference.md). Prints what went wrong and
+# exits 1 on failure.
 set -u
 case_name=$1 uslab=$2 probe=$3 lib=$4 readme=${5:-}
 
