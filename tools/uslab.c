@@ -165,7 +165,8 @@ static const struct tool_option settings_options[] = {
 };
 
 static const struct tool_option help_options[] = {
-    {"--markdown", "Print the commands and their options as the tables in docs/reference.md.", NULL},
+    {"--markdown", "Print the commands and their options as the tables in docs/reference.md.",
+     NULL},
     HELP_OPTION,
     {NULL, NULL, NULL},
 };
