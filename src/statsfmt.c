@@ -28,7 +28,8 @@ static double pct(double a, double b)
     return b > 0 ? 100.0 * a / b : 0.0;
 }
 
-void usi_statsfmt_size(FILE *f, uint64_t bytes)
+/* bytes as "512" (with `bytes_suffix`), "12.3K", "1023.9M"... */
+static void size_text(char *buf, size_t len, uint64_t bytes, const char *bytes_suffix)
 {
     static const char units[] = "BKMGT";
     double v = (double)bytes;
@@ -38,9 +39,16 @@ void usi_statsfmt_size(FILE *f, uint64_t bytes)
         u++;
     }
     if (u == 0)
-        fprintf(f, "%7" PRIu64, bytes);
+        snprintf(buf, len, "%" PRIu64 "%s", bytes, bytes_suffix);
     else
-        fprintf(f, "%6.1f%c", v, units[u]);
+        snprintf(buf, len, "%.1f%c", v, units[u]);
+}
+
+void usi_statsfmt_size(FILE *f, uint64_t bytes)
+{
+    char t[32];
+    size_text(t, sizeof t, bytes, "");
+    fprintf(f, "%7s", t);
 }
 
 void usi_statsfmt_json_string(FILE *f, const char *s)
@@ -139,21 +147,6 @@ static void row(FILE *f, const struct usi_live_cache *c)
     }
 }
 
-static void size_text(char *buf, size_t len, uint64_t bytes)
-{
-    static const char units[] = "BKMGT";
-    double v = (double)bytes;
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, len, "%" PRIu64 " B", bytes);
-    else
-        snprintf(buf, len, "%.1f%c", v, units[u]);
-}
-
 void usi_statsfmt_table(FILE *f, const struct usi_live_header *h, const struct usi_live_cache *r,
                         size_t n)
 {
@@ -175,18 +168,18 @@ void usi_statsfmt_table(FILE *f, const struct usi_live_header *h, const struct u
     struct usi_statsfmt_totals t;
     usi_statsfmt_totals(h, r, n, &t);
     char a[32], b[32], c[32], d[32], e[32];
-    size_text(a, sizeof a, t.in_use);
-    size_text(b, sizeof b, t.large_bytes);
-    size_text(c, sizeof c, h->large_peak);
+    size_text(a, sizeof a, t.in_use, " B");
+    size_text(b, sizeof b, t.large_bytes, " B");
+    size_text(c, sizeof c, h->large_peak, " B");
     fprintf(f,
             "in use: %s in %" PRIu64 " objects of slabs; %s in %" PRIu64
             " blocks of the system allocator (peak %s)\n",
             a, t.objects, b, t.large_blocks, c);
-    size_text(a, sizeof a, t.held);
-    size_text(b, sizeof b, t.resident);
-    size_text(c, sizeof c, t.own_bytes);
-    size_text(d, sizeof d, h->rss_bytes);
-    size_text(e, sizeof e, h->rss_peak);
+    size_text(a, sizeof a, t.held, " B");
+    size_text(b, sizeof b, t.resident, " B");
+    size_text(c, sizeof c, t.own_bytes, " B");
+    size_text(d, sizeof d, h->rss_bytes, " B");
+    size_text(e, sizeof e, h->rss_peak, " B");
     fprintf(f, "held: %s of slabs (%s resident), %s of uslab's own; process RSS %s (peak %s)\n", a,
             b, c, h->rss_bytes ? d : "?", h->rss_peak ? e : "?");
     fprintf(f,
