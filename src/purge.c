@@ -174,6 +174,8 @@ static struct {
 } sentinels;
 /* generation + 1 of this thread's sentinel, 0 before its first. */
 static __thread unsigned tls_sentinel_generation __attribute__((tls_model("initial-exec")));
+/* This thread freed a block of glibc's since uslab tuned it: its exit trims its arena. */
+static __thread int tls_large_freed __attribute__((tls_model("initial-exec")));
 
 /* The main thread (the one that loads the library: no system call asks it later, which a
  * memory-only seccomp filter could kill for). */
@@ -366,6 +368,7 @@ int usi_purge_large_allocated(void)
  * due a purge delay from now. */
 static void large_idle_trim_due(void)
 {
+    tls_large_freed = 1;
     __atomic_store_n(&large.freed_ms, usi_os_now_ms(), __ATOMIC_RELAXED);
     if (!__atomic_load_n(&large.pending, __ATOMIC_RELAXED) &&
         !__atomic_exchange_n(&large.pending, 1, __ATOMIC_ACQ_REL))
@@ -659,7 +662,7 @@ void usi_purge_thread_exit(int last)
     if (usi_options.purge_delay_ms == 0 || usi_os_quiet() || !purge_pass || usi_lock_depth ||
         usi_os_on_signal_stack())
         return;
-    int large_freed = __atomic_load_n(&large.pending, __ATOMIC_ACQUIRE);
+    int large_freed = tls_large_freed || __atomic_load_n(&large.pending, __ATOMIC_ACQUIRE);
     if (__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) <= USI_SLAB_HEADROOM &&
         !large_freed) {
         usi_purge_poll(); /* a pass that came due anyway */
@@ -672,11 +675,18 @@ void usi_purge_thread_exit(int last)
     int e = errno;
     if (__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) > USI_SLAB_HEADROOM)
         purge_pass(usi_os_now_ms(), 0, last ? USI_PASS_SHED : 0); /* no reap, no user code */
-    /* Again while frees came during the trim: another thread's last frees, after the trim
-     * passed its arena, left its 20 MiB for good when this exit had taken their `pending`
-     * (preload_large_arenas_joined, once under make test's load). At most 4 rounds. */
-    for (int round = 0; round < 4 && __atomic_exchange_n(&large.pending, 0, __ATOMIC_ACQ_REL);
-         round++)
+    /* A thread that freed glibc's blocks trims its own arena, by a sentinel of its own made
+     * now: another thread's exit that trimmed while this one was still freeing used up its
+     * sentinel and took the `pending` of its last frees, and its arena's top kept them for
+     * good (preload_large_arenas_joined, 1 run in 20 with two at a time). */
+    if (tls_large_freed) {
+        unsigned g = __atomic_load_n(&sentinels.generation, __ATOMIC_RELAXED);
+        if (tls_sentinel_generation != g + 1 &&
+            __atomic_load_n(&large.state, __ATOMIC_RELAXED) == LARGE_TUNED)
+            sentinel_make(g);
+        tls_large_freed = 0;
+    }
+    if (__atomic_exchange_n(&large.pending, 0, __ATOMIC_ACQ_REL) || large_freed)
         trim_glibc_idle(); /* unless the program set glibc's trim itself */
     errno = e;
     __atomic_store_n(&purger.running, 0, __ATOMIC_RELEASE);
