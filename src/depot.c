@@ -57,9 +57,10 @@ void usi_depot_init(void)
 
 /* Objects per magazine at first: 32 KiB of objects, at most USI_MAG_MAX (256) and at
  * least 4 of them: 256 up to 128-byte objects, 64 at 512 bytes, 4 from 8 KiB on
- * (docs/design.md §4: 64 at most before issue 12, which made small objects trade with the
- * depot four times as often); contention may grow it later. Medium malloc blocks: one up
- * to 256 KiB (a thread caches two a class), none above (design §8). */
+ * (docs/design.md §4); contention may grow it later. Medium malloc blocks: 512 KiB of them,
+ * 8 of 64 KiB down to 1 of 512 KiB, none of 1 MiB (design §8). One block a magazine up to
+ * 256 KiB spent 60% of the `medium` bench row in depot exchanges (1.5x its time). */
+#define MEDIUM_MAG_BYTES ((size_t)512 << 10)
 static uint32_t magazine_capacity(size_t stride)
 {
     size_t cap = ((size_t)32 << 10) / stride;
@@ -72,7 +73,7 @@ void usi_depot_init_cache(struct uslab_cache *c)
 {
     /* Debug caches bypass magazines so that every operation is checked (libumem, SLUB). */
     c->mag_capacity = (c->flags & USLAB_CACHE_NOMAGAZINE) || c->debug ? 0
-                      : usi_cache_medium(c) ? (c->size <= ((size_t)256 << 10) ? 1 : 0)
+                      : usi_cache_medium(c) ? (uint32_t)(MEDIUM_MAG_BYTES / c->size)
                                             : magazine_capacity(c->stride);
     /* Under contention magazines may grow to 128 KiB of objects, at most 256 of them. */
     size_t max = ((size_t)128 << 10) / c->stride;

@@ -628,8 +628,8 @@ uint64_t usi_symbols_file_id(const void *pc);
 /* Flag of the malloc classes: objects on the stride lattice, free()'s checks (§8). */
 #define USI_CACHE_LATTICE 0x2000u
 
-/* A malloc class of medium blocks (design §3, §8): no magazines, slabs of two or more
- * blocks, no empty slab in reserve; what such a block costs is its pages, not the call. */
+/* A malloc class of medium blocks (design §3, §8): one block a slab, aligned to its size;
+ * small magazines (depot.c); no empty slab in reserve. */
 static inline int usi_cache_medium(const struct uslab_cache *c)
 {
     return (c->flags & USI_CACHE_LATTICE) && c->size > USI_MEDIUM;

@@ -180,8 +180,8 @@ int usi_settings_parse_choice(const struct usi_setting *s, const char *value, si
  * from 1024 to 65536.
  */
 #define USI_CLASSES_MAX 96
-/* Classes above this are medium: 4 per doubling by default, each block in a span of its
- * own (usi_cache_medium, design §8). */
+/* Classes above this are medium: the powers of two, each block in a span of its own
+ * (usi_cache_medium, design §8). */
 #define USI_MEDIUM           ((size_t)32768)
 #define USI_CLASSES_MAX_SIZE ((size_t)1 << 20)
 /* Request sizes `uslab profile` counts one by one (tools/classes.c); above, in one count. */

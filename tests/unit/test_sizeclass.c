@@ -39,6 +39,9 @@ int main(void)
             CHECK((s & (s - 1)) == 0 && c->align == s, "medium class %zu align %zu", s, c->align);
             CHECK(c->nobjs == 1 && c->slab_size == s, "medium class %zu: %u in a slab of %zu", s,
                   (unsigned)c->nobjs, c->slab_size);
+            /* Magazines of 512 KiB of blocks: 8 of 64 KiB, 1 of 512 KiB, none of 1 MiB. */
+            CHECK(c->mag_capacity == ((size_t)512 << 10) / s, "medium class %zu: magazines of %u",
+                  s, c->mag_capacity);
         } else if ((s & (s - 1)) == 0) {
             CHECK(c->align == (s < USI_PAGE_SIZE ? s : USI_PAGE_SIZE), "pow2 class %zu align %zu",
                   s, c->align);
