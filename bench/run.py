@@ -451,9 +451,9 @@ def print_table(results, names):
 
 
 def is_time_row(c, key, unit):
-    """A row of the summary's time: timed (ns or s), not a min or cold-run figure, and
+    """A row of the summary's time: timed (ns, ms or s), not a min or cold-run figure, and
     not the object-cache case (its cache columns are uslab's API under every preload)."""
-    return (unit in ("ns", "s") and key not in HIGHER_IS_NEUTRAL and "_min_" not in key
+    return (unit in ("ns", "ms", "s") and key not in HIGHER_IS_NEUTRAL and "_min_" not in key
             and "_cold_" not in key and c["group"] != "objcache")
 
 
