@@ -304,8 +304,15 @@ static void realloc_chain(const size_t *sizes, size_t n, uintptr_t seed)
                   u);
         if (slab && q != p) {
             slab = class_of(s) != 0 && (s <= have || s <= 32768);
+            /* Growth gets room for half as much again, within the small classes. */
+            size_t asked = s;
+            if (slab && s > have) {
+                size_t most = max_slab < 32768 ? max_slab : 32768;
+                asked = s + s / 2 <= most ? s + s / 2 : most;
+            }
             if (slab)
-                CHECK(u == class_of(s), "realloc to %zu: usable %zu, class %zu", s, u, class_of(s));
+                CHECK(u == class_of(asked), "realloc to %zu: usable %zu, class %zu", s, u,
+                      class_of(asked));
         }
         seed = seed * 31 + 7;
         fill(q, u, seed);
@@ -328,6 +335,19 @@ static void test_realloc(void)
     uslab_free(q);
     p = uslab_malloc(100000); /* a glibc block */
     CHECK(uslab_realloc(p, 0) == NULL, "realloc(large, 0)");
+    /* A buffer grown by 1.5x: every other step stays in place (room for half as much again). */
+    if (max_slab >= 32768) {
+        unsigned char *b = uslab_malloc(100);
+        size_t moved = 0, steps = 0;
+        for (size_t s = 150; s <= 20000; s += s / 2, steps++) {
+            unsigned char *c = uslab_realloc(b, s);
+            moved += c != b;
+            b = c;
+        }
+        CHECK(moved * 2 <= steps + 1, "a buffer grown by 1.5x moved %zu times in %zu", moved,
+              steps);
+        uslab_free(b);
+    }
 
     /* Chains across every class boundary and the slab/glibc boundary, both ways. */
     static size_t up[400];

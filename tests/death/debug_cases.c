@@ -82,6 +82,11 @@ int main(int argc, char **argv)
         p = realloc(p, 36);
         touch(p, 36, 'x'); /* past the new size */
         free(p);
+    } else if (strcmp(c, "slack_grown") == 0) { /* realloc's growth room is red zone too */
+        char *p = malloc(40);
+        p = realloc(p, 100); /* a class of 150 bytes or more: the room for the next growth */
+        touch(p, 100, 'x');
+        free(p);
     } else if (strcmp(c, "usable_asked") == 0) { /* Z: malloc_usable_size is the size asked */
         char *p = malloc(24);
         char *q = calloc(3, 7);
