@@ -19,6 +19,11 @@
  *             round, mallocs `count` blocks of growing sizes (min to max, cycling), frees
  *             the later half last-allocated first (LIFO) and the earlier half in
  *             allocation order (FIFO); the threads' rounds interleave on shared cores.
+ *   live      many threads alive at once (issue 38: 3,000 of them): each mallocs `blocks`
+ *             blocks of 16 to 1024 bytes and writes them, frees every other one, waits
+ *             until every thread has, frees the rest and exits. Peak RSS is what each
+ *             live thread costs; joined_mib, the resident size once all are joined, is
+ *             what the allocator keeps of them.
  *   large     the shape of mstress and malloc-large: each thread keeps `slots` blocks of
  *             `min` to `max` bytes (above uslab's slab range: the system allocator's
  *             blocks) and replaces a random one per step, writing one byte per page of
@@ -34,6 +39,7 @@
  *   bulk: --count 1000000 --size 8 --rounds 10
  *   lifo: --count 2000 --rounds 1500 --min 1 --max 1000
  *   large: --slots 20 --steps 20000 --min 40000 --max 2000000
+ *   live: --blocks 64 (--threads 3000)
  */
 #include "common.h"
 
@@ -233,6 +239,55 @@ static double run_scratch(int argc, char **argv)
     double s = (double)(bench_now_ns() - t0) * 1e-9;
     free(tid);
     free(s_initial);
+    return s;
+}
+
+/* ---- many live threads --------------------------------------------------------------- */
+
+static long v_blocks;
+static pthread_barrier_t v_all;
+
+static void *live_thread(void *arg)
+{
+    bench_rng r;
+    bench_rng_seed(&r, seed * 104729 + (uint64_t)(intptr_t)arg);
+    void *b[256];
+    long n = v_blocks < 256 ? v_blocks : 256;
+    for (long k = 0; k < n; k++) {
+        size_t size = draw_size(&r, 16, 1024);
+        b[k] = malloc(size);
+        bench_touch(b[k], size, (unsigned char)k);
+    }
+    for (long k = 0; k < n; k += 2)
+        free(b[k]);
+    pthread_barrier_wait(&v_all);
+    for (long k = 1; k < n; k += 2)
+        free(b[k]);
+    return NULL;
+}
+
+static double run_live(int argc, char **argv)
+{
+    v_blocks = bench_opt_long(argc, argv, "blocks", 64);
+    printf("blocks=%ld\n", v_blocks);
+    pthread_t *tid = bench_xmalloc((size_t)nthreads * sizeof *tid);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 << 10); /* 3,000 default stacks: 24 GiB of address space */
+    pthread_barrier_init(&v_all, NULL, (unsigned)nthreads);
+    uint64_t t0 = bench_now_ns();
+    for (long t = 0; t < nthreads; t++)
+        if (pthread_create(&tid[t], &attr, live_thread, (void *)(intptr_t)t) != 0) {
+            fprintf(stderr, "pthread_create %ld failed\n", t);
+            exit(1);
+        }
+    for (long t = 0; t < nthreads; t++)
+        pthread_join(tid[t], NULL);
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    pthread_barrier_destroy(&v_all);
+    pthread_attr_destroy(&attr);
+    free(tid);
+    printf("joined_mib=%.1f\n", (double)bench_rss_kb() / 1024);
     return s;
 }
 
@@ -480,8 +535,11 @@ int main(int argc, char **argv)
         s = run_large(argc, argv);
     else if (strcmp(test, "lifo") == 0)
         s = run_lifo(argc, argv);
+    else if (strcmp(test, "live") == 0)
+        s = run_live(argc, argv);
     else {
-        fprintf(stderr, "unknown --test %s (larson, xmalloc, scratch, churn, bulk, large, lifo)\n",
+        fprintf(stderr,
+                "unknown --test %s (larson, xmalloc, scratch, churn, bulk, large, lifo, live)\n",
                 test);
         return 2;
     }

@@ -153,6 +153,10 @@ def cases(bindir, full):
         threads = [] if "--threads" in q else ["--threads", "2"]
         out.append(Case("mt", t, [b("mt_bench"), "--test", t] + threads,
                         [("time_s", "s", "time")], q, f))
+    # issue 38: 3,000 live threads; peak RSS is what a thread costs, joined_mib what stays.
+    out.append(Case("mt", "live", [b("mt_bench"), "--test", "live", "--threads", "3000"],
+                    [("time_s", "s", "time"), ("joined_mib", "MiB", "resident once joined")],
+                    [], []))
     py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
     progs = os.path.join(HERE, "programs")
     if py:
