@@ -452,9 +452,14 @@ static void check_poison(struct uslab_cache *c, struct usi_slab *s, char *slot, 
 
 void usi_debug_asked(struct uslab_cache *c, void *obj, size_t size)
 {
-    if (!(c->debug & USI_DEBUG_Z))
+    if (!(c->debug & (USI_DEBUG_Z | USI_DEBUG_U)))
         return;
     char *slot = (char *)obj - c->obj_offset;
+    if (!(c->debug & USI_DEBUG_Z)) { /* U: the leak report's size, no red zone */
+        __atomic_store_n(&tail_of(c, slot)->asked, size >= c->size ? 0 : ASKED_SET | size,
+                         __ATOMIC_RELAXED);
+        return;
+    }
     USI_VG_DEFINED(slot, c->stride);
     /* The exit check may read it from another thread (no lock here): the user's part is
      * never smaller, as it reads, than what the caller may write. Growing, the new size
@@ -880,7 +885,10 @@ static void leak_scan_object(struct uslab_cache *c, struct usi_slab *s, char *sl
         return; /* quarantined (freed), or uslab's own */
     if (!tail_intact(t))
         lt->overwritten++; /* listed with no stack: its track is data */
-    leak_add(lt, c->name, c->size, tail_intact(t) ? &t->alloc : &no_track, c->size);
+    /* The size asked for (malloc's, usi_debug_asked), else the object's. */
+    size_t size =
+        tail_intact(t) && (t->asked & ASKED_SET) ? (size_t)(t->asked & ~ASKED_SET) : c->size;
+    leak_add(lt, c->name, c->size, tail_intact(t) ? &t->alloc : &no_track, size);
 }
 
 static void leak_scan_cache(struct uslab_cache *c, void *arg)

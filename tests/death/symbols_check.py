@@ -71,7 +71,7 @@ def first_frame_after(output, header):
 
 
 BIG = "LEAK: 2000000 bytes in 1 objects (system allocator x1), allocated from:"
-SMALL = "LEAK: 112 bytes in 1 objects (malloc-112 x1), allocated from:"
+SMALL = "LEAK: 100 bytes in 1 objects (malloc-112 x1), allocated from:"
 
 
 def main():
