@@ -295,6 +295,11 @@ int usi_os_env_has_prefix(const char *prefix); /* a variable whose name starts s
 /* The next "NAME=VALUE" of the environment from index *pos on whose name starts with
  * prefix (advancing *pos past it), or NULL; none under secure execution (setuid). */
 const char *usi_os_env_next(const char *prefix, size_t *pos);
+/* 1 when the parent process started with the environment entry `entry` ("NAME=VALUE")
+ * and uslab in its LD_PRELOAD: it warned about that setting already, so that a pipeline
+ * or a build warns once, not in every process (reads /proc/PPID/environ; 0 when it
+ * cannot). */
+int usi_os_parent_had(const char *entry);
 /* 1 for a USLAB_ name this build reads outside the settings table (USLAB_FAULTS in test
  * builds with fault injection). */
 int usi_os_private_setting(const char *name, size_t len);

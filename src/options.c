@@ -62,9 +62,12 @@ static void size_text(size_t v, char *buf, size_t len)
         snprintf(buf, len, "%zu%c", v, suffix[k]);
 }
 
-/* The one warning for an invalid value: the default is kept. */
+/* The one warning for an invalid value: the default is kept. value is usi_os_getenv's,
+ * inside its "NAME=VALUE" entry. Not where the parent process warned already. */
 static void invalid(const struct usi_setting *set, const char *value)
 {
+    if (usi_os_parent_had(value - strlen(set->name) - 1))
+        return;
     char values[160], lo[32], hi[32];
     if (set->kind == USI_SETTING_KIND_SIZE) {
         size_text(set->min, lo, sizeof lo);
@@ -128,7 +131,7 @@ int usi_options_read(void)
         const struct usi_setting *near = usi_settings_lookup(e, len, &exact);
         static const char tool_own[] = "USLAB_PRELOAD_LIB"; /* the uslab command's */
         if (exact || usi_os_private_setting(e, len) ||
-            (len == sizeof tool_own - 1 && memcmp(e, tool_own, len) == 0))
+            (len == sizeof tool_own - 1 && memcmp(e, tool_own, len) == 0) || usi_os_parent_had(e))
             continue;
         if (near)
             usi_report_warn("%.*s is not a setting of uslab (ignored); did you mean %s?", (int)len,

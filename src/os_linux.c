@@ -587,6 +587,45 @@ const char *usi_os_getenv(const char *name)
     return NULL;
 }
 
+/* Streams the parent's initial environment (NUL-separated entries) through two matchers:
+ * one entry equal to `entry`, and an LD_PRELOAD entry naming uslab. */
+int usi_os_parent_had(const char *entry)
+{
+    char path[48], buf[4096];
+    snprintf(path, sizeof path, "/proc/%ld/environ", OS_SYSCALL(SYS_getppid));
+    int e = errno;
+    long fd = usi_os_open_ro(path);
+    if (fd < 0) {
+        errno = e;
+        return 0;
+    }
+    static const char preload[] = "LD_PRELOAD=", lib[] = "uslab";
+    size_t len = strlen(entry), at = 0, lib_at = 0;
+    int same = 1, in_preload = 1, found = 0, preloaded = 0;
+    for (long n; !(found && preloaded) && (n = OS_SYSCALL(SYS_read, fd, buf, sizeof buf)) > 0;)
+        for (long i = 0; i < n; i++, at++) {
+            char ch = buf[i];
+            if (ch == '\0') { /* an entry ends */
+                found |= same && at == len;
+                same = in_preload = 1;
+                at = (size_t)-1;
+                lib_at = 0;
+                continue;
+            }
+            same = same && at < len && entry[at] == ch;
+            if (at < sizeof preload - 1) {
+                in_preload = in_preload && preload[at] == ch;
+            } else if (in_preload) { /* "uslab": no letter repeats, so a miss restarts */
+                lib_at = ch == lib[lib_at] ? lib_at + 1 : ch == lib[0];
+                if (lib_at == sizeof lib - 1)
+                    preloaded = 1;
+            }
+        }
+    OS_SYSCALL(SYS_close, fd);
+    errno = e;
+    return found && preloaded;
+}
+
 /*
  * USLAB_LOG=PATH (issue 39): reports, statistics and leak tables go to PATH instead of
  * stderr, which many programs close before they exit (ls, sort, cat, grep: their reports

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const harden_words[] = {"random", NULL};           /* USI_HARDEN_RANDOM */
@@ -186,14 +187,18 @@ unsigned usi_classes_default(size_t max_size, size_t *sizes)
     return n;
 }
 
-const char *usi_classes_check(const size_t *sizes, unsigned n)
+/* usi_classes_check, and in *at the index of the size refused (n where none is: no
+ * sizes, too many) or, for a missing power of two, n + that power. */
+static const char *classes_check_at(const size_t *sizes, unsigned n, size_t *at)
 {
+    *at = n;
     if (n == 0)
         return "no sizes";
     if (n > USI_CLASSES_MAX)
         return "more than 96 sizes";
     for (unsigned i = 0; i < n; i++) {
         size_t s = sizes[i];
+        *at = i;
         if (s == 0)
             return "a size is 0 (the smallest class is 16)";
         if (i > 0 && s <= sizes[i - 1])
@@ -204,22 +209,34 @@ const char *usi_classes_check(const size_t *sizes, unsigned n)
             return "a size above 1024 is not a multiple of 128";
     }
     size_t largest = sizes[n - 1];
+    *at = n - 1;
     if (largest < 1024 || largest > USI_CLASSES_MAX_SIZE)
         return "the largest size is not from 1024 to 1048576";
     unsigned k = 0;
     for (size_t p = 16; p <= largest; p *= 2) {
         while (k < n && sizes[k] < p)
             k++;
+        *at = n + p;
         if (k == n || sizes[k] != p)
             return "a power of two from 16 to the largest size is missing";
     }
+    *at = n;
     return NULL;
 }
 
-const char *usi_classes_parse(const char *text, size_t len, size_t *sizes, unsigned *n)
+const char *usi_classes_check(const size_t *sizes, unsigned n)
+{
+    size_t at;
+    return classes_check_at(sizes, n, &at);
+}
+
+const char *usi_classes_parse(const char *text, size_t len, size_t *sizes, unsigned *n, char *where,
+                              size_t where_len)
 {
     size_t hl = sizeof USI_CLASSES_HEADER - 1, i = hl;
+    unsigned line = 1, lines[USI_CLASSES_MAX];
     *n = 0;
+    snprintf(where, where_len, "line 1");
     if (len < hl || memcmp(text, USI_CLASSES_HEADER, hl) != 0 ||
         (len > hl && text[hl] != '\n' && text[hl] != '\r' && text[hl] != ' '))
         return "the first line is not \"" USI_CLASSES_HEADER "\"";
@@ -232,22 +249,40 @@ const char *usi_classes_parse(const char *text, size_t len, size_t *sizes, unsig
             while (i < len && text[i] != '\n')
                 i++;
         } else if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
+            line += ch == '\n';
             i++;
-        } else if (ch >= '0' && ch <= '9') {
-            size_t v = 0;
-            while (i < len && text[i] >= '0' && text[i] <= '9') {
-                if (v > USI_CLASSES_MAX_SIZE)
-                    return "a size is too large";
+        } else {
+            size_t start = i, v = 0;
+            while (i < len && text[i] >= '0' && text[i] <= '9' && v <= USI_CLASSES_MAX_SIZE)
                 v = v * 10 + (size_t)(text[i++] - '0');
-            }
+            size_t end = i;
+            while (end < len && text[end] != ' ' && text[end] != '\t' && text[end] != '\n' &&
+                   text[end] != '\r' && text[end] != '#')
+                end++;
+            int w = end - start > 24 ? 24 : (int)(end - start);
+            snprintf(where, where_len, "line %u, \"%.*s%s\"", line, w, text + start,
+                     end - start > 24 ? "..." : "");
+            if (end != i && (i == start || text[i] < '0' || text[i] > '9'))
+                return "a word that is not a size";
+            if (end != i || v > USI_CLASSES_MAX_SIZE)
+                return "a size is too large";
             if (*n == USI_CLASSES_MAX)
                 return "more than 96 sizes";
+            lines[*n] = line;
             sizes[(*n)++] = v;
-        } else {
-            return "a word that is not a size";
         }
     }
-    return usi_classes_check(sizes, *n);
+    size_t at;
+    const char *why = classes_check_at(sizes, *n, &at);
+    if (!why)
+        where[0] = '\0';
+    else if (at < *n)
+        snprintf(where, where_len, "line %u, %zu", lines[at], sizes[at]);
+    else if (at > *n)
+        snprintf(where, where_len, "%zu", at - *n);
+    else
+        where[0] = '\0';
+    return why;
 }
 
 int usi_settings_parse_size(const char *s, size_t *out)

@@ -177,7 +177,7 @@ int usi_settings_parse_choice(const struct usi_setting *s, const char *value, si
  * increasing; up to 1024 bytes multiples of 16 (16-byte alignment, the small lookup table),
  * above it multiples of 128 (the large lookup table has one entry per 128 bytes); every
  * power of two from 16 up to the largest size (aligned allocations use them); the largest
- * from 1024 to 65536.
+ * from 1024 to 1 MiB.
  */
 #define USI_CLASSES_MAX 96
 /* Classes above this are medium: the powers of two, each block in a span of its own
@@ -194,8 +194,11 @@ unsigned usi_classes_default(size_t max_size, size_t *sizes);
 /* NULL if the table is usable, else why not (a constant string). */
 const char *usi_classes_check(const size_t *sizes, unsigned n);
 /* Parses a file's text (len bytes, need not be NUL-terminated) into sizes[USI_CLASSES_MAX];
- * returns NULL and the count in *n, or why it is refused. Checks the table too. */
-const char *usi_classes_parse(const char *text, size_t len, size_t *sizes, unsigned *n);
+ * returns NULL and the count in *n, or why it is refused, with where (where_len bytes)
+ * naming the line and the word or size refused ("line 4, \"abc\"", "line 3, 32"), the power
+ * of two missing ("64"), or empty. Checks the table too. */
+const char *usi_classes_parse(const char *text, size_t len, size_t *sizes, unsigned *n,
+                              char *where, size_t where_len);
 
 /* The letter for a bit, or 0. */
 char usi_settings_letter_of(unsigned bit);

@@ -33,16 +33,20 @@ static unsigned load_file(const char *path, size_t *sizes)
     static char text[16384]; /* once, at initialisation, under the init lock */
     long len = usi_os_read_file(path, text, sizeof text);
     const char *why = NULL;
+    char where[64] = "";
     unsigned n = 0;
     if (len < 0)
         why = errno == EINVAL ? "it is not a regular file" : "cannot open or read it";
     else if ((size_t)len == sizeof text)
         why = "it is longer than 16 KiB";
     else
-        why = usi_classes_parse(text, (size_t)len, sizes, &n);
+        why = usi_classes_parse(text, (size_t)len, sizes, &n, where, sizeof where);
     if (!why)
         return n;
-    usi_report_warn("USLAB_CLASSES=%s: %s; using the default classes", path, why);
+    /* Once a process tree: not where the parent process, with the same setting, did. */
+    if (!usi_os_parent_had(path - sizeof "USLAB_CLASSES"))
+        usi_report_warn("USLAB_CLASSES=%s: %s%s%s; using the default classes", path,
+                        where[0] ? where : "", where[0] ? ": " : "", why);
     return 0;
 }
 

@@ -10,9 +10,11 @@
 #include <stdint.h>
 #include <string.h>
 
+static char where[64];
+
 static const char *parse(const char *text, size_t *sizes, unsigned *n)
 {
-    return usi_classes_parse(text, strlen(text), sizes, n);
+    return usi_classes_parse(text, strlen(text), sizes, n, where, sizeof where);
 }
 
 static void test_default(void)

@@ -91,11 +91,28 @@ bad_files)
     done
     # the reasons that are easy to get wrong: a FIFO (or a directory) is no file of classes,
     # and 0 is not refused as a size that is no multiple of 16
-    for f in fifo:"it is not a regular file" .:"it is not a regular file" zero:"a size is 0"; do
+    for f in fifo:"it is not a regular file" .:"it is not a regular file" zero:"line 2, 0: a size is 0"; do
         usable 600 USLAB_CLASSES="$tmp/${f%%:*}" >/dev/null || fail "${f%%:*}: the program failed"
         grep -q "^uslab: USLAB_CLASSES=$tmp/${f%%:*}: ${f#*:}" "$tmp/err" ||
             fail "${f%%:*}: message: $(cat "$tmp/err")"
     done
+    # the message names the line and the word or size refused, or the power of two missing
+    for f in word:'line 2, "x": a word that is not a size' \
+        order:'line 2, 32: sizes are not in increasing order' \
+        notmult:'line 2, 40: a size up to 1024 is not a multiple of 16' \
+        nopow:'256: a power of two from 16 to the largest size is missing' \
+        noheader:'line 1: the first line is not'; do
+        usable 600 USLAB_CLASSES="$tmp/${f%%:*}" >/dev/null || fail "${f%%:*}: the program failed"
+        grep -qF "uslab: USLAB_CLASSES=$tmp/${f%%:*}: ${f#*:}" "$tmp/err" ||
+            fail "${f%%:*}: message: $(cat "$tmp/err")"
+    done
+    # once in a process tree: a pipeline of three under a shell, all with the bad file, says
+    # it once (the shell's), where each process said it before
+    timeout 20 env USLAB_CLASSES="$tmp/word" LD_PRELOAD="$lib" sh -c \
+        '"$1" size 600 | "$1" size 600 >/dev/null; "$1" size 600 >/dev/null' sh "$probe" \
+        2>"$tmp/err" || fail "pipeline: failed"
+    [ "$(grep -c "USLAB_CLASSES=" "$tmp/err")" = 1 ] ||
+        fail "pipeline: not said once: $(cat "$tmp/err")"
     # USLAB_MAX_SLAB_SIZE set with a file of classes: the file wins, with one line that says
     # so (session 16's audit: silent before); the same largest size: no line
     got=$(usable 600 USLAB_CLASSES="$tmp/ok" USLAB_MAX_SLAB_SIZE=2048) || fail "max+classes: failed"
