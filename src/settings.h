@@ -197,8 +197,8 @@ const char *usi_classes_check(const size_t *sizes, unsigned n);
  * returns NULL and the count in *n, or why it is refused, with where (where_len bytes)
  * naming the line and the word or size refused ("line 4, \"abc\"", "line 3, 32"), the power
  * of two missing ("64"), or empty. Checks the table too. */
-const char *usi_classes_parse(const char *text, size_t len, size_t *sizes, unsigned *n,
-                              char *where, size_t where_len);
+const char *usi_classes_parse(const char *text, size_t len, size_t *sizes, unsigned *n, char *where,
+                              size_t where_len);
 
 /* The letter for a bit, or 0. */
 char usi_settings_letter_of(unsigned bit);
