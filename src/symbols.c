@@ -17,8 +17,8 @@
  * from the program's file table (v5: entries described by their own formats, names in
  * .debug_line_str or .debug_str or inline).
  *
- * Under a seccomp filter the os layer knows of (installed through libc's prctl or syscall,
- * or found in /proc earlier) no file is opened: an address is named "object+0xaddress"
+ * Under a seccomp filter (usi_os_seccomp_mode asks the kernel: prctl, else /proc) no file
+ * is opened: an address is named "object+0xaddress"
  * from the dynamic linker's list of objects (dl_iterate_phdr, memory only), without its
  * function or line. The filter may kill
  * for openat (a sandbox that allows only what it needs), and a report of a debug check,

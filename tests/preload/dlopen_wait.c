@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * dlopen_wait.c - a process's first pthread_create, pthread_join and pthread_detach must not
- * wait for another thread's dlopen (docs/design.md §12, session 12's audit). A thread made
+ * wait for another thread's dlopen (docs/design.md §8). A thread made
  * with thrd_create dlopens dlopen_wait_mod, whose constructor signals "inside" and then
  * waits up to 20 s for the main thread to create, join and detach threads. glibc's own
  * functions do not take the dynamic linker's lock that dlopen holds while constructors run;

@@ -43,8 +43,8 @@
  *    each named (CLONE_NEWNS, CLONE_NEWTIME) and unnamed (0), with frees between them
  *    (the purger may start again): the kernel refuses them to a process with threads
  *    (EINVAL, EUSERS), and glibc's process has one. 77 where setns is not allowed.
- *  - `late-prctl`, `late-syscall`: a child allocates for over a second (under uslab its live
- *    statistics page is then made, docs/design.md §10.1: checked), then installs a filter
+ *  - `late-prctl`, `late-syscall`: a child allocates for over a second (no live statistics
+ *    page may be made meanwhile: checked), then installs a filter
  *    that allows only memory calls, write and exit (no prctl, no unlink, no getpid), by
  *    prctl(PR_SET_SECCOMP) or by syscall(SYS_seccomp), works and returns from main, so
  *    exit's destructors run under the filter. The parent checks that the child exited 0
