@@ -18,6 +18,27 @@ cc "$src/consumer.c" $(pkg-config --cflags --libs uslab) -Wl,-rpath,"$tmp/prefix
 "$tmp/consumer"
 test -x "$tmp/prefix/bin/uslab" && test -f "$tmp/prefix/lib/libuslab-preload.so"
 
+# README.md's two blocks after "After `cmake --install build --prefix DIR`", as written
+# (issue 39), DIR being this prefix: the sh block builds prog.c, the cmake block links prog.
+readme=$src/../../README.md
+block() { # block LANG: the first ```LANG block after the install line
+    awk -v lang="$1" '/^After `cmake --install build --prefix DIR`/ { after = 1 }
+        after && $0 == "```" lang { inside = 1; next } inside && /^```$/ { exit } inside { print }' \
+        "$readme"
+}
+sh_block=$(block sh) cmake_block=$(block cmake)
+[ -n "$sh_block" ] && [ -n "$cmake_block" ] || { echo "no pkg-config or cmake block in README.md"; exit 1; }
+mkdir "$tmp/readme" && cp "$src/consumer.c" "$tmp/readme/prog.c"
+(cd "$tmp/readme" && env -u PKG_CONFIG_PATH sh -ec "$(printf '%s\n' "$sh_block" | sed "s|DIR|$tmp/prefix|g")") ||
+    { echo "README's pkg-config lines failed"; exit 1; }
+LD_LIBRARY_PATH=$tmp/prefix/lib "$tmp/readme/a.out" >/dev/null
+printf 'cmake_minimum_required(VERSION 3.20)\nproject(prog C)\nadd_executable(prog prog.c)\n%s\n' \
+    "$cmake_block" >"$tmp/readme/CMakeLists.txt"
+cmake -S "$tmp/readme" -B "$tmp/readme/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >"$tmp/cmake.log" 2>&1 &&
+    cmake --build "$tmp/readme/build" >>"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; exit 1; }
+"$tmp/readme/build/prog" >/dev/null
+echo "README's lines work"
+
 # The CMake package, from a moved tree.
 mv "$tmp/prefix" "$tmp/moved"
 mkdir "$tmp/proj"
