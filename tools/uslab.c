@@ -122,10 +122,13 @@ static const struct tool_option profile_options[] = {
     {"-o FILE, --output=FILE", "Write the fitted table to FILE (default `uslab-classes.txt`).",
      NULL},
     {"--max-classes=N",
-     "At most N size classes (default 72, as many as the default table; at most 96).", NULL},
+     "At most N size classes up to 32 KiB (default 72, as many as the default table has; at "
+     "most 96 less the medium classes).",
+     NULL},
     {"--max-size=BYTES",
-     "The largest class: a power of two from 1024 to 65536 (default 32768); larger requests "
-     "go to glibc.",
+     "The largest class: a power of two from 1024 to 1M (default 1M, as the library's). The "
+     "classes up to 32 KiB are fitted; above, the medium classes are the powers of two, as in "
+     "the default table. Larger requests go to glibc.",
      NULL},
     {"--preload=PATH", "Use PATH as the preload library.", NULL},
     HELP_OPTION,
@@ -928,7 +931,7 @@ static int write_classes(const char *file, const size_t *sizes, unsigned n, char
 static int cmd_profile(int argc, char **argv)
 {
     const char *preload = NULL, *out = "uslab-classes.txt";
-    size_t max_size = 32768;
+    size_t max_size = USI_CLASSES_MAX_SIZE;
     unsigned max_classes = 0;
     int i;
     for (i = 0; i < argc; i++) {
@@ -953,9 +956,9 @@ static int cmd_profile(int argc, char **argv)
             max_classes = (unsigned)n;
         } else if ((v = option_value("profile", argc, argv, &i, "--max-size"))) {
             if (usi_settings_parse_size(v, &max_size) != 0 || max_size < 1024 ||
-                max_size > USI_PROFILE_MAX_SIZE || (max_size & (max_size - 1)) != 0)
-                usage_error("profile",
-                            "--max-size: want a power of two from 1024 to 65536, got '%s'", v);
+                max_size > USI_CLASSES_MAX_SIZE || (max_size & (max_size - 1)) != 0)
+                usage_error("profile", "--max-size: want a power of two from 1024 to 1M, got '%s'",
+                            v);
         } else if ((v = option_value("profile", argc, argv, &i, "--preload"))) {
             preload = v;
         } else if (arg[0] == '-') {
@@ -967,10 +970,18 @@ static int cmd_profile(int argc, char **argv)
     if (i >= argc || !argv[i + 1] || !argv[i + 1][0])
         usage_error("profile", "profile: missing '--' and a program");
     char **prog = argv + i + 1;
+    /* Fitted up to 32 KiB; above, the medium classes, powers of two as in the default table
+     * (one block a span: a size between two powers would take the larger one's span). */
+    size_t fit_max = max_size < USI_MEDIUM ? max_size : USI_MEDIUM;
     size_t defaults[USI_CLASSES_MAX];
-    unsigned ndefault = usi_classes_default(max_size, defaults);
+    unsigned ndefault = usi_classes_default(max_size, defaults), nmedium = 0;
+    for (size_t m = 2 * USI_MEDIUM; m <= max_size; m *= 2)
+        nmedium++;
     if (!max_classes)
-        max_classes = ndefault;
+        max_classes = ndefault - nmedium;
+    if (max_classes > USI_CLASSES_MAX - nmedium)
+        usage_error("profile", "--max-classes: at most %u with %u medium classes up to %zu",
+                    USI_CLASSES_MAX - nmedium, nmedium, max_size);
 
     char lib[PATH_MAX];
     if (!find_preload(preload, lib))
@@ -1021,7 +1032,8 @@ static int cmd_profile(int argc, char **argv)
     static struct size_profile prof;
     int files = read_profiles(dir, &prof);
     rmdir(dir);
-    uint64_t requests = profile_requests(&prof, max_size);
+    uint64_t requests = profile_requests(&prof, fit_max);
+    uint64_t above = profile_requests(&prof, USI_PROFILE_MAX_SIZE) - requests + prof.above;
     if (files <= 0 && WIFSIGNALED(status)) {
         fprintf(stderr,
                 "uslab profile: no profile was written: %s was killed by signal %d (%s) "
@@ -1040,22 +1052,26 @@ static int cmd_profile(int argc, char **argv)
         return code ? code : 1;
     }
     if (requests == 0) {
-        fprintf(stderr, "uslab profile: %s made no request in the slab range (%d profile%s)\n",
-                prog[0], files, files == 1 ? "" : "s");
+        fprintf(stderr,
+                "uslab profile: %s made no request of %zu bytes or less, the sizes a table fits "
+                "(%d profile%s)\n",
+                prog[0], fit_max, files, files == 1 ? "" : "s");
         return code ? code : 1;
     }
     size_t fitted[USI_CLASSES_MAX];
-    unsigned n = classes_fit(&prof, max_size, max_classes, fitted);
+    unsigned n = classes_fit(&prof, fit_max, max_classes, fitted);
     if (n == 0) {
         fprintf(stderr, "uslab profile: %u classes cannot hold the powers of two up to %zu\n",
-                max_classes, max_size);
+                max_classes, fit_max);
         return EXIT_USAGE;
     }
+    for (size_t m = 2 * USI_MEDIUM; m <= max_size; m *= 2)
+        fitted[n++] = m;
     double wd = profile_waste(&prof, defaults, ndefault), wf = profile_waste(&prof, fitted, n);
     if (write_classes(out, fitted, n, prog, requests, wd, wf) != 0)
         return 1;
     printf("uslab profile: %llu requests up to %zu bytes, %llu above (from %d process%s)\n",
-           (unsigned long long)requests, max_size, (unsigned long long)prof.above, files,
+           (unsigned long long)requests, fit_max, (unsigned long long)above, files,
            files == 1 ? "" : "es");
     printf("  default classes (%u): %.2f bytes wasted per request\n", ndefault,
            wd / (double)requests);

@@ -25,9 +25,13 @@ fit)
     grep -q "fitted classes" "$tmp/out" || fail "no summary: $(cat "$tmp/out")"
     f=$tmp/uslab-classes.txt
     [ "$(head -n 1 "$f")" = "uslab-classes 1" ] || fail "header: $(head -n 1 "$f")"
-    for s in 16 48 608 1024 2176 32768; do
+    for s in 16 48 608 1024 2176 32768 65536 1048576; do
         tr ' ' '\n' <"$f" | grep -qx "$s" || fail "size $s not in $(cat "$f")"
     done
+    # fitted up to 32 KiB; above, the medium classes, as the default table has them
+    [ "$(tr ' ' '\n' <"$f" | grep -E '^[0-9]+$' | awk '$1 > 32768' | tr '\n' ' ')" = \
+        "65536 131072 262144 524288 1048576 " ] || fail "medium classes: $(cat "$f")"
+    [ "$(usable 100000 USLAB_CLASSES="$f")" = 131072 ] || fail "fitted 100000: not a medium block"
     [ "$(usable 600)" = 640 ] || fail "default 600 -> $(usable 600)"
     [ "$(usable 2100)" = 2304 ] || fail "default 2100 -> $(usable 2100)"
     [ "$(usable 600 USLAB_CLASSES="$f")" = 608 ] || fail "fitted 600 -> $(usable 600 USLAB_CLASSES="$f")"
@@ -195,10 +199,10 @@ exit)
     (cd "$tmp" && "$uslab" profile -o "$tmp/k.txt" -- "$probe" end kill 4700 10) >"$tmp/out" 2>&1
     [ $? = 137 ] || fail "kill: status $?: $(cat "$tmp/out")"
     grep -q "no profile was written: .* killed by signal 9" "$tmp/out" || fail "kill: $(cat "$tmp/out")"
-    grep -q "no request in the slab range" "$tmp/out" && fail "kill: $(cat "$tmp/out")"
+    grep -q "made no request of" "$tmp/out" && fail "kill: $(cat "$tmp/out")"
     (cd "$tmp" && "$uslab" profile -o "$tmp/a.txt" -- "$probe" end _exit 100000 10) >"$tmp/out" 2>&1 &&
         fail "nothing in range: a table written"
-    grep -q "made no request in the slab range (1 profile)" "$tmp/out" || fail "above: $(cat "$tmp/out")"
+    grep -q "made no request of 32768 bytes or less, the sizes a table fits (1 profile)" "$tmp/out" || fail "above: $(cat "$tmp/out")"
     [ -e "$tmp/k.txt" ] || [ -e "$tmp/a.txt" ] && fail "a table without requests"
     # A program killed after a child process of its own wrote a profile: the table, and the
     # signal said as such (it said "exited with status 137" before)
