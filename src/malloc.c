@@ -13,7 +13,23 @@
  * libuslab-preload, where the standard names are aliases of the same functions.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "base.h"
+#include "debug.h"
+#include "descriptor.h"
+#include "init.h"
+#include "live.h"
+#include "objects.h"
+#include "options.h"
+#include "os.h"
+#include "pages.h"
+#include "purge.h"
+#include "registry.h"
+#include "report.h"
+#include "settings.h"
+#include "sizeclass.h"
+#include "slab.h"
+#include "tcache.h"
+#include "uslab.h"
 
 #include <errno.h>
 #include <stdio.h>
