@@ -5,7 +5,8 @@
 #                 then under UBSan, TSan and memcheck
 #                 (a Valgrind client-request build), then 60 s of fuzzing
 #   make check    just the test suite of ./build (the quick inner loop)
-#   make layers   the layer check of docs/design.md §1 on ./build's objects (ctest label layers)
+#   make layers   the layer check of docs/design.md §1 on ./build's objects and src/'s includes
+#                 (ctest label layers)
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -22,13 +23,14 @@ configure:
 check: all
 	cd $(BUILD) && $(CTEST)
 
-# The checker's self-test, then the file graph of the library's objects against the rank
-# table of docs/design.md §1: no upward use, no cycle (tools/check_layers.py; LAYERS_FLAGS=
-# --edges also lists every edge). Both are ctests too (label layers), so make check runs them.
+# The checker's self-test, then the file graph of the library's objects and the includes of
+# src/ against the rank table of docs/design.md §1: no upward use, no cycle, no upward include
+# (tools/check_layers.py; LAYERS_FLAGS=--edges also lists every edge and include). Both are
+# ctests too (label layers), so make check runs them.
 LAYERS_FLAGS ?=
 layers: all
 	cd $(BUILD) && $(CTEST) -R '^layers_selftest$$'
-	python3 tools/check_layers.py $(LAYERS_FLAGS) docs/design.md @$(BUILD)/tests/layers/objects.txt
+	python3 tools/check_layers.py $(LAYERS_FLAGS) --root . docs/design.md @$(BUILD)/tests/layers/objects.txt
 
 test: format-check check test-glibc test-python test-selfhost test-ubsan test-tsan test-valgrind fuzz
 

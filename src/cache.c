@@ -6,7 +6,21 @@
  * (tcache.c); objects enter and leave service constructed (objects.c, Bonwick 1994 §3).
  * Constructors, destructors and reclaim callbacks never run with a uslab lock held.
  */
-#include "internal.h"
+#include "cache.h"
+#include "base.h"
+#include "debug.h"
+#include "descriptor.h"
+#include "init.h"
+#include "objects.h"
+#include "os.h"
+#include "pages.h"
+#include "purge.h"
+#include "reclaim.h"
+#include "registry.h"
+#include "report.h"
+#include "slab.h"
+#include "tcache.h"
+#include "uslab.h"
 
 #include <errno.h>
 #include <string.h>

@@ -19,7 +19,15 @@
  * bitmap is its free list), so the poison and the red zones stay intact while it is free.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "debug.h"
+#include "base.h"
+#include "descriptor.h"
+#include "options.h"
+#include "os.h"
+#include "registry.h"
+#include "report.h"
+#include "settings.h"
+#include "symbols.h"
 
 #include <stdio.h>
 #include <stdlib.h>

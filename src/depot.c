@@ -20,7 +20,18 @@
  * exchange; depot_flushing counts magazines taken out to be flushed whose objects are not
  * back in their slabs yet (destroy waits for it to reach 0).
  */
-#include "internal.h"
+#include "depot.h"
+#include "base.h"
+#include "debug.h"
+#include "descriptor.h"
+#include "objects.h"
+#include "options.h"
+#include "os.h"
+#include "purge.h"
+#include "registry.h"
+#include "report.h"
+#include "slab.h"
+#include "uslab.h"
 
 #include <errno.h>
 #include <string.h>

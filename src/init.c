@@ -13,7 +13,25 @@
  * it assembles the layers below, sets up every cache descriptor (usi_init_cache) and holds
  * the fork handlers, which take every lock in the order of design §6.
  */
-#include "internal.h"
+#include "init.h"
+#include "base.h"
+#include "debug.h"
+#include "depot.h"
+#include "descriptor.h"
+#include "live.h"
+#include "objects.h"
+#include "options.h"
+#include "os.h"
+#include "pages.h"
+#include "purge.h"
+#include "reclaim.h"
+#include "registry.h"
+#include "report.h"
+#include "settings.h"
+#include "sizeclass.h"
+#include "slab.h"
+#include "tcache.h"
+#include "uslab.h"
 
 #include <errno.h>
 

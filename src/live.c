@@ -7,13 +7,20 @@
  * does nothing at all for the tool: the map is filled once at initialisation.
  */
 #include "live.h"
-#include "internal.h"
+#include "base.h"
+#include "depot.h"
+#include "descriptor.h"
+#include "options.h"
+#include "os.h"
+#include "pages.h"
+#include "registry.h"
+#include "tcache.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-/* malloc.c's counts of the system allocator's blocks (internal.h), kept here, below it, for
+/* malloc.c's counts of the system allocator's blocks (live.h), kept here, below it, for
  * the statistics and the tool's map. */
 uint64_t usi_large_counts[3];
 

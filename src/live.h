@@ -5,7 +5,8 @@
  * use, with the process's figures), and the map with which the tool reads them from the
  * process's memory (process_vm_readv). Shared by the library (live.c, stats.c, statsfmt.c)
  * and the tool (tools/top.c), which includes it without linking the library: fixed-width
- * fields, inline helpers only.
+ * fields, inline helpers only, and at the end the declarations of live.c, which the tool
+ * never calls. The header of the live statistics layer (rank 16; docs/design.md §1).
  */
 #ifndef USLAB_LIVE_H
 #define USLAB_LIVE_H
@@ -15,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Hidden in the library (as internal.h's declarations); harmless in the tool. */
+/* Hidden in the library (as every header's declarations); harmless in the tool. */
 #pragma GCC visibility push(hidden)
 
 /* The process's figures beside its records. Invariant: ncaches <= caches_in_use (the
@@ -155,6 +156,31 @@ void usi_statsfmt_json_string(FILE *f, const char *s);
 const char *usi_statsfmt_name(const char *name, char *out, size_t size);
 /* bytes in 7 columns: "1234567" below 1 KiB, else "  12.3K", "1023.9M"... */
 void usi_statsfmt_size(FILE *f, uint64_t bytes);
+
+/* live.c: snapshots of the caches for the statistics (the library only) */
+
+struct uslab_cache;
+/* malloc.c's counts of the system allocator's blocks: blocks, bytes, peak bytes (struct
+ * usi_large_counts above). */
+extern uint64_t usi_large_counts[3];
+/* A snapshot of c as the live page and uslab_stats_print show it: counts under c's lock,
+ * the threads' magazines read without stopping them. Returns whether c is in use (has
+ * slabs or objects out of them). */
+int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r);
+/* The same for a report that must never wait (USLAB_STATS at exit, design §10): each lock
+ * is tried for up to ms milliseconds (usi_trylock_for). *threads: whether to count the
+ * threads' magazines; set to 0 when their list's lock was busy (their objects then count
+ * as active, and later calls skip the lock). 1 or 0 as above, or -1: c's lock was busy,
+ * r holds nothing. */
+int usi_live_try_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r, unsigned ms,
+                            int *threads);
+/* Fills the map above (`uslab_introspect`) once, at initialisation. */
+void usi_live_init_map(void);
+/* The statistics of every cache on f, as a table or JSON (USLAB_STATS_TABLE or _JSON):
+ * uslab_stats_print's text; at exit (at_exit) no lock is waited for, and what could not be
+ * locked is named as not scanned; with `disabled`, only that the slabs are disabled.
+ * 0, or -1 without memory for the snapshots. */
+int usi_live_print_all(FILE *f, int format, int at_exit, int disabled);
 
 #pragma GCC visibility pop
 

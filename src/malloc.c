@@ -13,7 +13,23 @@
  * libuslab-preload, where the standard names are aliases of the same functions.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "base.h"
+#include "debug.h"
+#include "descriptor.h"
+#include "init.h"
+#include "live.h"
+#include "objects.h"
+#include "options.h"
+#include "os.h"
+#include "pages.h"
+#include "purge.h"
+#include "registry.h"
+#include "report.h"
+#include "settings.h"
+#include "sizeclass.h"
+#include "slab.h"
+#include "tcache.h"
+#include "uslab.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -259,6 +275,13 @@ static char *put_name(char *p, const char *path, const char *sep, uint64_t pid, 
 #define PROFILE_LINE_MAX 28
 #define PROFILE_PATH_MAX 4096
 
+/* USLAB_PROFILE: writes the request counts to their file now, if this process made them or
+ * their maker is gone (a fork child's go to its parent's file); the file of this program
+ * image is replaced with all the counts so far, so calling it again counts nothing twice.
+ * At exit, and through uslab_profile_write (the profile shim: exits that run no destructor,
+ * exec); async-signal-safe, no lock, errno kept. Used in this file only; declared here for
+ * -Wmissing-prototypes. */
+void usi_profile_write(void);
 void usi_profile_write(void)
 {
     struct usi_profile *pr = __atomic_load_n(&profile, __ATOMIC_ACQUIRE);

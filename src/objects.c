@@ -12,7 +12,17 @@
  * destructor, reclaim) is called from here, with no uslab lock held (asserted in builds
  * with assertions): the callers above call in only once their own state is consistent.
  */
-#include "internal.h"
+#include "objects.h"
+#include "base.h"
+#include "debug.h"
+#include "descriptor.h"
+#include "options.h"
+#include "os.h"
+#include "pages.h"
+#include "purge.h"
+#include "report.h"
+#include "slab.h"
+#include "uslab.h"
 
 #include <string.h>
 

@@ -7,9 +7,12 @@
  * and USLAB_LEAKS are used by debug.c, USLAB_STATS by stats.c). An invalid value gets one
  * warning, naming the setting, the value, what is accepted and the default kept.
  */
-#include "internal.h"
-
+#include "options.h"
+#include "base.h"
+#include "os.h"
+#include "report.h"
 #include "settings.h"
+
 #include <string.h>
 
 #include <stdio.h>

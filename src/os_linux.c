@@ -10,7 +10,8 @@
  * inside uslab would leave its locks held (a pthread_cancel'ed thread in malloc).
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "base.h"
+#include "os.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -14,7 +14,13 @@
  * dlopens (as Python loads an extension), and then often outside the global scope.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "base.h"
+#include "init.h"
+#include "os.h"
+#include "pages.h"
+#include "purge.h"
+#include "reclaim.h"
+#include "report.h"
 
 #include <dlfcn.h>
 #include <errno.h>

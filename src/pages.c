@@ -11,7 +11,12 @@
  * A freed span always reads as zero when reused, even where the kernel refuses to purge it
  * (span_discard).
  */
-#include "internal.h"
+#include "pages.h"
+#include "base.h"
+#include "debug.h"
+#include "options.h"
+#include "os.h"
+#include "report.h"
 
 #include <errno.h>
 #include <string.h>

@@ -36,7 +36,9 @@
  * and inline passes never run two at a time, purge.c's `running` and its single thread),
  * with no uslab lock held; no allocation: fixed buffers.
  */
-#include "internal.h"
+#include "os.h"
+#include "purge.h"
+#include "report.h"
 
 #include <string.h>
 

@@ -26,7 +26,15 @@
  * pass. The pass itself (reclaim.c, above the depot) is handed in at initialisation, so
  * this file calls nothing above it.
  */
-#include "internal.h"
+#include "purge.h"
+#include "base.h"
+#include "debug.h"
+#include "options.h"
+#include "os.h"
+#include "registry.h"
+#include "report.h"
+#include "settings.h"
+#include "slab.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -8,7 +8,17 @@
  * each cache and holds no lock while we work on it: destructors run here (magazines
  * flushed back to slabs) with no uslab lock held.
  */
-#include "internal.h"
+#include "reclaim.h"
+#include "debug.h"
+#include "depot.h"
+#include "descriptor.h"
+#include "objects.h"
+#include "os.h"
+#include "purge.h"
+#include "registry.h"
+#include "sizeclass.h"
+#include "slab.h"
+#include "tcache.h"
 
 /* Unlinks the empty slabs of c (all of them, or those beyond the reserve idle for idle_ms
  * times the cache's purge multiplier at now_ms) under its lock, then gives them back;

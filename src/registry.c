@@ -17,7 +17,11 @@
  * counts the walks between usi_registry_pin and usi_registry_unpin; reclaimers counts the
  * published caches that have a reclaim callback.
  */
-#include "internal.h"
+#include "registry.h"
+#include "base.h"
+#include "descriptor.h"
+#include "os.h"
+#include "report.h"
 
 #include <errno.h>
 

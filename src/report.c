@@ -19,7 +19,9 @@
  * No report keeps a line-sized buffer on the stack (session 17: a double free reported
  * from a handler on an alternate stack needed 4,616 bytes with a 1 KiB stack buffer).
  */
-#include "internal.h"
+#include "report.h"
+#include "base.h"
+#include "os.h"
 
 #include <stdint.h>
 #include <stdlib.h>

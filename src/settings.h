@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Hidden in the library (as internal.h's declarations); harmless in the tool. */
+/* Hidden in the library (as every header's declarations); harmless in the tool. */
 #pragma GCC visibility push(hidden)
 
 /* The debug letters: X(letter, bit, in the empty list's default, help). The one place a

@@ -14,7 +14,13 @@
  * table has, are aligned to their size (up to a page), which serves aligned allocations.
  * Class ids equal cache ids: 1..usi_nclasses.
  */
-#include "internal.h"
+#include "sizeclass.h"
+#include "base.h"
+#include "descriptor.h"
+#include "options.h"
+#include "os.h"
+#include "report.h"
+#include "settings.h"
 
 #include <errno.h>
 

@@ -12,7 +12,16 @@
  * internal caches (descriptors, magazines) keep a guard page at each end. This layer runs
  * only when a magazine is filled or emptied.
  */
-#include "internal.h"
+#include "slab.h"
+#include "base.h"
+#include "debug.h"
+#include "descriptor.h"
+#include "options.h"
+#include "os.h"
+#include "pages.h"
+#include "registry.h"
+#include "report.h"
+#include "settings.h"
 
 #include <stdio.h>
 #include <string.h>

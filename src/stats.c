@@ -11,8 +11,14 @@
  * that may be off by the objects moving at that instant). The snapshot of a cache is the
  * live page's (live.c), the text statsfmt.c's, which the `uslab` tool shares.
  */
-#include "internal.h"
+#include "cache.h"
+#include "descriptor.h"
+#include "init.h"
 #include "live.h"
+#include "os.h"
+#include "registry.h"
+#include "sizeclass.h"
+#include "uslab.h"
 
 #include <errno.h>
 #include <string.h>

@@ -32,7 +32,9 @@
  * (SHF_COMPRESSED) or one absent (NOBITS, stripped) is treated as absent.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "symbols.h"
+#include "base.h"
+#include "os.h"
 
 #include <elf.h>
 #include <errno.h>

@@ -3,7 +3,7 @@
  * tcache.c - per-thread magazine pairs (docs/design.md §4, §5).
  *
  * Each thread holds, per cache, a loaded and a previous magazine (Bonwick & Adams §3.2).
- * The fast paths (usi_tcache_alloc/free in internal.h) pop and push the loaded magazine
+ * The fast paths (usi_tcache_alloc/free in tcache.h) pop and push the loaded magazine
  * with no lock, no atomic and no call. The slow paths below swap the pair, then trade
  * with the depot, then go to the slab layer.
  *
@@ -17,7 +17,19 @@
  * here touches a pair after a callback. A full magazine that could be traded for no empty
  * one (usi_depot_flush_later) is disposed of the same way.
  */
-#include "internal.h"
+#include "tcache.h"
+#include "base.h"
+#include "depot.h"
+#include "descriptor.h"
+#include "objects.h"
+#include "options.h"
+#include "os.h"
+#include "pages.h"
+#include "purge.h"
+#include "registry.h"
+#include "report.h"
+#include "sizeclass.h"
+#include "slab.h"
 
 #include <errno.h>
 #include <string.h>

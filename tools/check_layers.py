@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""check_layers.py - the layer order of docs/design.md §1, checked on object files.
+"""check_layers.py - the layer order of docs/design.md §1, checked on object files and includes.
 
-Usage: check_layers.py [--nm NM] [--edges] DESIGN.md OBJECTS...
+Usage: check_layers.py [--nm NM] [--edges] [--root DIR] DESIGN.md OBJECTS...
 
 OBJECTS are static archives (libuslab.a) and/or object files (the preload library's
 CMakeFiles/uslab-preload.dir/src/*.c.o); a ';'-separated list (as CMake's
@@ -13,21 +13,42 @@ graph of src/ files. The check fails (exit 1) on
 
   (a) a use of a symbol defined in a file of higher rank than the user's,
   (b) any cycle in the file graph (same-rank files included),
-  (c) an object file whose source is not in the rank table,
+  (c) an object file whose source is not in the rank table;
 
-and prints one line, "layers: N files, M edges, no upward call, no cycle", otherwise (exit 0).
-Exit 2: bad arguments, no rank table in DESIGN.md, or nm failed.
+and, reading the #include lines of the sources and headers (below), on
+
+  (d) an include of a file of higher rank than the includer's,
+  (e) a file that is not in the rank table but is included by a checked file, or is a .h
+      file in a folder of the table's files (src/),
+
+and prints "layers: N files, M edges, no upward call, no cycle" and "layers: N sources and
+headers, M includes, no upward include" otherwise (exit 0). Exit 2: bad arguments, no rank
+table in DESIGN.md, or nm failed.
 
 The rank table is the markdown table of DESIGN.md whose header row starts with "| rank |";
-each body row is "| <rank> | <layer> | `src/a.c`, `src/b.c` | <what it owns> |". A file may
-use symbols of files of lower or equal rank. A file listed but never compiled is fine.
+each body row is "| <rank> | <layer> | `src/a.c`, `src/b.c`, `src/a.h` | <what it owns> |". A file
+may use symbols of files of lower or equal rank. A file listed but never compiled is fine.
+
+Headers: a header's rank is that of the row that lists it in its files column; there is no
+rule by name (the os layer's os.h serves os_linux.c, the purger's purge.h serves purge.c and
+pressure.c, and the rank-0 row lists headers only). Object files are matched to the .c files
+of the table only. Every file of the table that exists under ROOT is read: ROOT is --root,
+else the nearest folder at or above DESIGN.md's that holds a file of the table (the table's
+paths are relative to it). A line `#include "x.h"` or `#include <x.h>` names the file x.h in
+the includer's own folder if there is one (where the compiler looks first for the quoted
+form, and where the build's -I of that folder finds the other), and then it is checked: it must be in the table,
+and of rank lower than or equal to the includer's. A name that is no file there (a system
+header, the public include/uslab.h) is not checked. The lines are read as text: an include
+inside #if counts whatever the condition.
 
 Only global symbols are seen: static functions, calls inside one object and inline functions
-from headers leave no trace in nm. Symbols defined in no given object (libc, libgcc, pthread,
-weak libstdc++ references) are ignored. Each archive is one link unit and the loose objects
-together another, and an undefined symbol resolves only within its own unit: the static
-library's malloc.c calls the C library's malloc, which the preload library's malloc.c
-defines, and that is no edge. So give each library whole (an archive, or all its objects).
+from headers leave no trace in nm (the include check covers inline functions and data
+structures: a file can use only what the headers it includes declare). Symbols defined in no
+given object (libc, libgcc, pthread, weak libstdc++ references) are ignored. Each archive is
+one link unit and the loose objects together another, and an undefined symbol resolves only
+within its own unit: the static library's malloc.c calls the C library's malloc, which the
+preload library's malloc.c defines, and that is no edge. So give each library whole (an
+archive, or all its objects).
 
 Python 3 standard library only; runs on Debian 12's python3 (3.11).
 """
@@ -45,6 +66,8 @@ DEFINED = set("TDBRCVWGSui")
 WEAK_DEFINED = set("CVW")
 UNDEFINED = set("Uwv")
 OBJ_SUFFIXES = (".o", ".obj")
+HEADER_SUFFIXES = (".h",)
+INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<([^>]+)>)')
 
 
 class Parser(argparse.ArgumentParser):
@@ -200,8 +223,13 @@ def read_symbols(nm, path, objs):
         objs[path] = Obj(path, path, unit)
 
 
+def is_header(path):
+    return path.endswith(HEADER_SUFFIXES)
+
+
 def source_of(obj, table):
     """Finds obj's source in the rank table: cache.c.o -> src/cache.c (also cache.o)."""
+    table = [s for s in table if not is_header(s)]
     path = obj.path
     for suffix in OBJ_SUFFIXES:
         if path.endswith(suffix):
@@ -220,6 +248,55 @@ def source_of(obj, table):
     if len(cands) > 1:
         fail_usage(f"{obj.label}: which source is it? {', '.join(sorted(cands))}")
     return base, False
+
+
+# ---------------------------------------------------------------------------------------
+# Includes
+# ---------------------------------------------------------------------------------------
+
+
+def find_root(design, table):
+    """The nearest folder at or above DESIGN.md's that holds a file of the table, or None."""
+    folder = os.path.dirname(os.path.abspath(design))
+    while True:
+        if any(os.path.isfile(os.path.join(folder, src)) for src in table):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def read_includes(root, table):
+    """Returns (files read, [(includer, line number, included)], unlisted headers found in
+    the table's folders). Paths are relative to root, as in the table."""
+    listed = sorted(src for src in table if os.path.isfile(os.path.join(root, src)))
+    folders = sorted({os.path.dirname(src) for src in table})
+    stray = []
+    for folder in folders:
+        try:
+            names = sorted(os.listdir(os.path.join(root, folder)))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.normpath(os.path.join(folder, name))
+            if is_header(name) and path not in table and os.path.isfile(os.path.join(root, path)):
+                stray.append(path)
+    includes = []
+    for src in listed + stray:
+        try:
+            with open(os.path.join(root, src), encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError as e:
+            fail_usage(f"cannot read {os.path.join(root, src)}: {e.strerror}")
+        for lineno, line in enumerate(lines, 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            target = os.path.normpath(os.path.join(os.path.dirname(src), m.group(1) or m.group(2)))
+            if os.path.isfile(os.path.join(root, target)):
+                includes.append((src, lineno, target))
+    return listed + stray, includes, stray
 
 
 # ---------------------------------------------------------------------------------------
@@ -319,11 +396,15 @@ def shortest_cycle(start, comp, succ):
 def main():
     ap = Parser(
         prog="check_layers.py", fromfile_prefix_chars="@",
-        description="Check object files against the layer order (rank table) of design.md.",
+        description="Check object files and includes against the layer order (rank table) of "
+                    "design.md.",
         epilog="@FILE reads arguments from FILE, one per line.")
     ap.add_argument("--nm", default="nm", help="the nm program (default: nm); may hold options")
     ap.add_argument("--edges", action="store_true",
-                    help="also print every edge of the file graph with its symbols")
+                    help="also print every edge of the file graph with its symbols, and every "
+                         "include")
+    ap.add_argument("--root", help="the folder the table's paths are relative to (default: the "
+                                   "nearest at or above DESIGN.md's that holds one of them)")
     ap.add_argument("design", help="design.md with the rank table")
     ap.add_argument("objects", nargs="+", help="static archives and/or object files")
     args = ap.parse_args()
@@ -332,6 +413,11 @@ def main():
     if not nm:
         fail_usage("--nm is empty")
     table = parse_design(args.design)
+    root = args.root if args.root is not None else find_root(args.design, table)
+    if root is None or not os.path.isdir(root):
+        fail_usage(f"no file of the rank table of {args.design} found"
+                   f"{'' if root is None else ' under ' + root}; give --root")
+    read_files, includes, stray_headers = read_includes(root, table)
 
     inputs = [p for arg in args.objects for p in arg.split(";") if p]
     if not inputs:
@@ -362,6 +448,11 @@ def main():
     if args.edges:
         for a, b in sorted(edges, key=lambda e: (rank(e[0]) or 0, e[0], rank(e[1]) or 0, e[1])):
             print(f"layers: edge {a} -> {b}: {', '.join(sorted(edges[(a, b)]))}")
+        by_includer = {}
+        for a, _, b in includes:
+            by_includer.setdefault(a, []).append(b)
+        for a in sorted(by_includer, key=lambda s: (rank(s) if rank(s) is not None else 99, s)):
+            print(f"layers: include {a} -> {', '.join(sorted(set(by_includer[a])))}")
 
     problems = 0
 
@@ -396,13 +487,34 @@ def main():
         print(f"layers: {obj.label}: its source {obj.src} is not in the rank table of {args.design}")
     problems += len(seen)
 
+    # (d) upward includes
+    up_includes = [(a, n, b) for (a, n, b) in includes
+                   if rank(a) is not None and rank(b) is not None and rank(b) > rank(a)]
+    for a, n, b in up_includes:
+        print(f"layers: {describe(a)} includes {describe(b)} (line {n})")
+    problems += len(up_includes)
+
+    # (e) headers not in the table
+    unlisted_headers = sorted(set(stray_headers) | {b for (_, _, b) in includes if b not in table})
+    for h in unlisted_headers:
+        users = sorted({a for (a, _, b) in includes if b == h})
+        more = f" and {len(users) - 3} more" if len(users) > 3 else ""
+        print(f"layers: {h}: not in the rank table of {args.design}"
+              + (f" (included by {', '.join(users[:3])}{more})" if users else ""))
+    problems += len(unlisted_headers)
+    unlisted = len(seen) + len(unlisted_headers)
+
     if problems:
         print(f"layers: FAILED: {len(upward)} upward "
               f"{'use' if len(upward) == 1 else 'uses'}, {len(comps)} "
-              f"{'cycle' if len(comps) == 1 else 'cycles'}, {len(seen)} unlisted "
-              f"{'file' if len(seen) == 1 else 'files'} ({len(files)} files, {len(edges)} edges)")
+              f"{'cycle' if len(comps) == 1 else 'cycles'}, {unlisted} unlisted "
+              f"{'file' if unlisted == 1 else 'files'}, {len(up_includes)} upward "
+              f"{'include' if len(up_includes) == 1 else 'includes'} ({len(files)} files, "
+              f"{len(edges)} edges, {len(includes)} includes)")
         return 1
     print(f"layers: {len(files)} files, {len(edges)} edges, no upward call, no cycle")
+    print(f"layers: {len(read_files)} sources and headers, {len(includes)} includes, "
+          f"no upward include")
     return 0
 
 

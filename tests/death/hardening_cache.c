@@ -3,10 +3,11 @@
  * hardening_cache.c - an attack on a cache descriptor (issue 11, hardening): a write that
  * replaces the constructor pointer of a cache (an overflow, a write after free, a stray
  * store) must not make uslab call the attacker's function. argv[1] names the case;
- * death_driver checks the abort and message. Linked with libuslab; includes src/internal.h
+ * death_driver checks the abort and message. Linked with libuslab; includes src/descriptor.h
  * only to find the descriptor's ctor field, as an attacker who knows the layout would.
  */
-#include "internal.h"
+#include "descriptor.h"
+#include "uslab.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,7 +6,11 @@
  * Linked with the static library: the cases reach into internal state on purpose.
  */
 #include "check.h"
-#include "internal.h"
+#include "descriptor.h"
+#include "os.h"
+#include "pages.h"
+#include "slab.h"
+#include "uslab.h"
 
 #include <string.h>
 

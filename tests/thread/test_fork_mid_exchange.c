@@ -19,7 +19,8 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "internal.h"
+#include "tcache.h"
+#include "uslab.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

@@ -9,8 +9,13 @@
  * one; docs/design.md §5), so the bound is exceeded by at most two of those per thread and
  * cache. When the threads exit, the count returns to zero.
  */
-#include "internal.h"
+#include "base.h"
+#include "descriptor.h"
 #include "mt_common.h"
+#include "options.h"
+#include "sizeclass.h"
+#include "tcache.h"
+#include "uslab.h"
 
 #include <pthread.h>
 

@@ -13,8 +13,10 @@
  * stayed (with a depot that keeps every magazine: 960,000 objects after 30,000 rounds of
  * 64 blocks, and growing). argv[1]: threads (1 or 2); argv[2]: rounds (20,000).
  */
-#include "internal.h"
 #include "mt_common.h"
+#include "os.h"
+#include "sizeclass.h"
+#include "uslab.h"
 
 static long rounds = 20000;
 #define BLOCKS 64

@@ -5,8 +5,9 @@
  * (docs/design.md §5: blank pairs). 32 threads each use one cache of id > 4000; mincore()
  * over each thread's cache mapping must find a few resident pages, not the whole table.
  */
-#include "internal.h"
 #include "mt_common.h"
+#include "tcache.h"
+#include "uslab.h"
 
 #include <pthread.h>
 #include <sys/mman.h>

@@ -15,9 +15,10 @@
  *    other settings; none for the documented values. `USLAB run --debug` refuses the glob.
  * Compiled with src/settings.c, as the tool is.
  */
+#include "base.h"
 #include "check.h"
-#include "internal.h"
 #include "settings.h"
+#include "uslab.h"
 
 #include <stdio.h>
 #include <stdlib.h>

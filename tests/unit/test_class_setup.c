@@ -12,7 +12,9 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "internal.h"
+#include "pages.h"
+#include "sizeclass.h"
+#include "uslab.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

@@ -15,7 +15,10 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "internal.h"
+#include "options.h"
+#include "pages.h"
+#include "sizeclass.h"
+#include "uslab.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

@@ -5,8 +5,11 @@
  * holds the cache lock, waits until a worker thread's depot exchange has seen it taken
  * (the contention counter moved), then lets it through.
  */
+#include "base.h"
 #include "check.h"
-#include "internal.h"
+#include "depot.h"
+#include "descriptor.h"
+#include "uslab.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -8,7 +8,11 @@
  * directly.
  */
 #include "check.h"
-#include "internal.h"
+#include "depot.h"
+#include "descriptor.h"
+#include "objects.h"
+#include "os.h"
+#include "uslab.h"
 
 #include <pthread.h>
 

@@ -6,7 +6,11 @@
  * and once blocks go back to the slabs (uslab_reap) the class is used again.
  */
 #include "check.h"
-#include "internal.h"
+#include "descriptor.h"
+#include "init.h"
+#include "pages.h"
+#include "sizeclass.h"
+#include "uslab.h"
 
 #include <errno.h>
 #include <stdlib.h>

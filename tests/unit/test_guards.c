@@ -6,8 +6,16 @@
  * cache mapping has one on each side. A write into such a guard page faults.
  */
 #define _GNU_SOURCE
+#include "base.h"
 #include "check.h"
-#include "internal.h"
+#include "debug.h"
+#include "depot.h"
+#include "descriptor.h"
+#include "pages.h"
+#include "registry.h"
+#include "slab.h"
+#include "tcache.h"
+#include "uslab.h"
 
 #include <signal.h>
 #include <stdio.h>

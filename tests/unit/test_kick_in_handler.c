@@ -15,7 +15,8 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "internal.h"
+#include "purge.h"
+#include "uslab.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

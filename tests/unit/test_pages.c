@@ -4,9 +4,17 @@
  * uslab did not hand out and (slab | id) for every object; spans are aligned to their size,
  * read as zero, are distinct, and are reused after being freed.
  */
+#include "base.h"
 #include "check.h"
-#include "internal.h"
+#include "descriptor.h"
+#include "init.h"
+#include "os.h"
+#include "pages.h"
+#include "sizeclass.h"
+#include "slab.h"
+#include "tcache.h"
 #include "testutil.h"
+#include "uslab.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -12,9 +12,12 @@
  * Before the pages layer looked at the purge's result, "purge" got its old contents back.
  */
 #define _GNU_SOURCE
+#include "base.h"
 #include "check.h"
 #include "faults.h"
-#include "internal.h"
+#include "init.h"
+#include "pages.h"
+#include "uslab.h"
 
 #include <string.h>
 #include <sys/mman.h>

@@ -29,8 +29,11 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "internal.h"
+#include "options.h"
+#include "purge.h"
+#include "settings.h"
 #include "testutil.h"
+#include "uslab.h"
 
 #include <errno.h>
 #include <ftw.h>

@@ -9,7 +9,15 @@
  * library's own runs meanwhile).
  */
 #include "check.h"
-#include "internal.h"
+#include "depot.h"
+#include "descriptor.h"
+#include "options.h"
+#include "os.h"
+#include "purge.h"
+#include "reclaim.h"
+#include "slab.h"
+#include "tcache.h"
+#include "uslab.h"
 
 #define N 640 /* objects: several 64 KiB slabs of 1 KiB objects */
 

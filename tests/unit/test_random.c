@@ -11,7 +11,12 @@
  *   unit_random plain    without the setting (or with a value it refuses): address order
  */
 #include "check.h"
-#include "internal.h"
+#include "descriptor.h"
+#include "options.h"
+#include "pages.h"
+#include "settings.h"
+#include "slab.h"
+#include "uslab.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * while that line is taken (a report inside a report), with the same text either way.
  */
 #include "check.h"
-#include "internal.h"
+#include "report.h"
 
 #include <limits.h>
 #include <stdint.h>

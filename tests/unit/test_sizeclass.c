@@ -5,9 +5,16 @@
  * with a span each, classes of 16 bytes or more are 16-byte aligned, and power-of-two
  * classes serve aligned requests (medium ones any alignment up to their size).
  */
+#include "base.h"
 #include "check.h"
-#include "internal.h"
+#include "descriptor.h"
+#include "init.h"
+#include "options.h"
+#include "pages.h"
+#include "settings.h"
+#include "sizeclass.h"
 #include "testutil.h"
+#include "uslab.h"
 
 #include <stdint.h>
 

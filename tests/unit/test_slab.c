@@ -3,9 +3,17 @@
  * test_slab.c - slab geometry for many sizes and alignments, colouring, and the slab
  * layer's lists and free-object tracking (usi_slab_take / usi_slab_put).
  */
+#include "base.h"
 #include "check.h"
-#include "internal.h"
+#include "debug.h"
+#include "descriptor.h"
+#include "init.h"
+#include "os.h"
+#include "pages.h"
+#include "sizeclass.h"
+#include "slab.h"
 #include "testutil.h"
+#include "uslab.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -9,8 +9,12 @@
  * (128 objects of 256 bytes, half a slab) from the slabs, 32 slabs for 64 objects; now 4 each, one
  * slab. Deterministic: one thread at a time, except the 64, which only allocate.
  */
+#include "base.h"
 #include "check.h"
-#include "internal.h"
+#include "depot.h"
+#include "descriptor.h"
+#include "tcache.h"
+#include "uslab.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -12,8 +12,11 @@
  * cache can get a new slab.
  */
 #include "check.h"
+#include "depot.h"
+#include "descriptor.h"
 #include "faults.h"
-#include "internal.h"
+#include "tcache.h"
+#include "uslab.h"
 
 #define OBJ 256
 

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * base.h - what every layer of uslab uses (rank 0, below the os layer; docs/design.md §1):
+ * branch hints and attributes, a 64-bit mix, and the compile-time geometry of pages,
+ * units, ids and magazines. No declaration of any function of a .c file.
+ *
+ * Each layer has its header beside its .c file (os.h, report.h, ... tcache.h), holding
+ * its declarations and its inline functions; the rank table of docs/design.md §1 lists
+ * them. A .c file includes the headers it uses and a header only headers of its own or a
+ * lower rank, so the include graph is the layer order; tools/check_layers.py checks it
+ * (make layers), with the calls between the object files.
+ *
+ * Everything declared in these headers is internal to the library: each wraps its
+ * declarations in visibility push(hidden), so the compiler addresses globals directly
+ * (rip-relative), not through the GOT.
+ *
+ * Naming: public symbols are uslab_*, cross-file internal symbols usi_<module>_<verb>,
+ * file-local helpers are static.
+ */
+#ifndef USLAB_BASE_H
+#define USLAB_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+#define USI_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define USI_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define USI_NOINLINE    __attribute__((noinline))
+#define USI_COLD        __attribute__((cold, noinline))
+#define USI_NORETURN    __attribute__((noreturn))
+
+/* splitmix64's finaliser (Steele, Lea & Flood 2014): a bijective mix of 64 bits, for keys
+ * derived from AT_RANDOM (os layer) and keyed hashes (objects.c). */
+static inline uint64_t usi_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Compile-time geometry (docs/design.md §2)                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* The page map has one entry per unit of 64 KiB: the smallest slab. Slabs are 64 KiB << k
+ * bytes (k < USI_SPAN_ORDERS) and aligned to their own size, so a slab covers whole units. */
+#define USI_UNIT_SHIFT  16
+#define USI_UNIT_SIZE   ((size_t)1 << USI_UNIT_SHIFT)
+#define USI_SPAN_ORDERS 8 /* 64 KiB .. 8 MiB */
+#define USI_PAGE_SIZE   4096u
+
+/* A page-map entry is (slab address | cache id); 0 means "no live slab here". */
+#define USI_ID_BITS 16
+#define USI_ID_MASK ((uintptr_t)0xffff)
+#define USI_MAX_IDS 65536 /* id 0 is never used, so a non-zero entry always has an id */
+/* Ids 1..USI_RESERVED_IDS belong to the malloc front end's size classes; other caches get
+ * ids above. Every thread cache, the static sentinel included, has pairs for all of them,
+ * so a unit tag (a pair offset, §8) never indexes past a thread cache. */
+#define USI_RESERVED_IDS 96
+
+/* Largest object a user cache may hold; its slab holds at least one object. */
+#define USI_CACHE_MAX_OBJECT ((size_t)1 << 20)
+
+/* malloc sizes up to this are looked up in one table (docs/design.md §8). */
+#define USI_SMALL_MAX 1024
+
+/* Magazines hold at most this many object pointers (docs/design.md §4): a cache starts
+ * at 64 or fewer and grows under depot contention (Bonwick & Adams §3.7). */
+#define USI_MAG_MAX 256
+/* Magazines up to this capacity come from the small magazine cache (design §4). */
+#define USI_MAG_SMALL 64
+/* Magazines up to this capacity come from the tiny magazine cache. */
+#define USI_MAG_TINY 16
+/* A thread's first magazine of a cache holds at most this many bytes of objects (and 2 to
+ * USI_MAG_TINY objects); each magazine it makes or trades for after that may hold twice as
+ * many as the last, up to the cache's capacity (slow start, design §4). */
+#define USI_MAG_START_BYTES 1024
+/* Depot lock acquisitions that had to wait before a cache's magazines grow (only with
+ * USLAB_MAGAZINE_GROWTH=1). */
+#define USI_DEPOT_CONTENTION 32
+
+#pragma GCC visibility pop
+
+#endif

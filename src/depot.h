@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * depot.h - the depot layer (rank 13, depot.c; docs/design.md §1): magazines and the
+ * per-cache depot of full and empty magazines (design §4).
+ */
+#ifndef USLAB_DEPOT_H
+#define USLAB_DEPOT_H
+
+#include "descriptor.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+/* A magazine: a stack of constructed objects; objs[0 .. rounds) are valid. */
+struct usi_mag {
+    struct usi_mag *next;        /* depot stack link */
+    struct usi_mag *flight_next; /* the cache's in_flight list, while it is on it */
+    uint32_t destructed;         /* in flight: objs[0 .. destructed) went through the destructor */
+    uint32_t rounds;
+    uint32_t capacity; /* 0 only for usi_mag_empty, the shared sentinel */
+    uint32_t flusher;  /* in flight: the listing thread's number (depot.c), which a fork
+                        * child's own thread keeps flushing itself */
+    void *objs[];      /* capacity slots: magazines of up to 64 and of up to USI_MAG_MAX */
+};
+extern struct usi_mag usi_mag_empty;
+
+void usi_depot_init(void); /* the internal caches magazines are made of */
+/* Sets up the magazine side of a cache descriptor: capacity and growth limit. */
+void usi_depot_init_cache(struct uslab_cache *c);
+struct usi_mag *usi_mag_new(struct uslab_cache *c); /* empty magazine or NULL */
+/* An empty magazine of cap slots (1 <= cap <= USI_MAG_MAX) for c, or NULL. */
+struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap);
+void usi_mag_delete(struct usi_mag *m);
+/*
+ * Depot exchanges, under cache->lock taken inside. None of them runs a callback. The depot
+ * keeps every magazine given to it (the working-set reap bounds it), but beyond the
+ * headroom a full one of a cache without callbacks is shed: its objects go back to their
+ * slabs (design §4, "Shedding").
+ */
+struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty);
+/* get_empty: one of the depot's empty magazines if it has at least cap slots (a smaller
+ * one is replaced by a new one of cap slots if one can be made), else a new one of cap
+ * slots; NULL if the depot has none and none can be made. */
+struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap);
+/* put: to the depot; shed first (below) if usi_depot_sheds. */
+void usi_depot_put(struct uslab_cache *c, struct usi_mag *m);
+/* Whether a full magazine of c is shed rather than kept (design §4, "Shedding"): c has no
+ * constructor and no destructor and sheds already, or the idle memory is beyond its
+ * headroom (usi_slab_over_headroom), when it starts to and its depot is drained. No lock
+ * held. usi_depot_demand: an allocation slow path of c found no full magazine: it stops. */
+int usi_depot_sheds(struct uslab_cache *c);
+void usi_depot_demand(struct uslab_cache *c);
+/* Puts m's objects back into their slabs; m stays the caller's, empty. Only for a cache
+ * without a destructor, by a thread that holds its thread cache's lock (an exchange, a
+ * flush). No uslab lock of c held. */
+void usi_depot_shed(struct uslab_cache *c, struct usi_mag *m);
+/* A full magazine its thread could trade for no empty one: counted as being flushed
+ * (depot_flushing) and chained onto *over, for usi_depot_dispose, which returns its
+ * objects to their slabs and keeps it in the depot, empty. */
+void usi_depot_flush_later(struct uslab_cache *c, struct usi_mag *m, struct usi_mag **over);
+/* Whether p, a block of c (page-map entry e), is in a full magazine of the depot or back
+ * in its slab: part of free()'s double-free check. Takes the cache lock. */
+int usi_depot_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p);
+/* Destructs a flush_later magazine's objects into their slabs (runs destructors: no lock
+ * held) and keeps the empty magazine. Follows m->next: disposes a whole list. */
+void usi_depot_dispose(struct uslab_cache *c, struct usi_mag *m);
+/* Empties the depot: full magazines flushed to slabs, empty ones freed (runs destructors).
+ * With wait_for_flushes, then waits until no flush of this cache's magazines is in flight
+ * anywhere (cache destroy: their objects are not live, they are on their way back). */
+void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes);
+/* Fork child: the objects of the magazines other threads were flushing at the fork go back
+ * to their slabs without their destructors (those threads are not in the child), and the
+ * magazines to the depot, empty. */
+void usi_depot_postfork_child(struct uslab_cache *c);
+/* Working-set reaping (Bonwick & Adams §3.6): the magazines the depot did not need since
+ * the last call of the same kind (its minimum counts) are flushed and freed (runs
+ * destructors). `surplus`: the surplus pass's reap, of full magazines only, on its own
+ * watermark. Returns magazines reaped. */
+size_t usi_depot_reap_unused(struct uslab_cache *c, int surplus);
+/* An inline pass (no user code) over a cache with a destructor: its reap is left to the
+ * cache's next allocation slow path, which calls usi_depot_reap_wanted (no lock held). */
+void usi_depot_reap_later(struct uslab_cache *c);
+void usi_depot_reap_wanted(struct uslab_cache *c);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * slab.h - the slab layer (rank 10, slab.c; docs/design.md §1): slabs of one object size,
+ * their layout, their objects in the slab's bitmap, the partial/full/empty lists (design §3).
+ */
+#ifndef USLAB_SLAB_H
+#define USLAB_SLAB_H
+
+#include "base.h"
+#include "descriptor.h"
+#include "pages.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+/* The slab header, struct usi_slab, with its invariants, is in descriptor.h: the debug layer
+ * reads it too. Its record in the pages layer's side array holds it: */
+_Static_assert(sizeof(struct usi_slab) <= USI_SLAB_META_BYTES, "a slab header fits its record");
+
+/* The slab of a non-zero page-map entry. */
+static inline struct usi_slab *usi_slab_of_entry(uintptr_t entry)
+{
+    return (struct usi_slab *)usi_pages_meta(entry & ~USI_ID_MASK);
+}
+
+/* The per-process secret (AT_RANDOM) that seeds each cache's generator for
+ * USLAB_HARDEN=random, set once by init.c before the first slab exists. */
+extern uintptr_t usi_slab_seed;
+/* The secret of free()'s double-free key (design §8, docs/security.md §2.2), set once by
+ * init.c before the first slab exists, never 0: a freed malloc block holds
+ * usi_free_key(block) in its second word. Random, so that no data a program keeps in a live
+ * block (a list head pointing at itself) looks like it but by chance. */
+extern uintptr_t usi_free_secret;
+static inline uintptr_t usi_free_key(const void *block)
+{
+    return (uintptr_t)block ^ usi_free_secret;
+}
+/* Bytes of the empty slabs beyond their caches' reserves and of the objects in depots,
+ * summed over every cache (relaxed atomic; the slab and depot layers
+ * keep it under each cache's lock). A slab created while
+ * it exceeds USI_SLAB_SURPLUS_MAX sets usi_slab_surplus_seen, which the objects layer
+ * turns into a pass that releases them at once (design §3, "Across classes"). */
+extern uint64_t usi_slab_surplus_bytes;
+extern int usi_slab_surplus_seen;
+#define USI_SLAB_SURPLUS_MAX ((uint64_t)16 << 20)
+/* The headroom (design §3, "The headroom"): idle memory up to this much waits for a pass;
+ * beyond it, an empty slab goes back in the put that emptied it, and a full magazine of a
+ * cache without callbacks goes back to its slabs instead of the depot (depot.c). Not for a
+ * cache whose purges were faulted back (purge_mult > 1): it keeps its memory for the
+ * multiplied delay. */
+#define USI_SLAB_HEADROOM ((uint64_t)8 << 20)
+/* usi_slab_surplus_bytes is beyond the headroom, and c's purges were not faulted back. */
+static inline int usi_slab_over_headroom(const struct uslab_cache *c)
+{
+    return __atomic_load_n(&c->purge_mult, __ATOMIC_RELAXED) == 1 &&
+           __atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) > USI_SLAB_HEADROOM;
+}
+
+/* The cap of a cache's purge multiplier, purge_mult (design §3, issue 12). */
+#define USI_PURGE_MULT_MAX 16
+/* The pattern of c cycles (it allocates again what it just gave back): its purge
+ * multiplier goes to its cap, as after a refault (design §3). No lock needed. */
+void usi_slab_keep_memory(struct uslab_cache *c);
+/* Slab geometry of a cache, fixed at creation. */
+void usi_slab_geometry(struct uslab_cache *c);
+/* Takes up to n raw (unconstructed) objects from the cache's slabs, growing if needed.
+ * Returns how many it took; fewer than n only when no span could be had. Caller holds
+ * cache->lock. */
+size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs);
+/* Returns raw objects to their slabs; checks each is a valid, allocated object of c and
+ * reports misuse. Empty slabs beyond the reserve are unlinked onto *release, to be handed
+ * to usi_slab_release after the lock is dropped. Caller holds cache->lock. */
+void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release);
+/* Unlinks every empty slab (keep = how many to keep) onto *release. Caller holds lock. */
+size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release);
+/* Unlinks empty slabs idle since before `before_ms`, keeping the `keep` most recent empty
+ * slabs, onto *release; returns how many empty slabs remain beyond `keep`. Caller holds
+ * the lock. */
+size_t usi_slab_detach_idle(struct uslab_cache *c, size_t keep, uint64_t before_ms,
+                            struct usi_slab **release);
+/* Returns detached slabs of c to the pages layer; returns the bytes released. No lock
+ * needed. */
+size_t usi_slab_release(struct uslab_cache *c, struct usi_slab *list);
+/* For free() of p, whose page-map entry e names a slab of c: the index of the object p
+ * starts, or UINT32_MAX (an interior or stray pointer); *block is set to the start of the
+ * object p falls in, or NULL. No lock: it reads constants of a live slab. */
+uint32_t usi_slab_index_of(const struct uslab_cache *c, uintptr_t e, const void *p,
+                           const void **block);
+/* Whether object p of c (page-map entry e) is back in its slab (free). Caller holds the
+ * cache lock. */
+int usi_slab_holds(const struct uslab_cache *c, uintptr_t e, const void *p);
+/* For realloc and malloc_usable_size of p in a debug cache c (no magazines: the slab's
+ * map is exact): 0 when p is a live object; else reports it (usi_debug_report, which
+ * returns only under USLAB_DEBUG_CONTINUE) and returns 1. Caller holds the cache lock. */
+int usi_slab_debug_check_live(struct uslab_cache *c, const void *p, const char *fn);
+/* Debug caches: every quarantined object back to its slab (under c->lock; emptied slabs as
+ * usi_slab_put leaves them, `release` for those to release). */
+void usi_slab_quarantine_drain(struct uslab_cache *c, struct usi_slab **release);
+/* Checks every invariant of slab s of c (descriptor.h); returns NULL, or what is broken. Caller
+ * holds cache->lock. O(objects). Used by tests and by USLAB_DEBUG=F. */
+const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s);
+/* A free of p to cache c that the page map refuses (entry = its page-map entry): reports
+ * "not allocated by uslab" or "belongs to cache X" and aborts. */
+USI_COLD USI_NORETURN void usi_slab_bad_pointer(const struct uslab_cache *c, const void *p,
+                                                uintptr_t entry);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * symbols.h - the symbols layer (rank 7, symbols.c; docs/design.md §1): code addresses as
+ * function, file and line (design §9), for reports only.
+ */
+#ifndef USLAB_SYMBOLS_H
+#define USLAB_SYMBOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(hidden)
+
+/* Writes what pc is into buf (len bytes, always terminated, cut short if need be):
+ * "function (file.c:line)" with DWARF line information, "function+0xoff (object)" with a
+ * symbol table (.symtab, else .dynsym), "object+0xoff" (the address in the object's file)
+ * without, or the bare address when no file holds it. Reads /proc/self/maps and the
+ * object's file; never allocates (one anonymous mapping of scratch), takes no lock and
+ * leaves errno alone: safe in a signal handler and under uslab's locks. For reports only:
+ * it costs system calls and a scan of the object's line tables. */
+void usi_symbols_describe(const void *pc, char *buf, size_t len);
+/* An identity of the file mapped at pc (device and inode, mixed; never 0), or 0 if pc is
+ * in no file's mapping or /proc/self/maps cannot be read. */
+uint64_t usi_symbols_file_id(const void *pc);
+
+#pragma GCC visibility pop
+
+#endif
