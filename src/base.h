@@ -67,7 +67,8 @@ static inline uint64_t usi_mix64(uint64_t z)
 #define USI_SMALL_MAX 1024
 
 /* Magazines hold at most this many object pointers (docs/design.md §4): a cache starts
- * at 64 or fewer and grows under depot contention (Bonwick & Adams §3.7). */
+ * at 32 KiB of objects (256 of 128 bytes or less) and, with USLAB_MAGAZINE_GROWTH, grows
+ * under depot contention (Bonwick & Adams §3.7). */
 #define USI_MAG_MAX 256
 /* Magazines up to this capacity come from the small magazine cache (design §4). */
 #define USI_MAG_SMALL 64

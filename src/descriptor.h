@@ -129,10 +129,11 @@ struct uslab_cache {
      * its first object's to its highest object handed out so far (below `bump`); the rest of
      * a slab was never touched. An estimate of resident memory (design §10). */
     size_t touched_bytes;
-    /* Purge hysteresis (design §3, issue 12): empty slabs go once idle for the delay times
-     * purge_mult (1 to USI_PURGE_MULT_MAX). A slab created within two such delays of the
-     * cache's last purge (purged_ms) means the purge was faulted back: the multiplier
-     * doubles; a purge with no such refault since the previous one halves it. */
+    /* Purge hysteresis (design §3): empty slabs go once idle for the delay times purge_mult
+     * (1 to USI_PURGE_MULT_MAX). A slab created within two such delays of the cache's last
+     * purge (purged_ms) means the purge was faulted back: the multiplier goes to its most
+     * (usi_slab_keep_memory); a purge with no such refault since the previous one halves
+     * it. */
     uint64_t purged_ms;
     uint32_t purge_mult;
     int refaulted;

@@ -176,10 +176,10 @@ int usi_os_in_glibc_section(void);
  * malloc and free, not for that work (design §12). */
 int usi_os_on_signal_stack(void);
 /* The calling thread's seccomp mode: 0 none, 1 strict, 2 a filter, -1 when it cannot be
- * told (taken as a filter by callers). From /proc/thread-self/status, read with the calls
- * the dynamic linker made (an inherited filter allows them); prctl(PR_GET_SECCOMP) only
- * where /proc cannot tell. Once not 0, the answer is kept without asking again (a filter
- * is never removed). */
+ * told (taken as a filter by callers). prctl(PR_GET_SECCOMP) first, which a sandbox that
+ * refuses files allows more often than openat; /proc/thread-self/status where prctl
+ * cannot tell. Once not 0, the answer is kept without asking again (a filter is never
+ * removed). */
 int usi_os_seccomp_mode(void);
 /* What usi_os_seccomp_mode has learnt so far (an earlier question found a filter), without
  * asking: 0 when nothing is known. */

@@ -34,7 +34,7 @@ static inline int usi_registry_names(const struct uslab_cache *c)
 void usi_registry_for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg);
 /* The same walk for fn that runs no callback and takes only cache locks and the thread
  * caches' registry lock: it may be made holding a lock outside the registry's order (the
- * live page's, design §6). */
+ * fork child's handler, design §6). */
 void usi_registry_read_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg);
 /* A walk that never waits, for the reports at exit (the leak report, USLAB_STATS), which
  * may run in a signal handler that interrupted this thread holding any uslab lock (an exit
