@@ -592,7 +592,7 @@ const char *usi_os_getenv(const char *name)
  * one entry equal to `entry`, and an LD_PRELOAD entry naming uslab. */
 int usi_os_parent_had(const char *entry)
 {
-    char path[48], buf[4096];
+    char path[48], buf[512]; /* small: initialisation may run on a signal stack */
     snprintf(path, sizeof path, "/proc/%ld/environ", OS_SYSCALL(SYS_getppid));
     int e = errno;
     long fd = usi_os_open_ro(path);
