@@ -707,9 +707,11 @@ static void *usi_realloc(void *p, size_t size)
         q = usi_malloc(grown_size(size));
     if (!q)
         return NULL;
-    uintptr_t qid = usi_pagemap_lookup(q) & USI_ID_MASK;
-    if (USI_UNLIKELY(is_class_id(qid) && usi_class_caches[qid].debug))
-        usi_debug_asked(&usi_class_caches[qid], q, size); /* Z: the room is red zone */
+    if (USI_UNLIKELY(usi_debug_enabled)) { /* Z: the room is red zone; U: the leak's size */
+        uintptr_t qid = usi_pagemap_lookup(q) & USI_ID_MASK;
+        if (is_class_id(qid) && usi_class_caches[qid].debug)
+            usi_debug_asked(&usi_class_caches[qid], q, size);
+    }
     memcpy(q, p, size < have ? size : have);
     usi_free(p);
     return q;

@@ -593,8 +593,13 @@ const char *usi_os_getenv(const char *name)
 int usi_os_parent_had(const char *entry)
 {
     char path[48], buf[512]; /* small: initialisation may run on a signal stack */
-    snprintf(path, sizeof path, "/proc/%ld/environ", OS_SYSCALL(SYS_getppid));
     int e = errno;
+    /* Under an inherited seccomp filter, no optional openat: the warning is given. */
+    if (usi_os_seccomp_mode() != 0) {
+        errno = e;
+        return 0;
+    }
+    snprintf(path, sizeof path, "/proc/%ld/environ", OS_SYSCALL(SYS_getppid));
     long fd = usi_os_open_ro(path);
     if (fd < 0) {
         errno = e;
