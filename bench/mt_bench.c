@@ -32,6 +32,10 @@
  *   glibcthread  glibc's bench-malloc-thread, as mimalloc-bench's glibc-thread runs it: each
  *             thread frees a slot of its 1,024 and mallocs into it a block of 4 to 32,768
  *             bytes (density 1/n^2, mean about 36), writing every byte; `iterations` each.
+ *   mleak     mimalloc-bench's mleak: `rounds` of `threads` (10) threads started and joined;
+ *             each callocs one 128-byte object and swaps it into a random one of 1,000
+ *             shared slots, freeing what was there (left by an exited thread). joined_mib
+ *             and growth_mib: the resident size once every round is joined.
  * Output: time_s (the timed part), mops_per_s where meaningful.
  *
  * Options: --test larson --threads 2 --seed 1, and per test:
@@ -44,6 +48,7 @@
  *   large: --slots 20 --steps 20000 --min 40000 --max 2000000
  *   live: --blocks 64 (--threads 3000)
  *   glibcthread: --iterations 10000000 --min 4 --max 32768
+ *   mleak: --rounds 500 --slots 100*threads --words 16 (--threads 10)
  */
 #include "common.h"
 
@@ -614,6 +619,73 @@ static double run_glibcthread(int argc, char **argv)
     return s;
 }
 
+/* ---- threads that leave one long-lived block each (mimalloc-bench's mleak) ------------- */
+
+/* What mimalloc-bench runs (bench/mleak/mleak.c): rounds of 10 threads, started and joined
+ * together; each thread callocs one object of 16 pointers (128 bytes), swaps it atomically
+ * into one of 10 * 100 = 1,000 shared slots chosen at random and frees what it took out: an
+ * object some earlier, exited thread left, or nothing. bench.sh runs `mleak 5` (500 rounds,
+ * the "mleak10" row) and `mleak 50` (5,000 rounds, "mleak100") and records the time and the
+ * peak RSS. The live data never exceeds 1,000 objects; an allocator that keeps what each
+ * exited thread held (a heap, a partly used page or span) grows with the rounds instead. */
+
+static long k_rounds, k_slots, k_words;
+static void **k_slot;
+
+static void *mleak_thread(void *arg)
+{
+    bench_rng r;
+    bench_rng_seed(&r, seed * 2654435761u + (uint64_t)(intptr_t)arg);
+    void *p = calloc((size_t)k_words, sizeof(void *));
+    if (!p) {
+        fprintf(stderr, "calloc failed\n");
+        exit(1);
+    }
+    size_t i = (size_t)bench_below(&r, (uint64_t)k_slots);
+    free(__atomic_exchange_n(&k_slot[i], p, __ATOMIC_ACQ_REL));
+    return NULL;
+}
+
+static double run_mleak(int argc, char **argv)
+{
+    k_rounds = bench_opt_long(argc, argv, "rounds", 500);
+    k_slots = bench_opt_long(argc, argv, "slots", 100 * nthreads);
+    k_words = bench_opt_long(argc, argv, "words", 16);
+    if (k_slots < 1)
+        k_slots = 1;
+    if (k_words < 1)
+        k_words = 1;
+    printf("rounds=%ld\nslots=%ld\nwords=%ld\n", k_rounds, k_slots, k_words);
+    k_slot = calloc((size_t)k_slots, sizeof *k_slot);
+    pthread_t *tid = bench_xmalloc((size_t)nthreads * sizeof *tid);
+    long start_kb = bench_rss_kb();
+    uint64_t t0 = bench_now_ns();
+    for (long g = 0; g < k_rounds; g++) {
+        for (long t = 0; t < nthreads; t++)
+            if (pthread_create(&tid[t], NULL, mleak_thread, (void *)(intptr_t)(g * nthreads + t))) {
+                fprintf(stderr, "pthread_create failed\n");
+                exit(1);
+            }
+        for (long t = 0; t < nthreads; t++)
+            pthread_join(tid[t], NULL);
+    }
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    /* resident size with every thread gone and at most `slots` objects live: what the
+     * allocator kept of the exited threads (growth from the start of the rounds) */
+    long end_kb = bench_rss_kb();
+    long live = 0;
+    for (long i = 0; i < k_slots; i++) {
+        live += k_slot[i] != NULL;
+        free(k_slot[i]);
+    }
+    free(k_slot);
+    free(tid);
+    printf("live_objects=%ld\njoined_mib=%.1f\ngrowth_mib=%.1f\nthreads_per_s=%.0f\n", live,
+           (double)end_kb / 1024, (double)(end_kb - start_kb) / 1024,
+           (double)(k_rounds * nthreads) / s);
+    return s;
+}
+
 int main(int argc, char **argv)
 {
     const char *test = bench_opt_str(argc, argv, "test", "larson");
@@ -644,10 +716,12 @@ int main(int argc, char **argv)
         s = run_live(argc, argv);
     else if (strcmp(test, "glibcthread") == 0)
         s = run_glibcthread(argc, argv);
+    else if (strcmp(test, "mleak") == 0)
+        s = run_mleak(argc, argv);
     else {
         fprintf(stderr,
                 "unknown --test %s (larson, xmalloc, scratch, churn, bulk, large, lifo, live, "
-                "glibcthread)\n",
+                "glibcthread, mleak)\n",
                 test);
         return 2;
     }
