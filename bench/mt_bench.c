@@ -36,6 +36,11 @@
  *             each callocs one 128-byte object and swaps it into a random one of 1,000
  *             shared slots, freeing what was there (left by an exited thread). joined_mib
  *             and growth_mib: the resident size once every round is joined.
+ *   rptest    rpmalloc's benchmark, as mimalloc-bench's rptestN runs it: per loop each
+ *             thread frees and refills part of its 1,000 slots (8 to 16,000 bytes, linear
+ *             drop-off; calloc, or memalign + memset), frees the batches other threads sent
+ *             it and, every 2nd loop, sends a batch of new blocks to the next thread.
+ *             sample_live_mib, sample_rss_mib, overhead_pct: rptest's memory sample.
  * Output: time_s (the timed part), mops_per_s where meaningful.
  *
  * Options: --test larson --threads 2 --seed 1, and per test:
@@ -49,9 +54,11 @@
  *   live: --blocks 64 (--threads 3000)
  *   glibcthread: --iterations 10000000 --min 4 --max 32768
  *   mleak: --rounds 500 --slots 100*threads --words 16 (--threads 10)
+ *   rptest: --loops 500 --slots 1000 --ops 100 --min 8 --max 16000 --cross 2 --rounds 2
  */
 #include "common.h"
 
+#include <malloc.h> /* memalign, as rptest calls it */
 #include <pthread.h>
 
 static long nthreads;
@@ -686,6 +693,290 @@ static double run_mleak(int argc, char **argv)
     return s;
 }
 
+/* ---- rpmalloc's benchmark (mimalloc-bench's rptestN) ----------------------------------- */
+
+/* What mimalloc-bench runs (bench/rptest/rptest.c, from mjansson/rpmalloc-benchmark, as
+ * `rptest <procs> 0 1 2 500 1000 100 8 16000` in bench.sh): random sizes 8 to 16,000 bytes
+ * with a linear drop-off, a cross-thread batch every 2nd loop, 500 loops per pass, 1,000
+ * slots per thread, an operation count of 100. Each thread does two passes; the program
+ * starts its threads twice. A loop of a pass:
+ *  - frees 0.8 * ops * p% slots (p drawn from 30..99, a table of 257 shared percentages
+ *    indexed by pass + loop), walking the slots with a step of the second prime >= 7 that
+ *    does not divide the slot count (11 for 1,000); empty slots are skipped;
+ *  - frees every block other threads handed it since its last loop (then the batch's
+ *    pointer array and header);
+ *  - mallocs ops * q% blocks (q from 30..99, a table of 311), each into the slot a step
+ *    of the first such prime (7) reaches, freeing the occupant first; the sizes follow a
+ *    table of 2,000, a thread starting each pass at ((thread + 1) * (pass + 1) * 37) mod
+ *    2,000;
+ *  - every 2nd loop, mallocs as many blocks again into a batch and pushes it on the next
+ *    thread's list (round robin, never itself).
+ * A block below 4 KiB comes, in turn, from calloc, memalign(8) or memalign(16) followed by
+ * a memset of the whole block; larger ones from calloc. Each is written again: its size in
+ * the first 4 bytes, a byte in each further page, the last byte; a free reads the size
+ * back first. The linear drop-off makes a size min + (max - min) * u3 * |1 - u1 - u2|
+ * (mean min + (max - min) / 6, about 2.7 KiB here). At the end of a pass the threads meet,
+ * the process's RSS and the bytes live in the slots are sampled, then each thread frees its
+ * slots. rptest reports memory operations per thread-second of the loops; here time_s is
+ * the wall time of the whole run and mops_per_s counts every malloc, calloc, memalign and
+ * free. rptest stops sending batches once a thread has finished its loops; here the threads
+ * meet before draining instead, so every batch is sent and freed. */
+
+#define RP_SIZES      2000
+#define RP_FREE_PCTS  257
+#define RP_ALLOC_PCTS 311
+
+typedef struct rp_batch {
+    struct rp_batch *next;
+    size_t count;
+    void **blocks;
+} rp_batch;
+
+typedef struct {
+    _Alignas(BENCH_CACHE_LINE) rp_batch *inbox; /* pushed by others, taken whole */
+    uint64_t ops;
+    uint64_t sent_bytes, received_bytes;
+    uint64_t live_bytes; /* asked for, in the thread's own slots */
+} rp_thread;
+
+static long r_loops, r_slots, r_ops, r_min, r_max, r_cross, r_rounds;
+static size_t r_size[RP_SIZES], r_free_count[RP_FREE_PCTS], r_alloc_count[RP_ALLOC_PCTS];
+static size_t r_alloc_step, r_free_step;
+static rp_thread *r_thread;
+static long r_sample_rss_kb;
+static uint64_t r_sample_live;
+
+/* The smallest prime >= from that does not divide n. */
+static size_t rp_coprime(size_t from, size_t n)
+{
+    for (size_t p = from;; p++) {
+        int prime = p > 1;
+        for (size_t d = 2; d * d <= p && prime; d++)
+            prime = p % d != 0;
+        if (prime && n % p != 0)
+            return p;
+    }
+}
+
+static unsigned char *rp_alloc(size_t n, unsigned turn)
+{
+    static const size_t align[3] = {0, 8, 16};
+    size_t a = n < 4096 ? align[turn % 3] : 0;
+    unsigned char *p;
+    if (a) {
+        p = memalign(a, n);
+        if (p)
+            memset(p, 0xCD, n);
+    } else {
+        p = calloc(1, n);
+    }
+    if (!p) {
+        fprintf(stderr, "allocation of %zu bytes failed\n", n);
+        exit(1);
+    }
+    int32_t n32 = (int32_t)n;
+    memcpy(p, &n32, sizeof n32);
+    for (size_t page = 1; page < (n - 1) / 4096; page++)
+        p[page * 4096] = 1;
+    p[n - 1] = 1;
+    return p;
+}
+
+static size_t rp_size_of(const void *p)
+{
+    int32_t n32;
+    memcpy(&n32, p, sizeof n32);
+    return (size_t)n32;
+}
+
+static void rp_drain(rp_thread *me)
+{
+    rp_batch *b = __atomic_exchange_n(&me->inbox, NULL, __ATOMIC_ACQUIRE);
+    while (b) {
+        for (size_t i = 0; i < b->count; i++) {
+            me->received_bytes += rp_size_of(b->blocks[i]);
+            free(b->blocks[i]);
+        }
+        rp_batch *next = b->next;
+        me->ops += b->count + 2;
+        free(b->blocks);
+        free(b);
+        b = next;
+    }
+}
+
+static void rp_push(rp_thread *to, rp_batch *b)
+{
+    rp_batch *head = __atomic_load_n(&to->inbox, __ATOMIC_RELAXED);
+    do
+        b->next = head;
+    while (
+        !__atomic_compare_exchange_n(&to->inbox, &head, b, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+static void *rptest_worker(void *arg)
+{
+    long id = (long)(intptr_t)arg;
+    rp_thread *me = &r_thread[id];
+    void **slot = calloc((size_t)r_slots, sizeof *slot);
+    if (!slot) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    me->ops++;
+    size_t alloc_at = 0, free_at = 0, to = (size_t)id;
+    unsigned turn = 0;
+    pthread_barrier_wait(&barrier);
+    for (long pass = 0; pass < 2; pass++) {
+        size_t si = (size_t)((id + 1) * (pass + 1) * 37) % RP_SIZES;
+        for (long loop = 0; loop < r_loops; loop++) {
+            size_t nfree = r_free_count[(size_t)(pass + loop) % RP_FREE_PCTS];
+            size_t nalloc = r_alloc_count[(size_t)(pass + loop) % RP_ALLOC_PCTS];
+            for (size_t k = 0; k < nfree; k++) {
+                if (slot[free_at]) {
+                    me->live_bytes -= rp_size_of(slot[free_at]);
+                    free(slot[free_at]);
+                    slot[free_at] = NULL;
+                    me->ops++;
+                }
+                free_at = (free_at + r_free_step) % (size_t)r_slots;
+            }
+            rp_drain(me);
+            for (size_t k = 0; k < nalloc; k++) {
+                if (slot[alloc_at]) {
+                    me->live_bytes -= rp_size_of(slot[alloc_at]);
+                    free(slot[alloc_at]);
+                    me->ops++;
+                }
+                size_t n = r_size[si];
+                si = (si + 1) % RP_SIZES;
+                slot[alloc_at] = rp_alloc(n, turn++);
+                me->live_bytes += n;
+                me->ops++;
+                alloc_at = (alloc_at + r_alloc_step) % (size_t)r_slots;
+            }
+            if (r_cross && nthreads > 1 && loop % r_cross == 0) {
+                rp_batch *b = malloc(sizeof *b);
+                void **blocks = malloc(nalloc * sizeof *blocks);
+                if (!b || !blocks) {
+                    fprintf(stderr, "out of memory\n");
+                    exit(1);
+                }
+                b->count = nalloc;
+                b->blocks = blocks;
+                for (size_t k = 0; k < nalloc; k++) {
+                    size_t n = r_size[si];
+                    si = (si + 1) % RP_SIZES;
+                    blocks[k] = rp_alloc(n, turn++);
+                    me->sent_bytes += n;
+                }
+                me->ops += nalloc + 2;
+                to = (to + 1) % (size_t)nthreads;
+                if (to == (size_t)id)
+                    to = (to + 1) % (size_t)nthreads;
+                rp_push(&r_thread[to], b);
+            }
+        }
+        pthread_barrier_wait(&barrier); /* nothing more is sent */
+        rp_drain(me);
+        pthread_barrier_wait(&barrier);
+        if (id == 0) { /* the sample: every batch freed, every slot still held */
+            long rss = bench_rss_kb();
+            uint64_t live = 0;
+            for (long t = 0; t < nthreads; t++)
+                live += r_thread[t].live_bytes;
+            if (rss > r_sample_rss_kb) {
+                r_sample_rss_kb = rss;
+                r_sample_live = live;
+            }
+        }
+        pthread_barrier_wait(&barrier);
+        for (long k = 0; k < r_slots; k++)
+            if (slot[k]) {
+                me->live_bytes -= rp_size_of(slot[k]);
+                free(slot[k]);
+                slot[k] = NULL;
+                me->ops++;
+            }
+    }
+    free(slot);
+    me->ops++;
+    return NULL;
+}
+
+static double run_rptest(int argc, char **argv)
+{
+    r_loops = bench_opt_long(argc, argv, "loops", 500);
+    r_slots = bench_opt_long(argc, argv, "slots", 1000);
+    r_ops = bench_opt_long(argc, argv, "ops", 100);
+    r_min = bench_opt_long(argc, argv, "min", 8);
+    r_max = bench_opt_long(argc, argv, "max", 16000);
+    r_cross = bench_opt_long(argc, argv, "cross", 2);
+    r_rounds = bench_opt_long(argc, argv, "rounds", 2);
+    if (r_slots < 1)
+        r_slots = 1;
+    if (r_min < (long)sizeof(int32_t))
+        r_min = (long)sizeof(int32_t);
+    if (r_max < r_min)
+        r_max = r_min;
+    if (r_cross < 0)
+        r_cross = 0;
+    printf("loops=%ld\nslots=%ld\nops=%ld\nmin=%ld\nmax=%ld\ncross=%ld\nrounds=%ld\n", r_loops,
+           r_slots, r_ops, r_min, r_max, r_cross, r_rounds);
+    bench_rng r;
+    bench_rng_seed(&r, seed);
+    double range = (double)(r_max - r_min), mean = 0;
+    for (int i = 0; i < RP_SIZES; i++) { /* linear drop-off: |1 - u1 - u2| has density 2(1-x) */
+        double u1 = bench_uniform(&r), u2 = bench_uniform(&r), u3 = bench_uniform(&r);
+        r_size[i] = (size_t)r_min + (size_t)(range * u3 * fabs(1.0 - u1 - u2));
+        mean += (double)r_size[i];
+    }
+    for (int i = 0; i < RP_FREE_PCTS; i++)
+        r_free_count[i] = (size_t)(0.8 * (double)r_ops * (double)(30 + bench_below(&r, 70)) / 100);
+    for (int i = 0; i < RP_ALLOC_PCTS; i++)
+        r_alloc_count[i] = (size_t)((double)r_ops * (double)(30 + bench_below(&r, 70)) / 100);
+    r_alloc_step = rp_coprime(7, (size_t)r_slots);
+    r_free_step = rp_coprime(r_alloc_step + 1, (size_t)r_slots);
+    printf("mean_size=%.1f\nalloc_step=%zu\nfree_step=%zu\n", mean / RP_SIZES, r_alloc_step,
+           r_free_step);
+    r_thread = aligned_alloc(BENCH_CACHE_LINE, (size_t)nthreads * sizeof *r_thread);
+    if (!r_thread) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    memset(r_thread, 0, (size_t)nthreads * sizeof *r_thread);
+    pthread_t *tid = bench_xmalloc((size_t)nthreads * sizeof *tid);
+    uint64_t t0 = bench_now_ns();
+    for (long round = 0; round < r_rounds; round++) { /* new threads each round */
+        for (long t = 0; t < nthreads; t++)
+            pthread_create(&tid[t], NULL, rptest_worker, (void *)(intptr_t)t);
+        for (long t = 0; t < nthreads; t++)
+            pthread_join(tid[t], NULL);
+    }
+    double s = (double)(bench_now_ns() - t0) * 1e-9;
+    uint64_t ops = 0, sent = 0, received = 0;
+    for (long t = 0; t < nthreads; t++) {
+        ops += r_thread[t].ops;
+        sent += r_thread[t].sent_bytes;
+        received += r_thread[t].received_bytes;
+    }
+    if (sent != received) {
+        fprintf(stderr, "rptest: %llu bytes sent across threads, %llu received\n",
+                (unsigned long long)sent, (unsigned long long)received);
+        exit(1);
+    }
+    free(tid);
+    free(r_thread);
+    /* rptest's memory figures: the sample with the largest RSS, and its overhead over the
+     * bytes live in the slots */
+    printf("sample_live_mib=%.1f\nsample_rss_mib=%.1f\noverhead_pct=%.0f\n",
+           (double)r_sample_live / 1048576, (double)r_sample_rss_kb / 1024,
+           100.0 * ((double)r_sample_rss_kb * 1024 - (double)r_sample_live) /
+               (double)(r_sample_live ? r_sample_live : 1));
+    printf("mops_per_s=%.3f\n", (double)ops / s * 1e-6);
+    return s;
+}
+
 int main(int argc, char **argv)
 {
     const char *test = bench_opt_str(argc, argv, "test", "larson");
@@ -718,10 +1009,12 @@ int main(int argc, char **argv)
         s = run_glibcthread(argc, argv);
     else if (strcmp(test, "mleak") == 0)
         s = run_mleak(argc, argv);
+    else if (strcmp(test, "rptest") == 0)
+        s = run_rptest(argc, argv);
     else {
         fprintf(stderr,
                 "unknown --test %s (larson, xmalloc, scratch, churn, bulk, large, lifo, live, "
-                "glibcthread, mleak)\n",
+                "glibcthread, mleak, rptest)\n",
                 test);
         return 2;
     }
