@@ -157,6 +157,24 @@ def cases(bindir, full):
     out.append(Case("mt", "live", [b("mt_bench"), "--test", "live", "--threads", "3000"],
                     [("time_s", "s", "time"), ("joined_mib", "MiB", "resident once joined")],
                     [], []))
+    # mimalloc-bench's glibc-thread, mleak and rptestN (bench.sh: `glibc-thread <procs>`,
+    # `mleak 5` and `mleak 50`, `rptest <procs> 0 1 2 500 1000 100 8 16000`); <procs> is
+    # this machine's 2 cores, mleak's 10 threads are fixed in mleak.c. glibcthread counts
+    # iterations per thread (the original runs 2 s); mleak quick is mleak10's 500 rounds,
+    # full mleak100's 5,000; rptest repeats mimalloc-bench's run (2 starts of the threads,
+    # 2 passes of 500 loops each) by starting the threads 4 (full: 12) times.
+    out.append(Case("mt", "glibcthread",
+                    [b("mt_bench"), "--test", "glibcthread", "--threads", "2"],
+                    [("time_s", "s", "time")],
+                    ["--iterations", "10000000"], ["--iterations", "30000000"]))
+    out.append(Case("mt", "mleak", [b("mt_bench"), "--test", "mleak", "--threads", "10"],
+                    [("time_s", "s", "mleak: time"),
+                     ("joined_mib", "MiB", "mleak: resident once joined")],
+                    ["--rounds", "500"], ["--rounds", "5000"]))
+    out.append(Case("mt", "rptest", [b("mt_bench"), "--test", "rptest", "--threads", "2"],
+                    [("time_s", "s", "rptest: time"),
+                     ("sample_rss_mib", "MiB", "rptest: resident at the sample")],
+                    ["--rounds", "4"], ["--rounds", "12"]))
     py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
     progs = os.path.join(HERE, "programs")
     if py:
