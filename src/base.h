@@ -70,14 +70,16 @@ static inline uint64_t usi_mix64(uint64_t z)
  * at 32 KiB of objects (256 of 128 bytes or less) and, with USLAB_MAGAZINE_GROWTH, grows
  * under depot contention (Bonwick & Adams §3.7). */
 #define USI_MAG_MAX 256
-/* Magazines up to this capacity come from the small magazine cache (design §4). */
+/* Magazines are objects of four internal caches, of up to USI_MAG_START_MAX, 16, 64 and
+ * USI_MAG_MAX slots (depot.c, design §4). */
+#define USI_MAG_TINY  16
 #define USI_MAG_SMALL 64
-/* Magazines up to this capacity come from the tiny magazine cache. */
-#define USI_MAG_TINY 16
-/* A thread's first magazine of a cache holds at most this many bytes of objects (and 2 to
- * USI_MAG_TINY objects); each magazine it makes or trades for after that may hold twice as
- * many as the last, up to the cache's capacity (slow start, design §4). */
-#define USI_MAG_START_BYTES 1024
+/* A thread's first magazine of a cache holds at most this many bytes of objects (and 1 to
+ * USI_MAG_START_MAX objects); each magazine it makes or trades for after that may hold
+ * twice as many as the last, up to the cache's capacity (slow start, design §4). Past the
+ * bound on thread caches (design §5) its magazines stay at that start capacity. */
+#define USI_MAG_START_BYTES 256
+#define USI_MAG_START_MAX   4
 /* Depot lock acquisitions that had to wait before a cache's magazines grow (only with
  * USLAB_MAGAZINE_GROWTH=1). */
 #define USI_DEPOT_CONTENTION 32

@@ -38,32 +38,37 @@
 
 struct usi_mag usi_mag_empty; /* rounds = capacity = 0: every fast path misses on it */
 
-/* Magazines themselves are objects of three internal caches without magazines: up to
- * USI_MAG_TINY slots (a thread's first ones, slow start), up to USI_MAG_SMALL, and up to
- * USI_MAG_MAX. None has a callback, so making or freeing a magazine is safe in any state. */
-static struct uslab_cache mag_tiny, mag_small, mag_large;
+/* Magazines themselves are objects of internal caches without magazines, one per size:
+ * up to USI_MAG_START_MAX slots (a thread's first ones, slow start), 16, 64 and
+ * USI_MAG_MAX. None has
+ * a callback, so making or freeing a magazine is safe in any state. A thread that uses a
+ * class a little holds a magazine of 64 bytes for it, not 160 (3,000 live threads: 27 such
+ * magazines each, issue 38). */
+static const uint32_t mag_slots[] = {USI_MAG_START_MAX, USI_MAG_TINY, USI_MAG_SMALL, USI_MAG_MAX};
+static const char *const mag_names[] = {"uslab-magazine-4", "uslab-magazine-16",
+                                        "uslab-magazine-64", "uslab-magazine-256"};
+#define MAG_CACHES (sizeof mag_slots / sizeof mag_slots[0])
+static struct uslab_cache mag_caches[MAG_CACHES];
 
 /* The internal cache a magazine of cap slots is an object of. */
 static struct uslab_cache *mag_cache(uint32_t cap)
 {
-    return cap <= USI_MAG_TINY ? &mag_tiny : cap <= USI_MAG_SMALL ? &mag_small : &mag_large;
+    unsigned i = 0;
+    while (cap > mag_slots[i])
+        i++;
+    return &mag_caches[i];
 }
 
 void usi_depot_init(void)
 {
-    usi_objects_init_cache(&mag_tiny, "uslab-magazine-tiny",
-                           sizeof(struct usi_mag) + USI_MAG_TINY * sizeof(void *), 64, NULL, NULL,
-                           NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
-    usi_objects_init_cache(&mag_small, "uslab-magazine",
-                           sizeof(struct usi_mag) + USI_MAG_SMALL * sizeof(void *), 64, NULL, NULL,
-                           NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
-    usi_objects_init_cache(&mag_large, "uslab-magazine-large",
-                           sizeof(struct usi_mag) + USI_MAG_MAX * sizeof(void *), 64, NULL, NULL,
-                           NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
-    if (usi_registry_add(&mag_tiny, USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0 ||
-        usi_registry_add(&mag_small, USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0 ||
-        usi_registry_add(&mag_large, USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0)
-        usi_report_fatal("no cache id for the magazine caches");
+    _Static_assert(sizeof mag_names / sizeof mag_names[0] == MAG_CACHES, "a name a size");
+    for (unsigned i = 0; i < MAG_CACHES; i++) {
+        usi_objects_init_cache(&mag_caches[i], mag_names[i],
+                               sizeof(struct usi_mag) + mag_slots[i] * sizeof(void *), 64, NULL,
+                               NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE | USI_CACHE_INTERNAL);
+        if (usi_registry_add(&mag_caches[i], USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0)
+            usi_report_fatal("no cache id for the magazine caches");
+    }
 }
 
 /* Objects per magazine at first: 32 KiB of objects, at most USI_MAG_MAX (256) and at

@@ -418,7 +418,7 @@ static __attribute__((aligned(64))) void *usi_malloc(size_t size)
 {
     if (USI_LIKELY(size <= USI_SMALL_MAX)) {
         struct usi_tcache *tc = usi_tls;
-        struct usi_magpair *mp = pair_at(tc, tc->class_offset[size]);
+        struct usi_magpair *mp = pair_at(tc, usi_tcache_size_offsets[size]);
 #ifdef USLAB_VALGRIND
         void *p = usi_pair_pop(mp);
         if (p) {

@@ -19,6 +19,7 @@
  */
 #include "tcache.h"
 #include "base.h"
+#include "debug.h"
 #include "depot.h"
 #include "descriptor.h"
 #include "objects.h"
@@ -196,39 +197,31 @@ static inline void exchange_end(struct usi_tcache *tc, uint32_t state)
     usi_purge_no_start(-1);
 }
 
-/*
- * Past the bound, a thread's pair still gets magazines, small ones: USI_MAG_FLOOR_BYTES of
- * objects, at least one. They are counted in usi_tcache_bytes but not refused, so threads
- * that come after the bound is reached do not take a lock per operation; what they may
- * cache is at most two floor magazines per cache they use (design §5).
- */
-#define USI_MAG_FLOOR_BYTES 1024
 /* A shedding pair's magazine (design §4, "Shedding"): what it holds when the frees stop
  * keeps at most that many slabs from emptying. */
 #define USI_MAG_SHED 4
 
-static uint32_t floor_capacity(const struct uslab_cache *c)
-{
-    size_t cap = USI_MAG_FLOOR_BYTES / c->stride;
-    uint32_t most = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
-    if (cap > most)
-        cap = most;
-    return cap ? (uint32_t)cap : 1;
-}
-
 /*
  * Slow start (design §4): a pair's level is the capacity of the magazines it uses now. The
- * first magazine it makes or trades for holds at most USI_MAG_START_BYTES of objects (2 to
- * USI_MAG_TINY of them); each slow path after that doubles the level, up to the cache's
- * capacity. A thread that uses a cache a little keeps a few of its objects, not a private
- * range of its slabs' pages each; one that keeps using it reaches the capacity after a few
- * slow paths. An empty magazine below the level is freed where the pair would reuse it,
- * so the small ones of the start do not stay in circulation.
+ * first magazine it makes or trades for holds at most USI_MAG_START_BYTES of objects (1 to
+ * USI_MAG_START_MAX of them); each slow path after that doubles the level, up to the
+ * cache's capacity. A thread that uses a cache a little keeps a few of its objects, not a
+ * private range of its slabs' pages each; one that keeps using it reaches the capacity
+ * after a few slow paths. An empty magazine below the level is freed where the pair would
+ * reuse it, so the small ones of the start do not stay in circulation.
+ *
+ * Past the bound a pair stays at this start capacity (the floor): its magazines are
+ * counted in usi_tcache_bytes but not refused, so threads that come after the bound is
+ * reached do not take a lock per operation; what they may cache is at most two start
+ * magazines per cache they use (design §5). A floor of 1 KiB of objects, above the start,
+ * made 3,000 live threads hold 21 MB more once they passed the bound (issue 38).
  */
 static uint32_t start_capacity(const struct uslab_cache *c)
 {
     size_t start = USI_MAG_START_BYTES / c->stride;
-    return start > USI_MAG_TINY ? USI_MAG_TINY : start < 2 ? 2 : (uint32_t)start;
+    uint32_t most = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
+    start = start > USI_MAG_START_MAX ? USI_MAG_START_MAX : start < 1 ? 1 : start;
+    return start < most ? (uint32_t)start : most ? most : 1;
 }
 
 static uint32_t pair_level(const struct uslab_cache *c, const struct usi_magpair *mp)
@@ -281,7 +274,7 @@ static struct usi_mag *fit_empty(struct uslab_cache *c, const struct usi_magpair
  * the bigger one will do). */
 static struct usi_mag *fit_floor(struct uslab_cache *c, struct usi_mag *m)
 {
-    uint32_t cap = floor_capacity(c);
+    uint32_t cap = start_capacity(c);
     return m->capacity <= cap ? m : mag_replace(c, m, cap);
 }
 
@@ -330,39 +323,69 @@ static void registry_remove(struct usi_tcache *tc)
         tc->reg_next->reg_prev = tc->reg_prev;
 }
 
-/* Caches of exited threads, kept for the next threads (no mmap/munmap per thread):
- * every pair is clear, the layout is the default size. Under registry_lock. */
-#define SPARE_MAX 32
-static struct usi_tcache *spare;
-static unsigned nspare;
+/*
+ * Thread caches of the default size are objects of an internal cache, whose slabs have
+ * guard pages (design §3): a thread costs no mmap, mprotect or munmap, and the page of its
+ * pairs it uses (3,000 live threads: a mapping and two guard pages each cost 0.1 s and TLB
+ * shootdowns, issue 38). Only the pages a thread opens become resident. A pooled cache
+ * goes back with every pair clear (tcache_thread_exit) or blank (never opened), as a
+ * fresh slab's memory reads as zero (design §2); the header is written anew. A thread
+ * that needs more pairs (many object caches) gets a guarded mapping of its own.
+ */
+#define POOL_BYTES                                                                                 \
+    ((sizeof(struct usi_tcache) + (SENTINEL_PAIRS + 64) * sizeof(struct usi_magpair) +             \
+      USI_PAGE_SIZE - 1) &                                                                         \
+     ~(size_t)(USI_PAGE_SIZE - 1))
+static struct uslab_cache tcache_pool;
 
 static struct usi_tcache *tcache_map(uint32_t want_pairs)
 {
-    if (want_pairs <= SENTINEL_PAIRS + 64) {
-        usi_lock(&registry_lock);
-        struct usi_tcache *tc = spare;
-        if (tc) {
-            spare = tc->reg_next;
-            nspare--;
-        }
-        usi_unlock(&registry_lock);
-        if (tc) {
-            memset(tc->limbo, 0, sizeof tc->limbo); /* an exit inside a passage left one */
-            return tc;
-        }
-    }
     size_t bytes = sizeof(struct usi_tcache) + (size_t)want_pairs * sizeof(struct usi_magpair);
     bytes = (bytes + USI_PAGE_SIZE - 1) & ~(size_t)(USI_PAGE_SIZE - 1);
-    struct usi_tcache *tc = usi_os_map_guarded(bytes);
+    struct usi_tcache *tc;
+    if (bytes <= POOL_BYTES) {
+        bytes = POOL_BYTES;
+        tc = usi_objects_alloc(&tcache_pool);
+    } else {
+        tc = usi_os_map_guarded(bytes);
+    }
     if (!tc)
         return NULL;
     pthread_mutex_init(&tc->lock, NULL);
     tc->map_bytes = bytes;
     tc->npairs = (uint32_t)((bytes - sizeof *tc) / sizeof(struct usi_magpair));
     tc->pairs_bytes = tc->npairs * sizeof(struct usi_magpair);
-    /* The pairs stay zero (blank, see pair_is_blank): nothing is written but the header. */
-    memcpy(tc->class_offset, usi_tcache_size_offsets, sizeof tc->class_offset);
+    tc->exchanging = 0;
+    memset(tc->limbo, 0, sizeof tc->limbo); /* an exit inside a passage left one */
+    /* Its pairs are blank or clear (tcache_unmap). */
     return tc;
+}
+
+/* Gives back a thread cache that no thread uses and the registry does not list. A pooled
+ * one goes back with every pair clear (pair_clear: tcache_thread_exit's flush) or blank,
+ * as the next thread may find it. `blank`: zero every pair it opened first, where some
+ * may still name magazines: the old cache of a grow, whose pairs the new one copied, and
+ * a fork child's orphan, which keeps the pair its owner was changing (design §7). */
+static void tcache_unmap(struct usi_tcache *tc, int blank)
+{
+    if (tc->map_bytes != POOL_BYTES) {
+        usi_os_unmap_guarded(tc, tc->map_bytes);
+        return;
+    }
+    const size_t per_page = USI_PAGE_SIZE / sizeof(struct usi_magpair);
+    const size_t head = offsetof(struct usi_tcache, pairs) / sizeof(struct usi_magpair);
+    for (size_t w = 0; w < USI_TCACHE_PAGE_WORDS && blank; w++) {
+        for (uint64_t bits = tc->pair_pages[w]; bits; bits &= bits - 1) {
+            size_t page = w * 64 + (size_t)__builtin_ctzll(bits);
+            size_t id = page * per_page > head ? page * per_page - head : 0;
+            size_t end = (page + 1) * per_page - head;
+            for (end = end < tc->npairs ? end : tc->npairs; id < end; id++)
+                if (tc->pairs[id].prev != NULL) /* else blank already */
+                    memset(&tc->pairs[id], 0, sizeof tc->pairs[id]);
+        }
+        tc->pair_pages[w] = 0;
+    }
+    usi_objects_unfill(&tcache_pool, 1, (void *const *)&tc);
 }
 
 /* Returns the calling thread's own cache with a pair for id, or NULL (no memory, or the
@@ -409,7 +432,7 @@ static struct usi_tcache *tcache_get(uintptr_t id)
     usi_objects_set_limbo(fresh->limbo);
     usi_unlock(&registry_lock);
     if (tc != &sentinel.tc)
-        usi_os_unmap_guarded(tc, tc->map_bytes);
+        tcache_unmap(tc, 1);
     /* May allocate (glibc's second-level key blocks); usi_tls is already set. */
     pthread_setspecific(exit_key, fresh);
     return fresh;
@@ -473,7 +496,7 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
         before = pair_bytes(c, mp);
         int saved = errno;
         if (loaded == &usi_mag_empty)
-            loaded = usi_mag_new_cap(c, floor_capacity(c));
+            loaded = usi_mag_new_cap(c, start_capacity(c));
         if (loaded) {
             loaded->rounds = (uint32_t)usi_objects_fill(c, loaded->capacity, loaded->objs, 0);
             pair_load(mp, loaded);
@@ -693,7 +716,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         pair_load(mp, prev);
     } else {
         /* Both full (or missing): give the previous one to the depot for an empty one.
-         * Past the bound, the empty one has floor capacity (see floor_capacity) and comes
+         * Past the bound, the empty one has floor capacity (start capacity) and comes
          * from the depot's empty magazines where it has one (made anew at each exchange,
          * the floor magazines piled up there without bound: test tcache_floor), and the
          * previous one's objects go back to their slabs instead, where this thread's fills
@@ -705,7 +728,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         int saved = errno;
         struct usi_mag *empty;
         if (past_bound) {
-            empty = usi_depot_get_empty(c, NULL, floor_capacity(c));
+            empty = usi_depot_get_empty(c, NULL, start_capacity(c));
             if (prev != &usi_mag_empty)
                 usi_depot_flush_later(c, prev, &over);
             if (empty)
@@ -759,6 +782,13 @@ size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs)
         objs[i++] = p;
     while (i < n && mp->prev->rounds)
         objs[i++] = mp->prev->objs[--mp->prev->rounds];
+    /* Constructed objects in the depot's full magazines before any new one is constructed:
+     * with magazines of a few objects at the slow start, a bulk of 30 freed ones left 6
+     * in the depot while the slabs constructed 6 more (api_cache). For a cache with a
+     * constructor alloc_exchange never fills from the slabs. */
+    while (i < n && c->ctor && alloc_exchange(c, mp))
+        while (i < n && (p = usi_pair_pop(mp)) != NULL)
+            objs[i++] = p;
     exchange_end(tc, ex);
     return i;
 }
@@ -822,24 +852,28 @@ static void tcache_flush_every(struct usi_tcache *tc, int locked, uint32_t skip)
 {
     _Static_assert(offsetof(struct usi_tcache, pairs) % sizeof(struct usi_magpair) == 0,
                    "pairs start on a pair boundary: a page's first id is computed");
-    const uint32_t per_page = USI_PAGE_SIZE / sizeof(struct usi_magpair);
-    for (uint32_t id = 1; id < tc->npairs; id++) {
-        struct usi_magpair *mp = &tc->pairs[id];
-        if (!pair_page_opened(tc, mp)) { /* no pair of that page was ever opened */
-            id = (uint32_t)(((const char *)mp - (const char *)tc) / USI_PAGE_SIZE + 1) * per_page -
-                 (uint32_t)(offsetof(struct usi_tcache, pairs) / sizeof(struct usi_magpair)) - 1;
-            continue;
+    const size_t per_page = USI_PAGE_SIZE / sizeof(struct usi_magpair);
+    const size_t head = offsetof(struct usi_tcache, pairs) / sizeof(struct usi_magpair);
+    /* Only the pages with a pair ever opened (pair_pages), a page's pairs in a row. */
+    for (size_t w = 0; w < USI_TCACHE_PAGE_WORDS; w++)
+        for (uint64_t bits = __atomic_load_n(&tc->pair_pages[w], __ATOMIC_RELAXED); bits;
+             bits &= bits - 1) {
+            size_t page = w * 64 + (size_t)__builtin_ctzll(bits);
+            size_t id = page * per_page > head ? page * per_page - head : 1;
+            size_t end = (page + 1) * per_page - head;
+            for (end = end < tc->npairs ? end : tc->npairs; id < end; id++) {
+                struct usi_magpair *mp = &tc->pairs[id];
+                if (id == skip || pair_holds_nothing(mp))
+                    continue;
+                if (locked)
+                    usi_lock(&tc->lock);
+                struct uslab_cache *c = __atomic_load_n(&usi_caches[id], __ATOMIC_ACQUIRE);
+                if (c && !(mp->base == usi_mag_empty.objs && mp->prev == &usi_mag_empty))
+                    pair_flush(c, mp);
+                if (locked)
+                    usi_unlock(&tc->lock);
+            }
         }
-        if (id == skip || pair_holds_nothing(mp))
-            continue;
-        if (locked)
-            usi_lock(&tc->lock);
-        struct uslab_cache *c = __atomic_load_n(&usi_caches[id], __ATOMIC_ACQUIRE);
-        if (c && !(mp->base == usi_mag_empty.objs && mp->prev == &usi_mag_empty))
-            pair_flush(c, mp);
-        if (locked)
-            usi_unlock(&tc->lock);
-    }
 }
 
 static void tcache_thread_exit(void *arg)
@@ -850,19 +884,11 @@ static void tcache_thread_exit(void *arg)
     usi_tls = &sentinel.tc;
     usi_objects_set_limbo(NULL); /* its passages from here on are not recorded (§12) */
     tcache_flush_every(tc, 1, 0);
-    int keep = 0;
     usi_lock(&registry_lock);
     registry_remove(tc);
     int last = !registry || !registry->reg_next; /* at most one thread with a cache is left */
-    if (nspare < SPARE_MAX && tc->npairs < 2 * (SENTINEL_PAIRS + 64)) {
-        tc->reg_next = spare; /* every pair was cleared by the flush above */
-        spare = tc;
-        nspare++;
-        keep = 1;
-    }
     usi_unlock(&registry_lock);
-    if (!keep)
-        usi_os_unmap_guarded(tc, tc->map_bytes);
+    tcache_unmap(tc, 0);         /* every pair was cleared by the flush above */
     usi_purge_thread_exit(last); /* what this thread leaves idle may go now (design §3) */
 }
 
@@ -879,6 +905,11 @@ void usi_tcache_init(void)
     for (size_t size = 0; size <= USI_SMALL_MAX && !usi_options.profile; size++)
         usi_tcache_size_offsets[size] =
             (uint16_t)(usi_class_small[(size + 7) >> 3] * sizeof(struct usi_magpair));
+    usi_objects_init_cache(&tcache_pool, "uslab-thread-cache", POOL_BYTES, USI_PAGE_SIZE, NULL,
+                           NULL, NULL, NULL,
+                           USLAB_CACHE_NOMAGAZINE | USLAB_CACHE_NOCOLOUR | USI_CACHE_INTERNAL);
+    if (usi_registry_add(&tcache_pool, USI_RESERVED_IDS + 1, USI_MAX_IDS - 1) != 0)
+        usi_report_fatal("no cache id for the thread caches");
     pthread_key_create(&exit_key, tcache_thread_exit);
 }
 
@@ -938,7 +969,7 @@ void usi_tcache_adopt_orphans(void)
              * magazines are lost to the child, never put back twice (design §7). */
             tcache_flush_every(tc, 0, __atomic_load_n(&tc->exchanging, __ATOMIC_ACQUIRE));
             registry_remove(tc);
-            usi_os_unmap_guarded(tc, tc->map_bytes);
+            tcache_unmap(tc, 1);
         }
         tc = next;
     }

@@ -80,11 +80,6 @@ struct usi_tcache {
      * thread's pairs without a lock (usi_tcache_block_is_free, design §8). Its fast paths
      * move only `top`, and do not touch it. */
     uint32_t exchange_seq;
-    /* size -> offset of the malloc class's pair from pairs[0], for sizes up to
-     * USI_SMALL_MAX: a copy of usi_tcache_size_offsets, kept here so malloc's lookup needs
-     * no other base address, indexed by the size itself (no rounding instruction). All 0
-     * in the sentinel (pair 0, empty). */
-    uint16_t class_offset[USI_SMALL_MAX + 1];
     /* A bit per page of this mapping (from its start) holding a pair the owner opened: set
      * by the owner's slow path (relaxed), read by statistics, which read other threads'
      * pairs only on those pages and so never make the others resident (blank pairs). */
@@ -93,15 +88,20 @@ struct usi_tcache {
     struct usi_magpair pairs[];
 };
 _Static_assert((USI_RESERVED_IDS + 1) * sizeof(struct usi_magpair) <= UINT16_MAX,
-               "unit tags and class_offset[] hold pair offsets in 16 bits");
+               "unit tags and usi_tcache_size_offsets[] hold pair offsets in 16 bits");
 
 /* The calling thread's cache; a static sentinel whose magazines are all empty (capacity 0)
  * until the thread's first slow path. Every fast path therefore needs no NULL check. */
 extern __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec")));
 
-/* The template of class_offset[] for new thread caches (filled by usi_tcache_init). */
+/* size -> offset of the malloc class's pair from pairs[0], for sizes up to USI_SMALL_MAX,
+ * indexed by the size itself (no rounding instruction); every offset is below the
+ * sentinel's pairs_bytes, whose pairs are all empty. One table for every thread: a copy in
+ * each thread cache saved malloc one instruction (the table's address) but cost each
+ * thread 2 KiB and, with its pairs, a second resident page (3,000 live threads: 12 MB,
+ * issue 38). */
 extern uint16_t usi_tcache_size_offsets[USI_SMALL_MAX + 1];
-/* Creates the thread-exit key and the class_offset template from usi_class_small. */
+/* Creates the thread-exit key and usi_tcache_size_offsets from usi_class_small. */
 void usi_tcache_init(void);
 /* Gives a registered cache its pair (pair_offset) if it has magazines. */
 void usi_tcache_init_cache(struct uslab_cache *c);

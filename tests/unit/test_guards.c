@@ -115,12 +115,10 @@ int main(void)
     CHECK(m != &usi_mag_empty, "a loaded magazine");
     check_internal_span(m, "magazine");
 
-    /* The thread cache: a guard page on each side of its mapping. */
-    CHECK(tc->map_bytes > 0, "a mapped thread cache");
-    char *lo = (char *)tc - 1, *hi = (char *)tc + tc->map_bytes;
-    CHECK(is_guard(lo) && is_guard(hi) && is_rw(tc), "thread cache %p: guards at %p and %p",
-          (void *)tc, (void *)lo, (void *)hi);
-    CHECK(write_faults(lo) && write_faults(hi), "writes next to the thread cache fault");
+    /* The thread cache: an object of an internal cache (tcache.c's pool), in a span with
+     * a guard page at each end, like the magazines. */
+    CHECK(tc->map_bytes > 0, "a thread cache of its own, not the sentinel");
+    check_internal_span(tc, "thread cache");
 
     /* A user slab holds only objects: its first object is at the span (no colour for the
      * first slab) and the header is elsewhere, in the side array. */

@@ -6,8 +6,9 @@
  * magazines it makes or trades for, up to the cache's. Checked on both sides: a thread that
  * only allocates (its slab fills) and a thread that only frees (its empty magazines). Then 64
  * threads that each allocate one object and hold it: before slow start each took a full magazine
- * (128 objects of 256 bytes, half a slab) from the slabs, 32 slabs for 64 objects; now 4 each, one
- * slab. Deterministic: one thread at a time, except the 64, which only allocate.
+ * (128 objects of 256 bytes, half a slab) from the slabs, 32 slabs for 64 objects; now 1 each
+ * (USI_MAG_START_BYTES 256 since issue 38; 4 before), one slab. Deterministic: one thread at a
+ * time, except the 64, which only allocate.
  */
 #include "base.h"
 #include "check.h"
@@ -19,8 +20,9 @@
 #include <pthread.h>
 #include <string.h>
 
-#define OBJ  256
-#define MANY 64
+#define OBJ    256
+#define MANY   64
+#define LEVELS 8 /* 1, 2, 4, ... 128 */
 
 static uslab_cache_t *cache;
 static struct uslab_cache *ci;
@@ -58,7 +60,7 @@ static void *free_side(void *arg)
     for (size_t i = 0; i < nobjs; i++) {
         uslab_cache_free(cache, objs[i]);
         uint32_t cap = loaded_capacity();
-        if (cap != last && k < 6)
+        if (cap != last && k < LEVELS)
             seen[k++] = last = cap;
     }
     return NULL;
@@ -119,12 +121,12 @@ int main(void)
     ci = (struct uslab_cache *)cache;
     uint32_t most = ci->mag_capacity;
     uint32_t first = USI_MAG_START_BYTES / OBJ;
-    CHECK(most == 128 && first == 4, "256-byte objects: capacity %u, first %u", most, first);
+    CHECK(most == 128 && first == 1, "256-byte objects: capacity %u, first %u", most, first);
 
-    /* Allocating: 4, 8, 16, 32, 64, 128, then 128 for good. */
-    uint32_t seen[6];
-    alloc_side(seen, 6);
-    for (int k = 0; k < 6; k++)
+    /* Allocating: 1, 2, 4, ... 128, then 128 for good. */
+    uint32_t seen[LEVELS];
+    alloc_side(seen, LEVELS);
+    for (int k = 0; k < LEVELS; k++)
         CHECK(seen[k] == first << k, "alloc side: magazine %d holds %u, not %u", k, seen[k],
               first << k);
     size_t before = nobjs;
@@ -134,11 +136,11 @@ int main(void)
 
     /* Freeing, in a thread that allocated nothing: its empties grow the same way (its very
      * first free goes back to the slab, design §4). */
-    uint32_t fseen[6] = {0};
+    uint32_t fseen[LEVELS] = {0};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, free_side, fseen) == 0, "thread");
     pthread_join(t, NULL);
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < LEVELS; k++)
         CHECK(fseen[k] == first << k, "free side: magazine %d holds %u, not %u", k, fseen[k],
               first << k);
     nobjs = 0;
@@ -156,8 +158,8 @@ int main(void)
     uslab_cache_stats(cache, &st);
     printf("%d threads holding one %d-byte object each: %zu slabs (%zu before)\n", MANY, OBJ,
            st.slabs, slabs0);
-    /* 64 threads x 4 objects = 256 objects = one slab of 64 KiB (256 x 256 bytes), and
-     * possibly the slab the main thread left partial. */
+    /* 64 threads x 1 object = 64 objects, a quarter of a slab of 64 KiB (256 x 256 bytes),
+     * and possibly the slab the main thread left partial. */
     CHECK(st.slabs <= slabs0 + 2, "%zu slabs for %d threads (was %zu)", st.slabs, MANY, slabs0);
     pthread_barrier_wait(&held);
     for (int i = 0; i < MANY; i++)

@@ -22,20 +22,20 @@
 
 int main(void)
 {
-    /* 256-byte objects: magazines of 4, 8 and 16 come from the tiny magazine cache (its
-     * first slab is made here), one of 32 would need the small one's first slab. */
+    /* 256-byte objects: magazines of 1, 2 and 4 come from the cache of 4-slot magazines
+     * (its first slab is made here), one of 8 would need the 16-slot one's first slab. */
     uslab_cache_t *cache = uslab_cache_create("nomem", OBJ, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(cache != NULL, "create");
     struct uslab_cache *ci = (struct uslab_cache *)cache;
     void *objs[200];
     int n = 0;
-    objs[n++] = uslab_cache_alloc(cache); /* the cache's slab, a magazine of 4 */
+    objs[n++] = uslab_cache_alloc(cache); /* the cache's slab, a magazine of 1 */
     struct usi_magpair *mp = usi_tcache_pair(usi_tls, ci->pair_offset);
-    CHECK(usi_pair_loaded(mp)->capacity == 4, "first magazine: %u", usi_pair_loaded(mp)->capacity);
+    CHECK(usi_pair_loaded(mp)->capacity == 1, "first magazine: %u", usi_pair_loaded(mp)->capacity);
     CHECK(uslab_faults_set("1,1,mp") == 0, "faults");
 
-    /* Allocating on: 8 and 16 are made from the tiny cache's slab; 32 cannot be. The pair
-     * keeps its magazine of 16 and fills it again from the cache's slab. */
+    /* Allocating on: 2 and 4 are made from that slab; 8 cannot be. The pair keeps its
+     * magazine of 4 and fills it again from the cache's slab. */
     while (n < 60) {
         objs[n] = uslab_cache_alloc(cache);
         CHECK(objs[n] != NULL, "alloc %d", n);
@@ -43,14 +43,14 @@ int main(void)
         CHECK(usi_pair_loaded(mp) != &usi_mag_empty, "alloc %d left the pair without a magazine",
               n);
     }
-    CHECK(usi_pair_loaded(mp)->capacity == 16, "loaded magazine of %u",
+    CHECK(usi_pair_loaded(mp)->capacity == 4, "loaded magazine of %u",
           usi_pair_loaded(mp)->capacity);
     unsigned long failed = uslab_faults_injected("mp");
     CHECK(failed > 0, "no mmap or mprotect failed: the test tested nothing");
 
-    /* Freeing: the magazine of 16 fills; no empty one can be had (the depot has none, and
+    /* Freeing: the magazine of 4 fills; no empty one can be had (the depot has none, and
      * none can be made). The full one is flushed and comes back empty, so at most one free
-     * in 16 takes the slab layer, and the pair always has a magazine to push onto. */
+     * in 4 takes the slab layer, and the pair always has a magazine to push onto. */
     int bare = 0, last_bare = -2;
     for (int i = 0; i < n; i++) {
         uslab_cache_free(cache, objs[i]);
@@ -61,14 +61,19 @@ int main(void)
             bare++;
         }
     }
-    CHECK(bare <= n / 16 + 1, "%d of %d frees left the pair with no magazine", bare, n);
+    CHECK(bare <= n / 4 + 1, "%d of %d frees left the pair with no magazine", bare, n);
     /* The next frees of a full pair find the flushed magazine in the depot. */
     for (int round = 0; round < 100; round++) {
         for (int i = 0; i < 40; i++)
             CHECK((objs[i] = uslab_cache_alloc(cache)) != NULL, "alloc");
-        for (int i = 0; i < 40; i++)
+        int was_bare = 0;
+        for (int i = 0; i < 40; i++) {
             uslab_cache_free(cache, objs[i]);
-        CHECK(usi_pair_loaded(mp) != &usi_mag_empty, "round %d: no loaded magazine", round);
+            int is_bare = usi_pair_loaded(mp) == &usi_mag_empty;
+            CHECK(!(was_bare && is_bare), "round %d: frees %d and %d both left no magazine", round,
+                  i - 1, i);
+            was_bare = is_bare;
+        }
     }
     printf("%lu mmap/mprotect calls failed; the pair kept a magazine of %u\n",
            uslab_faults_injected("mp"), usi_pair_loaded(mp)->capacity);
