@@ -881,7 +881,7 @@ static void each_held_object(struct uslab_cache *c,
         for (struct usi_slab *s = c->lists[l].first; s; s = s->next)
             for (uint32_t i = 0; i < s->bump; i++)
                 if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63)))
-                    fn(c, s, s->objs + (size_t)i * c->stride, arg);
+                    fn(c, s, usi_slab_object(c, s, i), arg);
 }
 
 static void leak_scan_object(struct uslab_cache *c, struct usi_slab *s, char *slot, void *arg)

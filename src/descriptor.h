@@ -142,8 +142,11 @@ struct uslab_cache {
 /*
  * A slab: a span of nobjs objects of cache->stride bytes, from span + first_offset + colour
  * on; its header (this record) and its bitmap are in the pages layer's side arrays, never
- * in the span (docs/security.md). Invariants (all under cache->lock; usi_slab_check tests
- * them, USI_ASSERT samples them):
+ * in the span (docs/security.md). Objects are numbered from the span's end down: index 0
+ * is the highest (usi_slab_object), so a new slab's first objects share its last page with
+ * the free keys of the lattice's tail (§3), and a slab with one object in use has one
+ * resident page, not two. Invariants (all under cache->lock; usi_slab_check tests them,
+ * USI_ASSERT samples them):
  *  - inuse = number of objects outside the slab (in magazines or with the user);
  *  - objects with index >= bump have never been handed out (their pages may be untouched);
  *    under USLAB_HARDEN=random bump is nobjs from the start;
@@ -161,7 +164,7 @@ struct uslab_cache {
 struct usi_slab {
     struct uslab_cache *cache;
     struct usi_slab *next, *prev;
-    char *objs;          /* first object: span + cache->first_offset + colour */
+    char *objs;          /* lowest object (index nobjs - 1): span + first_offset + colour */
     char *span;          /* the span (64 KiB << cache->slab_order, aligned to its size) */
     uint64_t *alloc_map; /* the span's bitmap in the side array */
     uint32_t inuse;
@@ -171,6 +174,13 @@ struct usi_slab {
     uint8_t list;
     uint64_t empty_since_ms; /* when inuse last became 0 (usi_os_now_ms) */
 };
+
+/* Object idx of s (its slot: the user's pointer is obj_offset further). */
+static inline char *usi_slab_object(const struct uslab_cache *c, const struct usi_slab *s,
+                                    uint32_t idx)
+{
+    return s->objs + (size_t)(c->nobjs - 1 - idx) * c->stride;
+}
 
 #pragma GCC visibility pop
 

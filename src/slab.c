@@ -6,11 +6,12 @@
  * A slab is a span from the pages layer holding only objects: its header (struct usi_slab)
  * and its bitmap of allocated objects are in the pages layer's side arrays, out of reach of
  * an overflow (docs/security.md). The bitmap is also the free list: a slab hands out its
- * lowest free objects first (a word of the bitmap at a time), so the pages of a fresh slab
- * are touched only as objects are used, and neither taking nor returning an object reads or
- * writes the object itself: a write after free cannot steer this layer. Slabs of uslab's
- * internal caches (descriptors, magazines) keep a guard page at each end. This layer runs
- * only when a magazine is filled or emptied.
+ * lowest-numbered free objects first (a word of the bitmap at a time; object 0 is the
+ * highest in the span, usi_slab_object), so the pages of a fresh slab are touched only as
+ * objects are used, from the page the lattice's tail keys are on down, and neither taking nor
+ * returning an object reads or writes the object itself: a write after free cannot steer this
+ * layer. Slabs of uslab's internal caches (descriptors, magazines) keep a guard page at each end.
+ * This layer runs only when a magazine is filled or emptied.
  */
 #include "slab.h"
 #include "base.h"
@@ -210,13 +211,14 @@ static void advance_scan(const struct uslab_cache *c, struct usi_slab *s)
         s->scan++;
 }
 
-/* Bytes of the pages of s that objects below bump occupy: from the page of its first
- * object to the page of the end of object bump - 1 (0 when none was handed out yet). */
+/* Bytes of the pages of s that objects below bump occupy: from the page of object bump - 1
+ * (the lowest of them) to the page of the end of object 0 (0 when none was handed out). */
 static size_t touched_bytes(const struct uslab_cache *c, const struct usi_slab *s, uint32_t bump)
 {
     if (bump == 0)
         return 0;
-    uintptr_t first = (uintptr_t)s->objs, end = first + (uintptr_t)bump * c->stride;
+    uintptr_t first = (uintptr_t)usi_slab_object(c, s, bump - 1);
+    uintptr_t end = (uintptr_t)usi_slab_object(c, s, 0) + c->stride;
     uintptr_t page = USI_PAGE_SIZE - 1;
     return (size_t)(((end + page) & ~page) - (first & ~page));
 }
@@ -344,8 +346,8 @@ static uint32_t slab_index(const struct uslab_cache *c, const struct usi_slab *s
     uintptr_t off = (uintptr_t)p - (uintptr_t)s->objs;
     if (off >= (uintptr_t)c->nobjs * c->stride)
         return UINT32_MAX;
-    uint32_t idx = (uint32_t)((off * c->stride_recip) >> 32);
-    return (uintptr_t)idx * c->stride == off ? idx : UINT32_MAX;
+    uint32_t pos = (uint32_t)((off * c->stride_recip) >> 32); /* from the lowest object */
+    return (uintptr_t)pos * c->stride == off ? c->nobjs - 1 - pos : UINT32_MAX;
 }
 
 const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s)
@@ -416,7 +418,7 @@ static inline void *take_index(struct uslab_cache *c, struct usi_slab *s, uint32
 {
     s->alloc_map[idx >> 6] |= (uint64_t)1 << (idx & 63);
     s->inuse++;
-    char *slot = s->objs + (size_t)idx * c->stride;
+    char *slot = usi_slab_object(c, s, idx);
     if (USI_UNLIKELY(c->debug))
         usi_debug_on_alloc(c, s, slot);
     return slot + c->obj_offset;
@@ -439,7 +441,7 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
                 objs[got++] = take_index(c, s, random_free_index(c, s));
             advance_scan(c, s);
         } else if (USI_UNLIKELY(c->debug)) {
-            /* The lowest free objects first, one at a time (each one is checked). */
+            /* The lowest-numbered free objects first, one at a time (each one is checked). */
             while (got < n && s->inuse < c->nobjs) {
                 uint32_t w = s->scan, next = 0; /* next: one past the last object taken */
                 uint64_t free_bits = word_free(c, s, w);
@@ -455,8 +457,8 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
                     s->scan = w + 1; /* word w is full now (or was: then scan was stale) */
             }
         } else {
-            /* The lowest free objects first, a bitmap word at a time: no object is read, and
-             * the word, the count and bump are written once per word, not per object. */
+            /* The lowest-numbered free objects first, a bitmap word at a time: no object is read,
+             * and the word, the count and bump are written once per word, not per object. */
             while (got < n && s->inuse < c->nobjs) {
                 uint32_t w = s->scan;
                 uint64_t free_bits = word_free(c, s, w);
@@ -464,12 +466,12 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
                     s->scan = w + 1;
                     continue;
                 }
-                char *first = s->objs + c->obj_offset + (size_t)w * 64 * c->stride;
+                char *first = usi_slab_object(c, s, w * 64) + c->obj_offset; /* going down */
                 size_t stride = c->stride, room = n - got, k = bit_count(free_bits);
                 size_t end = got + (k < room ? k : room);
                 uint64_t left = free_bits;
                 for (; got < end; got++) { /* one bound: the loop the compiler keeps tight */
-                    objs[got] = first + (size_t)(uint32_t)__builtin_ctzll(left) * stride;
+                    objs[got] = first - (size_t)(uint32_t)__builtin_ctzll(left) * stride;
                     left &= left - 1;
                 }
                 uint64_t taken = free_bits & ~left;
@@ -611,7 +613,7 @@ static USI_COLD void put_debug(struct uslab_cache *c, size_t n, void *const *obj
     struct usi_slab *s = NULL;
     const size_t stride = c->stride;
     const uint64_t recip = c->stride_recip, objs_bytes = (uint64_t)c->nobjs * stride;
-    uintptr_t first = 0, end = 0; /* s's first object (as handed out) and its span's end */
+    uintptr_t first = 0, end = 0; /* s's lowest object (as handed out) and its span's end */
     uint64_t *map = NULL;
     size_t skipped = 0; /* reported and left alone (debug caches only) */
     for (size_t i = 0; i < n; i++) {
@@ -626,8 +628,8 @@ static USI_COLD void put_debug(struct uslab_cache *c, size_t n, void *const *obj
         }
         /* slab_index, with the geometry in registers */
         uint64_t off = p - first;
-        uint32_t idx = (uint32_t)((off * recip) >> 32);
-        if (off >= objs_bytes || (uint64_t)idx * stride != off) {
+        uint32_t pos = (uint32_t)((off * recip) >> 32), idx = c->nobjs - 1 - pos;
+        if (off >= objs_bytes || (uint64_t)pos * stride != off) {
             usi_debug_report(c, s, (void *)p, "Invalid pointer: not the start of an object");
             skipped++;
             continue;
@@ -687,7 +689,8 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
     struct usi_slab *s = NULL;
     const size_t stride = c->stride;
     const uint64_t recip = c->stride_recip, objs_bytes = (uint64_t)c->nobjs * stride;
-    uintptr_t first = 0, end = 0; /* s's first object (as handed out) and its objects' end */
+    const uint32_t last = c->nobjs - 1; /* index of the lowest object */
+    uintptr_t first = 0, end = 0;       /* s's lowest object (as handed out) and its objects' end */
     uint64_t *map = NULL;
     uint32_t scan = 0, freed = 0; /* s's scan position, and its objects freed in this run */
     for (void *const *q = objs, *const *q_end = objs + n; q != q_end; q++) {
@@ -709,8 +712,8 @@ void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi
         }
         /* slab_index, with the geometry in registers (off < objs_bytes: checked above) */
         uint64_t off = p - first;
-        uint32_t idx = (uint32_t)((off * recip) >> 32);
-        if (USI_UNLIKELY((uint64_t)idx * stride != off))
+        uint32_t pos = (uint32_t)((off * recip) >> 32), idx = last - pos;
+        if (USI_UNLIKELY((uint64_t)pos * stride != off))
             put_invalid(c, s, p);
         /* The bit flipped: a set one (allocated) clears and the word drops; a clear one
          * (free already) would set it, and the word grow. */

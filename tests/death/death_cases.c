@@ -158,8 +158,9 @@ int main(int argc, char **argv)
         return survived("double free");
     }
     if (strcmp(k, "never_allocated_nomag") == 0) {
-        /* The start of an object of the slab that was never handed out. */
-        uslab_cache_free(nm, (char *)pn + 64 * 5);
+        /* The start of an object of the slab that was never handed out (a slab hands its
+         * objects out from the span's end down: design §3). */
+        uslab_cache_free(nm, (char *)pn - 64 * 5);
         return survived("free of an object never allocated");
     }
     if (strcmp(k, "destroy_live") == 0) {
