@@ -34,7 +34,9 @@ static size_t release_empty(struct uslab_cache *c, int all, uint64_t now_ms, uin
         c->purge_pending = 0;
     } else if (c->purge_pending) {
         /* A surplus pass's idle time is the time since the previous one: no multiplier. */
-        uint64_t idle = how & USI_PASS_SURPLUS ? idle_ms : idle_ms * c->purge_mult;
+        /* purge_mult is read atomically: usi_slab_keep_memory writes it without the lock */
+        uint32_t mult = __atomic_load_n(&c->purge_mult, __ATOMIC_RELAXED);
+        uint64_t idle = how & USI_PASS_SURPLUS ? idle_ms : idle_ms * mult;
         if (idle == 0) /* every one, also those a drain of this pass emptied after now_ms */
             usi_slab_detach_empty(c, c->empty_reserve, &release);
         c->purge_pending =
@@ -42,8 +44,8 @@ static size_t release_empty(struct uslab_cache *c, int all, uint64_t now_ms, uin
                                          &release) != 0;
         if (release) {
             /* Hysteresis: no refault since the last purge, the multiplier halves. */
-            if (!c->refaulted && c->purge_mult > 1)
-                __atomic_store_n(&c->purge_mult, c->purge_mult / 2, __ATOMIC_RELAXED);
+            if (!c->refaulted && mult > 1)
+                __atomic_store_n(&c->purge_mult, mult / 2, __ATOMIC_RELAXED);
             c->refaulted = 0;
             c->purged_ms = now_ms ? now_ms : 1;
         }

@@ -322,7 +322,8 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     list_push(c, s, USI_SLAB_EMPTY);
     c->slabs_created++;
     if (c->purged_ms) { /* a slab again soon after a purge: it was faulted back (design §3) */
-        uint64_t window = 2 * (uint64_t)usi_options.purge_delay_ms * c->purge_mult;
+        uint64_t window = 2 * (uint64_t)usi_options.purge_delay_ms *
+                          __atomic_load_n(&c->purge_mult, __ATOMIC_RELAXED); /* see reclaim.c */
         if (usi_os_now_ms() < c->purged_ms + window) {
             c->refaulted = 1; /* a pattern that repeats: keep its memory at once */
             usi_slab_keep_memory(c);
