@@ -491,8 +491,18 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
             mp->prev = loaded;
             return 1;
         }
-        if (c->ctor)
-            return 0; /* constructed one at a time, as above */
+        if (c->ctor) {
+            /* Constructed objects in the depot before a new one is constructed (design §4):
+             * its full magazine comes to the pair, counted but not refused, as a floor
+             * magazine is. Else one object is constructed, as below the bound. */
+            before = pair_bytes(c, mp);
+            struct usi_mag *full = usi_depot_get_full(c, loaded);
+            if (!full)
+                return 0;
+            pair_load(mp, full);
+            pair_account(c, mp, before);
+            return 1;
+        }
         before = pair_bytes(c, mp);
         int saved = errno;
         if (loaded == &usi_mag_empty)
@@ -727,7 +737,15 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         mp->prev = &usi_mag_empty; /* from here on the depot owns it */
         int saved = errno;
         struct usi_mag *empty;
-        if (past_bound) {
+        if (past_bound && c->ctor) {
+            /* No free destructs a constructed object (design §4): the full magazine goes to
+             * the depot, as below the bound, for an empty one of floor capacity. Its
+             * objects went back through the destructor before: with every pair past the
+             * bound, 98% of allocations ran the constructor (constructed_bound). */
+            empty = usi_depot_get_empty(c, prev, start_capacity(c));
+            if (empty)
+                empty = fit_floor(c, empty);
+        } else if (past_bound) {
             empty = usi_depot_get_empty(c, NULL, start_capacity(c));
             if (prev != &usi_mag_empty)
                 usi_depot_flush_later(c, prev, &over);
