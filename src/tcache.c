@@ -361,6 +361,19 @@ static struct usi_tcache *tcache_map(uint32_t want_pairs)
     return tc;
 }
 
+/* The ids of tc's pairs on page `page` of it (from its start): [*first, the value
+ * returned). */
+static size_t page_pair_ids(const struct usi_tcache *tc, size_t page, size_t *first)
+{
+    _Static_assert(offsetof(struct usi_tcache, pairs) % sizeof(struct usi_magpair) == 0,
+                   "pairs start on a pair boundary: a page's first id is computed");
+    const size_t per_page = USI_PAGE_SIZE / sizeof(struct usi_magpair);
+    const size_t head = offsetof(struct usi_tcache, pairs) / sizeof(struct usi_magpair);
+    *first = page * per_page > head ? page * per_page - head : 0;
+    size_t end = (page + 1) * per_page - head;
+    return end < tc->npairs ? end : tc->npairs;
+}
+
 /* Gives back a thread cache that no thread uses and the registry does not list. A pooled
  * one goes back with every pair clear (pair_clear: tcache_thread_exit's flush) or blank,
  * as the next thread may find it. `blank`: zero every pair it opened first, where some
@@ -372,14 +385,10 @@ static void tcache_unmap(struct usi_tcache *tc, int blank)
         usi_os_unmap_guarded(tc, tc->map_bytes);
         return;
     }
-    const size_t per_page = USI_PAGE_SIZE / sizeof(struct usi_magpair);
-    const size_t head = offsetof(struct usi_tcache, pairs) / sizeof(struct usi_magpair);
     for (size_t w = 0; w < USI_TCACHE_PAGE_WORDS && blank; w++) {
         for (uint64_t bits = tc->pair_pages[w]; bits; bits &= bits - 1) {
-            size_t page = w * 64 + (size_t)__builtin_ctzll(bits);
-            size_t id = page * per_page > head ? page * per_page - head : 0;
-            size_t end = (page + 1) * per_page - head;
-            for (end = end < tc->npairs ? end : tc->npairs; id < end; id++)
+            size_t id, end = page_pair_ids(tc, w * 64 + (size_t)__builtin_ctzll(bits), &id);
+            for (; id < end; id++)
                 if (tc->pairs[id].prev != NULL) /* else blank already */
                     memset(&tc->pairs[id], 0, sizeof tc->pairs[id]);
         }
@@ -868,18 +877,12 @@ pair_holds_nothing(const struct usi_magpair *mp)
 
 static void tcache_flush_every(struct usi_tcache *tc, int locked, uint32_t skip)
 {
-    _Static_assert(offsetof(struct usi_tcache, pairs) % sizeof(struct usi_magpair) == 0,
-                   "pairs start on a pair boundary: a page's first id is computed");
-    const size_t per_page = USI_PAGE_SIZE / sizeof(struct usi_magpair);
-    const size_t head = offsetof(struct usi_tcache, pairs) / sizeof(struct usi_magpair);
     /* Only the pages with a pair ever opened (pair_pages), a page's pairs in a row. */
     for (size_t w = 0; w < USI_TCACHE_PAGE_WORDS; w++)
         for (uint64_t bits = __atomic_load_n(&tc->pair_pages[w], __ATOMIC_RELAXED); bits;
              bits &= bits - 1) {
-            size_t page = w * 64 + (size_t)__builtin_ctzll(bits);
-            size_t id = page * per_page > head ? page * per_page - head : 1;
-            size_t end = (page + 1) * per_page - head;
-            for (end = end < tc->npairs ? end : tc->npairs; id < end; id++) {
+            size_t id, end = page_pair_ids(tc, w * 64 + (size_t)__builtin_ctzll(bits), &id);
+            for (id = id ? id : 1; id < end; id++) { /* pair 0 never holds a magazine */
                 struct usi_magpair *mp = &tc->pairs[id];
                 if (id == skip || pair_holds_nothing(mp))
                     continue;
