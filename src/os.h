@@ -131,7 +131,7 @@ void usi_os_unmap_file(const void *addr, size_t size);
 /* Shared anonymous memory (fork children write into the same pages), zeroed; NULL. */
 void *usi_os_map_shared(size_t size);
 int usi_os_getpid(void);
-/* Whether process pid no longer exists (kill(pid, 0) answers ESRCH). */
+/* Whether process pid has ended: kill(pid, 0) answers ESRCH, or it is a zombie. */
 int usi_os_process_gone(int pid);
 uint64_t usi_os_now_ms(void); /* monotonic, coarse; may be small on a freshly booted machine */
 void usi_os_sleep_ms(size_t ms);

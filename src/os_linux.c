@@ -894,7 +894,23 @@ int usi_os_process_gone(int pid)
     int e = errno;
     int gone = OS_SYSCALL(SYS_kill, (long)pid, 0L) != 0 && errno == ESRCH;
     errno = e;
-    return gone;
+    if (gone)
+        return 1;
+    /* A zombie has ended too: kill still finds it until its parent reaps it, which a busy
+     * machine may delay past the end of the process asking (a daemon, whose parent left). */
+    char path[32] = "/proc/", digits[12], buf[256];
+    int n = 0, at = 6;
+    for (unsigned v = (unsigned)pid; n == 0 || v; v /= 10) /* no snprintf: signal-safe */
+        digits[n++] = (char)('0' + v % 10);
+    while (n)
+        path[at++] = digits[--n];
+    memcpy(path + at, "/stat", 6);
+    long len = usi_os_read_file(path, buf, sizeof buf - 1);
+    if (len <= 0)
+        return 0;
+    buf[len] = '\0';
+    const char *state = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold ')' */
+    return state && state[1] == ' ' && (state[2] == 'Z' || state[2] == 'X');
 }
 
 uint64_t usi_os_now_ms(void)

@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int global_var;
 
@@ -266,6 +268,23 @@ static void test_grow_past_mapping(void)
     munmap(other, len);
 }
 
+/* The os layer's test for a process that has ended (the profile's owner, malloc.c): gone
+ * once it is a zombie, before its parent reaps it (a daemon's parent, whose counts the
+ * daemon then writes; tool_profile_exit failed under load before session 24). */
+static void test_process_gone(void)
+{
+    CHECK(!usi_os_process_gone(getpid()) && !usi_os_process_gone(getppid()), "alive: gone");
+    pid_t child = fork();
+    CHECK(child >= 0, "fork");
+    if (child == 0)
+        _exit(0);
+    siginfo_t info;
+    CHECK(waitid(P_PID, (id_t)child, &info, WEXITED | WNOWAIT) == 0, "waitid");
+    CHECK(usi_os_process_gone(child), "a zombie is not gone");
+    CHECK(waitpid(child, NULL, 0) == child, "waitpid");
+    CHECK(usi_os_process_gone(child), "a reaped process is not gone");
+}
+
 int main(void)
 {
     void *p = uslab_malloc(1); /* initialises uslab */
@@ -292,5 +311,6 @@ int main(void)
     test_object_lookup();
     test_spans();
     test_growth();
+    test_process_gone();
     TEST_DONE();
 }
