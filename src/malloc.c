@@ -166,9 +166,9 @@ static void vg_handout(void *p)
  *    stride divides n iff n * M mod 2^64 < M with M = ceil(2^64 / stride) (Lemire, Kaser &
  *    Kurz 2019): one multiply and one compare, M from the thread's pair (0 where there is
  *    none, which sends everything else to the slow path);
- *  - double free: free writes the block's address, xored with a random secret (the pair's
- *    copy of usi_free_secret), into its second word, the key, and every malloc path clears
- *    it; a free that finds the key takes the exact check.
+ *  - double free: free writes a random secret, the key (the pair's copy of
+ *    usi_free_secret), into the block's second word, and every malloc path clears it; a
+ *    free that finds the key takes the exact check.
  */
 typedef uintptr_t usi_word __attribute__((may_alias));
 
@@ -489,7 +489,7 @@ static void check_live(struct uslab_cache *c, uintptr_t e, void *p, const char *
     if (USI_UNLIKELY(usi_slab_index_of(c, e, p, &block) == UINT32_MAX))
         bad_block(c, p, block, fn);
     USI_VG_DEFINED(key_of(p), sizeof(uintptr_t));
-    if (USI_UNLIKELY(*key_of(p) == usi_free_key(p)) && usi_tcache_block_is_free(c, e, p))
+    if (USI_UNLIKELY(*key_of(p) == usi_free_secret) && usi_tcache_block_is_free(c, e, p))
         double_free(c, p, fn);
 }
 
@@ -498,7 +498,7 @@ static void check_block(struct uslab_cache *c, uintptr_t e, void *p)
 {
     check_live(c, e, p, "free");
     if (!c->debug)
-        *key_of(p) = usi_free_key(p);
+        *key_of(p) = usi_free_secret;
 }
 
 /* `tag`: the unit tag usi_free read (0: it did not take the block back from memcheck). */
@@ -549,7 +549,7 @@ static __attribute__((aligned(64))) void usi_free(void *p)
 #else
     unsigned tag = usi_unit_tag(p);
     struct usi_magpair *mp = pair_at(usi_tls, tag);
-    uintptr_t key = (uintptr_t)p ^ mp->free_secret;
+    uintptr_t key = mp->free_secret;
     if (USI_LIKELY(on_lattice(p, mp->lattice, mp->lattice_bound)) &&
         USI_LIKELY(*key_of(p) != key)) {
         void **t = mp->top;
@@ -583,7 +583,7 @@ static int check_in_use(struct uslab_cache *c, uintptr_t e, void *p, const char 
     if (USI_UNLIKELY(!on_lattice(p, c->lattice, c->lattice)))
         check_live(c, e, p, fn);
 #else
-    if (USI_UNLIKELY(!on_lattice(p, c->lattice, c->lattice) || *key_of(p) == usi_free_key(p)))
+    if (USI_UNLIKELY(!on_lattice(p, c->lattice, c->lattice) || *key_of(p) == usi_free_secret))
         check_live(c, e, p, fn); /* what free's fast path leaves to free_slow */
 #endif
     return 0;

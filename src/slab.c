@@ -309,7 +309,7 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
          * key word makes free() take the exact check, which refuses them (design §8). */
         char *end = span + c->slab_size;
         for (char *q = s->objs + (size_t)c->nobjs * c->stride; q + 16 <= end; q += c->stride)
-            ((uintptr_t *)(void *)q)[1] = usi_free_key(q);
+            ((uintptr_t *)(void *)q)[1] = usi_free_secret;
     }
     /* USLAB_HARDEN=random: any object may be handed out first, so none counts as never
      * used. Debug caches keep the address order: their checks take objects at or above

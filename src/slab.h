@@ -28,15 +28,11 @@ static inline struct usi_slab *usi_slab_of_entry(uintptr_t entry)
 /* The per-process secret (AT_RANDOM) that seeds each cache's generator for
  * USLAB_HARDEN=random, set once by init.c before the first slab exists. */
 extern uintptr_t usi_slab_seed;
-/* The secret of free()'s double-free key (design §8, docs/security.md §2.2), set once by
- * init.c before the first slab exists, never 0: a freed malloc block holds
- * usi_free_key(block) in its second word. Random, so that no data a program keeps in a live
- * block (a list head pointing at itself) looks like it but by chance. */
+/* free()'s double-free key (design §8, docs/security.md §2.2), set once by init.c before
+ * the first slab exists, never 0: a freed malloc block holds it in its second word. Random,
+ * so that no data a program keeps in a live block (a list head pointing at itself) looks
+ * like it but by chance; the same for every block, as glibc's tcache_key. */
 extern uintptr_t usi_free_secret;
-static inline uintptr_t usi_free_key(const void *block)
-{
-    return (uintptr_t)block ^ usi_free_secret;
-}
 /* Bytes of the empty slabs beyond their caches' reserves and of the objects in depots,
  * summed over every cache (relaxed atomic; the slab and depot layers
  * keep it under each cache's lock). A slab created while

@@ -43,7 +43,7 @@ struct usi_magpair {
     /* Slow start (design §4): the capacity of the magazines the pair uses now, 0 before
      * its first. Only the owner's slow paths use it. */
     uint32_t mag_level;
-    /* usi_free_secret where `lattice` is set, else 0: free()'s key is p ^ free_secret, read
+    /* usi_free_secret where `lattice` is set, else 0: free()'s key, read
      * from this line, which the fast path loads anyway (no line more than before). */
     uint64_t free_secret;
 } __attribute__((aligned(64)));

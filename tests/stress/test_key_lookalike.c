@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_key_lookalike.c - legitimate frees that look like double frees, while other threads
- * churn (design §8). Each block's second word holds free()'s key for it (its address
- * xored with the process's secret, which main learns from a freed block), so every free of
+ * churn (design §8). Each block's second word holds free()'s key (the process's secret,
+ * which main learns from a freed block), so every free of
  * it takes the exact check. That check looks into the other threads' magazines without their help,
  * while those threads allocate and free the same class, and swap magazines, all the time. It must
  * never find a block that is live (a false "double free" would abort the program), and no
@@ -31,7 +31,7 @@ struct block {
 };
 
 static long ops_per_thread = 400000;
-static uintptr_t secret; /* free()'s key is the block's address xored with it */
+static uintptr_t secret; /* free()'s key */
 static struct block *mailbox[MAILBOX];
 static pthread_mutex_t mailbox_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -46,14 +46,14 @@ static uint64_t next_rand(uint64_t *s)
 static void claim(struct block *b, uint64_t tag)
 {
     b->self = (uintptr_t)b;
-    b->key = (uintptr_t)b ^ secret; /* what a freed block holds there */
+    b->key = secret; /* what a freed block holds there */
     b->tag = tag;
     memset(b->fill, (int)(tag & 0xff), sizeof b->fill);
 }
 
 static void check_held(const struct block *b, uint64_t tag)
 {
-    CHECK(b->self == (uintptr_t)b && b->key == ((uintptr_t)b ^ secret) && b->tag == tag,
+    CHECK(b->self == (uintptr_t)b && b->key == secret && b->tag == tag,
           "block %p changed while held (tag %llx, want %llx): handed out twice?", (void *)b,
           (unsigned long long)b->tag, (unsigned long long)tag);
     for (size_t i = 0; i < sizeof b->fill; i++)
@@ -105,11 +105,14 @@ int main(int argc, char **argv)
     /* The key a free writes (docs/security.md §2.2): read back from a freed block, which
      * only a test of the allocator itself may do. */
     uintptr_t *probe = uslab_malloc(sizeof(struct block));
-    CHECK(probe != NULL, "malloc failed");
+    uintptr_t *other = uslab_malloc(sizeof(struct block));
+    CHECK(probe != NULL && other != NULL, "malloc failed");
     uslab_free(probe);
-    secret = ((volatile uintptr_t *)probe)[1] ^ (uintptr_t)probe;
+    uslab_free(other);
+    secret = ((volatile uintptr_t *)probe)[1];
     CHECK(secret != 0 && secret != (uintptr_t)probe, "no secret in free()'s key: %llx",
           (unsigned long long)secret);
+    CHECK(((volatile uintptr_t *)other)[1] == secret, "free()'s key differs between blocks");
     pthread_t t[THREADS];
     for (uintptr_t i = 0; i < THREADS; i++)
         CHECK(pthread_create(&t[i], NULL, worker, (void *)(i + 1)) == 0, "pthread_create");
