@@ -287,17 +287,18 @@ void usi_profile_write(void)
     struct usi_profile *pr = __atomic_load_n(&profile, __ATOMIC_ACQUIRE);
     if (!pr || usi_os_quiet())
         return; /* none, or strict seccomp mode (getpid kills) */
+    const char *path = usi_os_getenv(usi_settings_table[USI_SETTING_PROFILE].name);
+    if (!path || !*path)
+        return;
+    /* Under a seccomp filter the openat and rename below (and the owner's /proc file) may
+     * kill the process: the counts stay as written when the filter came (the profile
+     * shim), or unwritten if inherited. */
+    if (usi_os_seccomp_mode() > 0)
+        return;
     /* A fork child's counts are its owner's to write; once the owner is gone (a daemon's
      * parent, which leaves by glibc's own _exit), whoever is left writes them all. */
     int owner = __atomic_load_n(&pr->owner, __ATOMIC_RELAXED);
     if (owner != usi_os_getpid() && !usi_os_process_gone(owner))
-        return;
-    const char *path = usi_os_getenv(usi_settings_table[USI_SETTING_PROFILE].name);
-    if (!path || !*path)
-        return;
-    /* Under a seccomp filter the openat and rename below may kill the process: the counts
-     * stay as written when the filter came (the profile shim), or unwritten if inherited. */
-    if (usi_os_seccomp_mode() > 0)
         return;
     int saved = errno;
     size_t plen = strlen(path);
