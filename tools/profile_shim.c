@@ -206,5 +206,12 @@ EXPORT int daemon(int nochdir, int noclose)
      * same counters and writes them all when it ends (the parent, their owner, is gone). */
     write_profile();
     int (*f)(int, int) = (int (*)(int, int))(uintptr_t)next("daemon");
-    return f ? f(nochdir, noclose) : -1;
+    pid_t parent = getpid();
+    int r = f ? f(nochdir, noclose) : -1;
+    /* In the daemon: its parent leaves at once, but a busy machine may run the daemon to
+     * its end first, and the owner still there, the daemon would not write (it failed one
+     * run in five under load). Wait for the parent to be gone. */
+    while (r == 0 && getppid() == parent)
+        usleep(1000);
+    return r;
 }
