@@ -74,7 +74,7 @@ void usi_depot_init(void)
 /* Objects per magazine at first: 32 KiB of objects, at most USI_MAG_MAX (256) and at
  * least 4 of them: 256 up to 128-byte objects, 64 at 512 bytes, 4 from 8 KiB on
  * (docs/design.md §4); contention may grow it later. Medium malloc blocks: 512 KiB of them,
- * 8 of 64 KiB down to 1 of 512 KiB, none of 1 MiB (design §8). One block a magazine up to
+ * 10 of 48 KiB down to 1 of 384 and 512 KiB, none above (design §8). One block a magazine up to
  * 256 KiB spent 60% of the `medium` bench row in depot exchanges (1.5x its time). */
 #define MEDIUM_MAG_BYTES ((size_t)512 << 10)
 static uint32_t magazine_capacity(size_t stride)

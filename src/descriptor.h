@@ -71,6 +71,9 @@ struct uslab_cache {
     uint32_t mag_max;     /* largest magazine capacity this cache may grow to */
     size_t mag_max_bytes; /* mag_max * stride */
     size_t empty_reserve; /* empty slabs kept unpurged */
+    /* slab.c: the next cache of this one's span group, a ring (usi_slab_share_spans); NULL
+     * for a cache in none. */
+    struct uslab_cache *span_next;
 
     /* Capacity of new magazines: 0 means no magazines (never changes then). It only grows,
      * under `lock` when the depot sees contention; read without the lock (relaxed) by the

@@ -72,8 +72,9 @@ int usi_class_setup(unsigned id)
     usi_lock(&init_lock);
     if (!c->class_ready) {
         size_t s = usi_sizeclass_size(id);
-        /* A medium block has a span of its own, a power of two aligned to its size (its
-         * stride): the lattice check holds, and aligned requests use it (design §8). */
+        /* A medium block has a span of its own, the power of two at or above its size and
+         * aligned to it (its stride): the lattice check holds, and aligned requests use the
+         * power-of-two classes (design §8). */
         size_t align = (s & (s - 1)) == 0 ? (s < USI_PAGE_SIZE ? s : USI_PAGE_SIZE) : 16;
         if (s > USI_MEDIUM)
             for (align = USI_MEDIUM; align < s;)
@@ -84,6 +85,8 @@ int usi_class_setup(unsigned id)
                            USI_CACHE_KEEP_ERRNO | USI_CACHE_LATTICE, id, id) != 0)
             usi_report_fatal("size class %u: its cache id is taken", id);
         c->unit_tag = (uint16_t)c->pair_offset;
+        if (usi_cache_medium(c) && !c->debug)
+            usi_slab_share_spans(c); /* the classes of a doubling share their spans */
         USI_ASSERT(c->pair_offset == id * sizeof(struct usi_magpair)); /* malloc.c's pop */
         __atomic_store_n(&c->class_ready, 1, __ATOMIC_RELEASE);
     }

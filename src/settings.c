@@ -176,7 +176,9 @@ unsigned usi_classes_default(size_t max_size, size_t *sizes)
     for (size_t s = 16; s <= 128 && s <= max_size; s += 16)
         sizes[n++] = s;
     for (size_t base = 128; base < max_size; base *= 2) {
-        unsigned per = base < USI_MEDIUM ? 8 : 1; /* per doubling */
+        /* per doubling; 2 medium ones (design §8: with one, the pages a span's blocks wrote
+         * reached all of its upper half, and the `medium` row faulted in 1.5x the pages) */
+        unsigned per = base < USI_MEDIUM ? 8 : 2;
         for (unsigned j = 1; j <= per && n < USI_CLASSES_MAX; j++) {
             size_t s = base + j * (base / per);
             if (s > max_size)

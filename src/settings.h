@@ -180,16 +180,16 @@ int usi_settings_parse_choice(const struct usi_setting *s, const char *value, si
  * from 1024 to 1 MiB.
  */
 #define USI_CLASSES_MAX 96
-/* Classes above this are medium: the powers of two, each block in a span of its own
- * (usi_cache_medium, design §8). */
+/* Classes above this are medium: each block in a span of its own, the power of two at or
+ * above its size (usi_cache_medium, design §8). */
 #define USI_MEDIUM           ((size_t)32768)
 #define USI_CLASSES_MAX_SIZE ((size_t)1 << 20)
 /* Request sizes `uslab profile` counts one by one (tools/classes.c); above, in one count. */
 #define USI_PROFILE_MAX_SIZE ((size_t)65536)
 #define USI_CLASSES_HEADER   "uslab-classes 1"
 /* The default table for a largest class of max_size: 16 to 128 in steps of 16, then 8
- * classes per doubling (a request wastes less than 1/8 of its block above 128 bytes).
- * Returns the count. */
+ * classes per doubling up to USI_MEDIUM (a request wastes less than 1/8 of its block above
+ * 128 bytes), then 2 (less than 1/2). Returns the count: 82 up to 1 MiB. */
 unsigned usi_classes_default(size_t max_size, size_t *sizes);
 /* NULL if the table is usable, else why not (a constant string). */
 const char *usi_classes_check(const size_t *sizes, unsigned n);

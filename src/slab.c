@@ -261,7 +261,53 @@ static uint32_t random_free_index(struct uslab_cache *c, const struct usi_slab *
     }
 }
 
-static struct usi_slab *slab_create(struct uslab_cache *c)
+/*
+ * Span groups (design §3): the medium malloc classes of one doubling (40, 48, 56 and 64
+ * KiB) all have a slab of one 64 KiB span a block. Each class kept its own empty slabs, so
+ * four classes held four times what one class of 64 KiB had held (the `large prodcons` row:
+ * 37 MB peak against 15). A class that needs a slab takes a sibling's empty one first: its
+ * span stays resident and changes owner. A group is a ring linked by span_next (a cache in
+ * none has NULL there); a cache joins under init.c's lock with release stores, and walkers
+ * read the links with acquire loads. No cache ever leaves.
+ */
+static struct uslab_cache *span_groups[USI_SPAN_ORDERS]; /* a member of each ring */
+
+void usi_slab_share_spans(struct uslab_cache *c)
+{
+    USI_ASSERT(!c->debug && c->empty_reserve == 0 && guard_bytes(c) == 0 && !c->span_next);
+    struct uslab_cache *member = span_groups[c->slab_order];
+    if (!member) {
+        __atomic_store_n(&c->span_next, c, __ATOMIC_RELEASE);
+        span_groups[c->slab_order] = c;
+        return;
+    }
+    c->span_next = __atomic_load_n(&member->span_next, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&member->span_next, c, __ATOMIC_RELEASE);
+}
+
+/* An empty slab another cache of c's span group gave up, unlinked from it, or NULL. c->lock
+ * is held; the other cache's lock is only tried (two classes adopting from each other at
+ * once would otherwise each wait for the other). */
+static struct usi_slab *slab_adopt(struct uslab_cache *c)
+{
+    struct uslab_cache *o = __atomic_load_n(&c->span_next, __ATOMIC_ACQUIRE);
+    for (; o && o != c; o = __atomic_load_n(&o->span_next, __ATOMIC_ACQUIRE)) {
+        if (usi_trylock(&o->lock) != 0)
+            continue;
+        struct usi_slab *s = o->lists[USI_SLAB_EMPTY].first;
+        if (s) {
+            list_remove(o, s);
+            slab_detached(o, s);
+        }
+        usi_unlock(&o->lock);
+        if (s)
+            return s;
+    }
+    return NULL;
+}
+
+/* A new span for a slab of c, its guard pages set (internal caches), or NULL. */
+static char *new_span(struct uslab_cache *c)
 {
     /* New memory while other caches keep much memory empty: once another
      * USI_SLAB_SURPLUS_MAX of slabs has been made since the last time, the objects layer asks
@@ -288,6 +334,17 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     }
     /* reads as zero, even where objects of another cache were freed */
     USI_VG_DEFINED(span + guard, c->slab_size - 2 * guard);
+    return span;
+}
+
+static struct usi_slab *slab_create(struct uslab_cache *c)
+{
+    struct usi_slab *adopted = slab_adopt(c);
+    char *span = adopted ? adopted->span : new_span(c);
+    if (!span)
+        return NULL;
+    if (adopted) /* no guard pages in a group; its old blocks' bytes count as defined */
+        USI_VG_DEFINED(span, c->slab_size);
     struct usi_slab *s = usi_pages_meta((uintptr_t)span);
     memset(s, 0, sizeof *s);
     s->alloc_map = usi_pages_bits((uintptr_t)span);
@@ -321,7 +378,7 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     usi_pages_set_owner(span, c->slab_order, (uintptr_t)span | c->id, c->unit_tag);
     list_push(c, s, USI_SLAB_EMPTY);
     c->slabs_created++;
-    if (c->purged_ms) { /* a slab again soon after a purge: it was faulted back (design §3) */
+    if (c->purged_ms && !adopted) { /* soon after a purge: it was faulted back (design §3) */
         uint64_t window = 2 * (uint64_t)usi_options.purge_delay_ms *
                           __atomic_load_n(&c->purge_mult, __ATOMIC_RELAXED); /* see reclaim.c */
         if (usi_os_now_ms() < c->purged_ms + window) {

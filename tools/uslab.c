@@ -127,8 +127,8 @@ static const struct tool_option profile_options[] = {
      NULL},
     {"--max-size=BYTES",
      "The largest class: a power of two from 1024 to 1M (default 1M, as the library's). The "
-     "classes up to 32 KiB are fitted; above, the medium classes are the powers of two, as in "
-     "the default table. Larger requests go to glibc.",
+     "classes up to 32 KiB are fitted; above, the medium classes are the default table's (2 "
+     "per doubling). Larger requests go to glibc.",
      NULL},
     {"--preload=PATH", "Use PATH as the preload library.", NULL},
     HELP_OPTION,
@@ -970,12 +970,12 @@ static int cmd_profile(int argc, char **argv)
     if (i >= argc || !argv[i + 1] || !argv[i + 1][0])
         usage_error("profile", "profile: missing '--' and a program");
     char **prog = argv + i + 1;
-    /* Fitted up to 32 KiB; above, the medium classes, powers of two as in the default table
-     * (one block a span: a size between two powers would take the larger one's span). */
+    /* Fitted up to 32 KiB; above, the default table's medium classes (the profile counts
+     * sizes one by one only up to 64 KiB). */
     size_t fit_max = max_size < USI_MEDIUM ? max_size : USI_MEDIUM;
     size_t defaults[USI_CLASSES_MAX];
     unsigned ndefault = usi_classes_default(max_size, defaults), nmedium = 0;
-    for (size_t m = 2 * USI_MEDIUM; m <= max_size; m *= 2)
+    while (nmedium < ndefault && defaults[ndefault - 1 - nmedium] > USI_MEDIUM)
         nmedium++;
     if (!max_classes)
         max_classes = ndefault - nmedium;
@@ -1065,8 +1065,8 @@ static int cmd_profile(int argc, char **argv)
                 max_classes, fit_max);
         return EXIT_USAGE;
     }
-    for (size_t m = 2 * USI_MEDIUM; m <= max_size; m *= 2)
-        fitted[n++] = m;
+    for (unsigned k = ndefault - nmedium; k < ndefault; k++)
+        fitted[n++] = defaults[k];
     double wd = profile_waste(&prof, defaults, ndefault), wf = profile_waste(&prof, fitted, n);
     if (write_classes(out, fitted, n, prog, requests, wd, wf) != 0)
         return 1;

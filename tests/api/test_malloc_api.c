@@ -6,9 +6,9 @@
  * with errno on huge sizes. Every block is written to its usable size and verified later.
  *
  * The expected size classes are computed here independently of src/sizeclass.c from the
- * documented rule: 16, 32, 48, ..., 128, then 8 classes per doubling up to 32 KiB, then
- * the powers of two (medium blocks) up to USLAB_MAX_SLAB_SIZE (read from the environment
- * like the library does, default 1 MiB).
+ * documented rule: 16, 32, 48, ..., 128, then 8 classes per doubling up to 32 KiB, then 2
+ * per doubling (medium blocks) up to USLAB_MAX_SLAB_SIZE (read from the environment like
+ * the library does, default 1 MiB).
  */
 #include "check.h"
 #include "uslab.h"
@@ -34,9 +34,7 @@ static size_t class_of(size_t size)
     size_t lo = 128;
     while (lo * 2 < size)
         lo *= 2;
-    if (lo >= 32768)
-        return lo * 2; /* medium: powers of two */
-    size_t step = lo / 8;
+    size_t step = lo >= 32768 ? lo / 2 : lo / 8; /* medium: 2 per doubling */
     return (size + step - 1) / step * step;
 }
 
@@ -44,7 +42,7 @@ static void compute_largest_class(void)
 {
     largest_class = 128;
     for (size_t base = 128; base < max_slab; base *= 2) {
-        size_t per = base < 32768 ? 8 : 1;
+        size_t per = base < 32768 ? 8 : 2;
         for (size_t j = 1; j <= per; j++)
             if (base + j * (base / per) <= max_slab)
                 largest_class = base + j * (base / per);

@@ -30,7 +30,8 @@ fit)
     done
     # fitted up to 32 KiB; above, the medium classes, as the default table has them
     [ "$(tr ' ' '\n' <"$f" | grep -E '^[0-9]+$' | awk '$1 > 32768' | tr '\n' ' ')" = \
-        "65536 131072 262144 524288 1048576 " ] || fail "medium classes: $(cat "$f")"
+        "49152 65536 98304 131072 196608 262144 393216 524288 786432 1048576 " ] ||
+        fail "medium classes: $(cat "$f")"
     [ "$(usable 100000 USLAB_CLASSES="$f")" = 131072 ] || fail "fitted 100000: not a medium block"
     [ "$(usable 600)" = 640 ] || fail "default 600 -> $(usable 600)"
     [ "$(usable 2100)" = 2304 ] || fail "default 2100 -> $(usable 2100)"

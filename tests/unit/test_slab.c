@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_slab.c - slab geometry for many sizes and alignments, colouring, and the slab
- * layer's lists and free-object tracking (usi_slab_take / usi_slab_put).
+ * layer's lists and free-object tracking (usi_slab_take / usi_slab_put), and the span
+ * groups of the medium malloc classes.
  */
 #include "base.h"
 #include "check.h"
@@ -221,6 +222,78 @@ static void test_slab_check(void)
     uslab_cache_destroy(c);
 }
 
+/* The medium classes of a doubling take each other's empty slabs (design §3, "Span
+ * groups"); a class of another doubling, or a cache in no group, does not. */
+static struct uslab_cache *medium_class(size_t size)
+{
+    unsigned id = usi_sizeclass_of_large(size);
+    CHECK(id && usi_sizeclass_size(id) == size, "a class of %zu bytes", size);
+    struct uslab_cache *c = usi_class_cache(id);
+    CHECK(c && usi_cache_medium(c) && c->span_next, "class %zu is medium, in a group", size);
+    return c;
+}
+
+static void *take_one(struct uslab_cache *c)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&c->lock);
+    CHECK(usi_slab_take(c, 1, &p) == 1, "take from %s", c->name);
+    pthread_mutex_unlock(&c->lock);
+    return p;
+}
+
+static void put_one(struct uslab_cache *c, void *p)
+{
+    struct usi_slab *release = NULL;
+    pthread_mutex_lock(&c->lock);
+    usi_slab_put(c, 1, &p, &release);
+    pthread_mutex_unlock(&c->lock);
+    usi_slab_release(c, release);
+}
+
+static void test_span_group(void)
+{
+    uslab_free(uslab_malloc(1)); /* initialises uslab; first, below the headroom (it keeps
+                                    the empty slab) */
+    struct uslab_cache *c48 = medium_class(49152), *c64 = medium_class(65536);
+    struct uslab_cache *c96 = medium_class(98304);
+    CHECK(c48->slab_order == c64->slab_order && c96->slab_order == c48->slab_order + 1,
+          "48 and 64 KiB share a span size, 96 KiB has the next");
+    void *p = take_one(c48);
+    put_one(c48, p);
+    CHECK(c48->lists[USI_SLAB_EMPTY].count == 1, "the 48 KiB class keeps its empty slab");
+    uint64_t made = c64->slabs_created, gone = c48->slabs_released;
+    void *far = take_one(c96);
+    CHECK(c48->lists[USI_SLAB_EMPTY].count == 1, "another doubling's class maps its own span");
+    void *q = take_one(c64);
+    CHECK(q == p, "the 64 KiB class took the 48 KiB one's span (%p, not %p)", q, p);
+    CHECK(c48->lists[USI_SLAB_EMPTY].count == 0 && c48->slabs_released == gone + 1,
+          "the 48 KiB class gave its empty slab up");
+    CHECK(c64->slabs_created == made + 1, "the 64 KiB class counts it as made");
+    CHECK((usi_pagemap_lookup(q) & USI_ID_MASK) == c64->id, "the span's owner is the new class");
+    CHECK(!usi_pages_have_tags() || usi_unit_tag(q) == c64->unit_tag,
+          "and free's unit tag names its pair");
+    pthread_mutex_lock(&c64->lock);
+    check_all_slabs(c64, "adopted");
+    pthread_mutex_unlock(&c64->lock);
+    /* Written through, it is a whole block of its new class. */
+    memset(q, 0xa5, 65536);
+    put_one(c64, q);
+    put_one(c96, far);
+    /* A cache in no group with spans of the same size (a user cache of 4 KiB objects)
+     * never takes one. */
+    struct uslab_cache *u =
+        uslab_cache_create("group-none", 4096, 0, NULL, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
+    CHECK(u && !u->span_next && u->slab_order == c64->slab_order,
+          "a user cache with 64 KiB spans is in no span group");
+    size_t empties = c64->lists[USI_SLAB_EMPTY].count;
+    CHECK(empties == 1, "the 64 KiB class keeps its empty slab");
+    void *r = uslab_cache_alloc(u);
+    CHECK(r && c64->lists[USI_SLAB_EMPTY].count == empties, "a user cache maps its own span");
+    uslab_cache_free(u, r);
+    uslab_cache_destroy(u);
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -368,6 +441,7 @@ static void test_lattice(void)
 
 int main(void)
 {
+    test_span_group();
     test_geometry();
     test_colouring(0);
     test_colouring(USLAB_CACHE_NOCOLOUR);
