@@ -262,12 +262,12 @@ static uint32_t random_free_index(struct uslab_cache *c, const struct usi_slab *
 }
 
 /*
- * Span groups (design §3): the medium malloc classes of one doubling (40, 48, 56 and 64
- * KiB) all have a slab of one 64 KiB span a block. Each class kept its own empty slabs, so
- * four classes held four times what one class of 64 KiB had held (the `large prodcons` row:
- * 37 MB peak against 15). A class that needs a slab takes a sibling's empty one first: its
- * span stays resident and changes owner. A group is a ring linked by span_next (a cache in
- * none has NULL there); a cache joins under init.c's lock with release stores, and walkers
+ * Span groups (design §3): the medium malloc classes of one doubling (48 and 64 KiB) both
+ * have slabs of one 64 KiB span a block. Each class kept its own empty slabs, as many again
+ * as one class of 64 KiB had kept (with 4 classes a doubling, the `large prodcons` row held
+ * 37 MB at its peak, against 15 with 1). A class that needs a slab takes a sibling's empty
+ * one first: its span stays resident and changes owner. A group is a ring linked by span_next (a
+ * cache in none has NULL there); a cache joins under init.c's lock with release stores, and walkers
  * read the links with acquire loads. No cache ever leaves.
  */
 static struct uslab_cache *span_groups[USI_SPAN_ORDERS]; /* a member of each ring */
