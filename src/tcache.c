@@ -302,6 +302,7 @@ static void pair_clear(struct usi_magpair *mp)
     pair_load(mp, &usi_mag_empty);
     mp->prev = &usi_mag_empty;
     mp->mag_level = 0;
+    mp->freeing = 0;
 }
 
 static void registry_insert(struct usi_tcache *tc)
@@ -528,6 +529,7 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
     }
     struct usi_mag *loaded = pair_unload(mp);
     int ok = 1;
+    mp->freeing = 0;
     pair_grow(c, mp);
     if (loaded->rounds == 0) {
         struct usi_mag *prev = mp->prev;
@@ -725,12 +727,34 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         usi_purge_poll();
         return;
     }
+    int freeing = mp->freeing;
+    mp->freeing = 1;
     if (!past_bound) {
         pair_grow(c, mp);
         if (prev->rounds == 0)
             mp->prev = prev = fit_empty(c, mp, prev);
     }
-    if (prev->rounds == 0 && prev != &usi_mag_empty) { /* swap: the previous one is empty */
+    if (freeing && !past_bound && prev->rounds == 0) {
+        /* A freeing pair (design §4): its full magazine goes to the depot, where the
+         * threads that allocate find it, for an empty one; the pair keeps no full one. */
+        int saved = errno;
+        struct usi_mag *empty = usi_depot_get_empty(c, loaded, pair_level(c, mp));
+        if (!empty) {
+            /* No memory for an empty one: the pair's spare, else (as below) a full one's
+             * objects go back to their slabs and it comes back empty for the next free. */
+            errno = saved;
+            if (prev != &usi_mag_empty) {
+                empty = prev;
+                mp->prev = &usi_mag_empty;
+            } else {
+                struct usi_mag *full = usi_depot_get_full(c, NULL);
+                if (full)
+                    usi_depot_flush_later(c, full, &over);
+                pushed = 0;
+            }
+        }
+        pair_load(mp, empty ? empty : &usi_mag_empty);
+    } else if (prev->rounds == 0 && prev != &usi_mag_empty) { /* swap: the previous one is empty */
         mp->prev = loaded;
         pair_load(mp, prev);
     } else {

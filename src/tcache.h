@@ -43,6 +43,9 @@ struct usi_magpair {
     /* Slow start (design §4): the capacity of the magazines the pair uses now, 0 before
      * its first. Only the owner's slow paths use it. */
     uint32_t mag_level;
+    /* 1 when the pair's last slow path was a free, 0 after an allocation's (design §4,
+     * "A freeing pair"). Only the owner's slow paths use it. */
+    uint32_t freeing;
     /* usi_free_secret where `lattice` is set, else 0: free()'s key, read
      * from this line, which the fast path loads anyway (no line more than before). */
     uint64_t free_secret;

@@ -8,7 +8,8 @@
  * threads that each allocate one object and hold it: before slow start each took a full magazine
  * (128 objects of 256 bytes, half a slab) from the slabs, 32 slabs for 64 objects; now 1 each
  * (USI_MAG_START_BYTES 256 since issue 38; 4 before), one slab. Deterministic: one thread at a
- * time, except the 64, which only allocate.
+ * time, except the 64, which only allocate. The thread that only frees keeps no full
+ * magazine (design §4, "A freeing pair").
  */
 #include "base.h"
 #include "check.h"
@@ -52,6 +53,10 @@ static void alloc_side(uint32_t *seen, int steps)
     }
 }
 
+/* What the freeing thread's pair held at its end: objects, and whether a full magazine. */
+static size_t freeing_held;
+static int freeing_full;
+
 static void *free_side(void *arg)
 {
     uint32_t *seen = arg;
@@ -63,6 +68,9 @@ static void *free_side(void *arg)
         if (cap != last && k < LEVELS)
             seen[k++] = last = cap;
     }
+    struct usi_magpair *mp = usi_tcache_pair(usi_tls, ci->pair_offset);
+    freeing_held = (size_t)(mp->top - mp->base) + mp->prev->rounds;
+    freeing_full = mp->prev->rounds != 0 && mp->prev->rounds == mp->prev->capacity;
     return NULL;
 }
 
@@ -143,6 +151,14 @@ int main(void)
     for (int k = 0; k < LEVELS; k++)
         CHECK(fseen[k] == first << k, "free side: magazine %d holds %u, not %u", k, fseen[k],
               first << k);
+    /* A thread that only frees keeps no full magazine (design §4, "A freeing pair"): its
+     * filled ones went to the depot. Before, it kept one full of 128 and a second filling. */
+    printf("the freeing thread's pair held %zu objects at its end; the depot %zu full "
+           "magazines\n",
+           freeing_held, (size_t)ci->depot_nfull);
+    CHECK(!freeing_full && freeing_held < most, "the freeing thread kept %zu objects%s",
+          freeing_held, freeing_full ? ", a full magazine" : "");
+    CHECK(ci->depot_nfull >= 3, "the depot got %zu full magazines", (size_t)ci->depot_nfull);
     nobjs = 0;
     uslab_cache_reap(cache);
 
