@@ -694,6 +694,20 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         exchange_end(tc, ex);
         return;
     }
+    if (mp->mag_level == 0 && mp->prev == &usi_mag_empty && mp->base != mp->limit &&
+        mp->limit - mp->base <= USI_MAG_SHED &&
+        __atomic_load_n(&c->depot_shedding, __ATOMIC_RELAXED)) {
+        /* A shedding pair (below) whose small magazine filled while its cache still sheds:
+         * the objects go back to their slabs and the magazine stays, with no trade and no
+         * change of capacity (a quarter of the frees of a burst come here: lua). */
+        struct usi_mag *m = pair_unload(mp);
+        usi_depot_shed(c, m);
+        pair_load(mp, m);
+        usi_pair_push(mp, p);
+        exchange_end(tc, ex);
+        usi_purge_poll();
+        return;
+    }
     size_t before = pair_reserve(c, mp);
     int past_bound = before == (size_t)-1;
     if (past_bound)
