@@ -66,9 +66,8 @@ static inline uint64_t usi_mix64(uint64_t z)
 /* malloc sizes up to this are looked up in one table (docs/design.md §8). */
 #define USI_SMALL_MAX 1024
 
-/* Magazines hold at most this many object pointers (docs/design.md §4): a cache starts
- * at 32 KiB of objects (256 of 128 bytes or less) and, with USLAB_MAGAZINE_GROWTH, grows
- * under depot contention (Bonwick & Adams §3.7). */
+/* Magazines hold at most this many object pointers (docs/design.md §4): 32 KiB of
+ * objects, 256 of 128 bytes or less. */
 #define USI_MAG_MAX 256
 /* Magazines are objects of four internal caches, of up to USI_MAG_START_MAX, 16, 64 and
  * USI_MAG_MAX slots (depot.c, design §4). */
@@ -80,9 +79,6 @@ static inline uint64_t usi_mix64(uint64_t z)
  * bound on thread caches (design §5) its magazines stay at that start capacity. */
 #define USI_MAG_START_BYTES 256
 #define USI_MAG_START_MAX   4
-/* Depot lock acquisitions that had to wait before a cache's magazines grow (only with
- * USLAB_MAGAZINE_GROWTH=1). */
-#define USI_DEPOT_CONTENTION 32
 
 #pragma GCC visibility pop
 

@@ -91,13 +91,7 @@ void usi_depot_init_cache(struct uslab_cache *c)
     c->mag_capacity = (c->flags & USLAB_CACHE_NOMAGAZINE) || c->debug ? 0
                       : usi_cache_medium(c) ? (uint32_t)(MEDIUM_MAG_BYTES / c->size)
                                             : magazine_capacity(c->stride);
-    /* Under contention magazines may grow to 128 KiB of objects, at most 256 of them. */
-    size_t max = ((size_t)128 << 10) / c->stride;
-    max = max > USI_MAG_MAX ? USI_MAG_MAX : max;
-    c->mag_max = c->mag_capacity && usi_options.mag_growth
-                     ? (uint32_t)(max > c->mag_capacity ? max : c->mag_capacity)
-                     : c->mag_capacity;
-    c->mag_max_bytes = (size_t)c->mag_max * c->stride;
+    c->mag_max_bytes = (size_t)c->mag_capacity * c->stride;
 }
 
 struct usi_mag *usi_mag_new(struct uslab_cache *c)
@@ -208,23 +202,6 @@ static void flush_objects(struct uslab_cache *c, struct usi_mag *m)
     m->rounds = 0;
 }
 
-/* Takes the depot's lock, counting the times it had to wait: past USI_DEPOT_CONTENTION the
- * cache's new magazines double in size (Bonwick & Adams §3.7), so threads come back to the
- * depot half as often. Magazines already made keep their size. Only with
- * USLAB_MAGAZINE_GROWTH=1 (mag_max is the start capacity otherwise): measured on 2 cores,
- * bigger magazines made contended alloc/free 3-4x slower (docs/design.md §4). */
-static void depot_lock(struct uslab_cache *c)
-{
-    if (usi_trylock(&c->lock) == 0)
-        return;
-    usi_lock(&c->lock);
-    if (++c->depot_contended >= USI_DEPOT_CONTENTION && c->mag_capacity < c->mag_max) {
-        uint32_t cap = c->mag_capacity * 2 < c->mag_max ? c->mag_capacity * 2 : c->mag_max;
-        __atomic_store_n(&c->mag_capacity, cap, __ATOMIC_RELAXED);
-        c->depot_contended = 0;
-    }
-}
-
 /* The depot's objects count with the empty slabs towards usi_slab_surplus_bytes: a new
  * slab made while they exceed USI_SLAB_SURPLUS_MAX asks for a surplus pass, which reaps the
  * magazines that stayed here since the previous one (design §3, "Across classes"). Under
@@ -273,7 +250,7 @@ static void unlock_and_kick(struct uslab_cache *c, int kick)
 
 struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty)
 {
-    depot_lock(c);
+    usi_lock(&c->lock);
     struct usi_mag *m = c->depot_full;
     if (m) {
         c->depot_full = m->next;
@@ -361,7 +338,7 @@ static int shedding_locked(const struct uslab_cache *c, const struct usi_mag *m)
 
 struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap)
 {
-    depot_lock(c);
+    usi_lock(&c->lock);
     int shed = shedding_locked(c, give_full), kick = 0;
     struct usi_mag *m = NULL;
     if (!shed) { /* else, emptied, it is the one the caller gets */
@@ -409,11 +386,11 @@ void usi_depot_put(struct uslab_cache *c, struct usi_mag *m)
         return;
     if (m->rounds)
         (void)usi_depot_sheds(c); /* may start shedding: then m is shed below */
-    depot_lock(c);
+    usi_lock(&c->lock);
     if (shedding_locked(c, m)) {
         usi_unlock(&c->lock);
         usi_depot_shed(c, m);
-        depot_lock(c);
+        usi_lock(&c->lock);
     }
     unlock_and_kick(c, depot_push_locked(c, m));
 }

@@ -68,22 +68,19 @@ struct uslab_cache {
      * A quarantined object keeps its bitmap bit and its slab's inuse, not slab_inuse. */
     void **quarantine;
     uint32_t quarantine_cap, quarantine_head, quarantine_count;
-    uint32_t mag_max;     /* largest magazine capacity this cache may grow to */
-    size_t mag_max_bytes; /* mag_max * stride */
+    size_t mag_max_bytes; /* mag_capacity * stride */
     size_t empty_reserve; /* empty slabs kept unpurged */
     /* slab.c: the next cache of this one's span group, a ring (usi_slab_share_spans); NULL
      * for a cache in none. */
     struct uslab_cache *span_next;
 
-    /* Capacity of new magazines: 0 means no magazines (never changes then). It only grows,
-     * under `lock` when the depot sees contention; read without the lock (relaxed) by the
-     * slow paths that create magazines. */
+    /* Capacity of the cache's full-size magazines, set once with the cache (depot.c); 0
+     * means no magazines. */
     uint32_t mag_capacity;
-    uint32_t depot_contended; /* waits for `lock` in depot exchanges since the last growth */
-    uint32_t pins;            /* registry iterators working on the cache (registry lock) */
-    uint32_t closing;         /* being destroyed: walks that run callbacks skip it (registry
-                               * lock; set once, by usi_registry_close), and the thread
-                               * caches' slow paths keep none of its objects (atomic) */
+    uint32_t pins;    /* registry iterators working on the cache (registry lock) */
+    uint32_t closing; /* being destroyed: walks that run callbacks skip it (registry
+                       * lock; set once, by usi_registry_close), and the thread
+                       * caches' slow paths keep none of its objects (atomic) */
     /* objects.c: set when the slabs could not grow (no span: the reservation is full, or
      * the kernel refused), cleared when an object goes back to a slab. While set, malloc
      * sends up to this many slow paths straight to the system allocator before it tries

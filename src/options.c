@@ -26,7 +26,6 @@ struct usi_options usi_options = {
     .empty_reserve = USI_SETTINGS_EMPTY_SLABS_DEFAULT,
     .purge_delay_ms = USI_SETTINGS_PURGE_DELAY_DEFAULT,
     .tcache_max = USI_SETTINGS_TCACHE_MAX_DEFAULT,
-    .mag_growth = USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT,
     .purger = USI_PURGER_INLINE,
     .return_policy = USI_RETURN_DELAY,
 };
@@ -40,7 +39,6 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_PURGER] = &usi_options.purger,
     [USI_SETTING_RETURN] = &usi_options.return_policy,
     [USI_SETTING_TCACHE_MAX] = &usi_options.tcache_max,
-    [USI_SETTING_MAGAZINE_GROWTH] = &usi_options.mag_growth,
     [USI_SETTING_HARDEN] = &usi_options.harden,
     [USI_SETTING_PROFILE] = &usi_options.profile,
     [USI_SETTING_STATS] = &usi_options.stats,

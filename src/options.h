@@ -18,7 +18,6 @@ struct usi_options {
     size_t purger;         /* USLAB_PURGER: enum usi_purger_mode (settings.h) */
     size_t return_policy;  /* USLAB_RETURN: enum usi_return_policy (settings.h) */
     size_t tcache_max;     /* USLAB_TCACHE_MAX: bound on bytes cached by all threads */
-    size_t mag_growth;     /* USLAB_MAGAZINE_GROWTH: magazines grow under contention (0/1) */
     size_t harden;         /* USLAB_HARDEN: USI_HARDEN_* bits (settings.h) */
     size_t profile;        /* USLAB_PROFILE is set: malloc records request sizes (malloc.c) */
     size_t stats;          /* USLAB_STATS: enum usi_stats_format (settings.h; stats.c) */

@@ -67,11 +67,6 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                 "bound on the bytes all threads together may cache in their "
                                 "magazines",
                                 NULL},
-    [USI_SETTING_MAGAZINE_GROWTH] = {"USLAB_MAGAZINE_GROWTH", USI_SETTING_KIND_BOOL,
-                                     USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT, "0", 0, 1,
-                                     "1: a cache's magazines grow when threads contend for its "
-                                     "depot (off: slower on 2 cores, see docs/design.md §4)",
-                                     NULL},
     [USI_SETTING_HARDEN] = {"USLAB_HARDEN", USI_SETTING_KIND_WORDS, 0, "0", 0, 0,
                             "hardening beyond the default checks: `random` hands out the "
                             "objects of every slab in a random order (docs/security.md §5)",

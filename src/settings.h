@@ -40,13 +40,12 @@ enum usi_debug_letter_bits { USI_SETTINGS_DEBUG_LETTERS(USI_SETTINGS_LETTER_BIT)
 
 /* Defaults of the settings options.c keeps in struct usi_options: its static initialiser
  * and the table both use these. */
-#define USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT   ((size_t)1 << 20)
-#define USI_SETTINGS_MAX_SLAB_SIZE_MIN       ((size_t)1024) /* == USI_SMALL_MAX */
-#define USI_SETTINGS_RESERVE_DEFAULT         ((size_t)256 << 30)
-#define USI_SETTINGS_EMPTY_SLABS_DEFAULT     ((size_t)1)
-#define USI_SETTINGS_PURGE_DELAY_DEFAULT     ((size_t)1000)
-#define USI_SETTINGS_TCACHE_MAX_DEFAULT      ((size_t)64 << 20)
-#define USI_SETTINGS_MAGAZINE_GROWTH_DEFAULT ((size_t)0)
+#define USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT ((size_t)1 << 20)
+#define USI_SETTINGS_MAX_SLAB_SIZE_MIN     ((size_t)1024) /* == USI_SMALL_MAX */
+#define USI_SETTINGS_RESERVE_DEFAULT       ((size_t)256 << 30)
+#define USI_SETTINGS_EMPTY_SLABS_DEFAULT   ((size_t)1)
+#define USI_SETTINGS_PURGE_DELAY_DEFAULT   ((size_t)1000)
+#define USI_SETTINGS_TCACHE_MAX_DEFAULT    ((size_t)64 << 20)
 
 /* USLAB_HARDEN's words, as bits of usi_options.harden (docs/security.md §5). */
 #define USI_HARDEN_RANDOM ((size_t)1) /* fresh slabs hand out their objects in random order */
@@ -81,7 +80,6 @@ enum usi_setting_id {
     USI_SETTING_RETURN,
     USI_SETTING_PRESSURE_SOURCE,
     USI_SETTING_TCACHE_MAX,
-    USI_SETTING_MAGAZINE_GROWTH,
     USI_SETTING_HARDEN,
     USI_SETTING_CLASSES,
     USI_SETTING_PROFILE,

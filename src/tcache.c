@@ -95,7 +95,7 @@ static void pair_account(struct uslab_cache *c, const struct usi_magpair *mp, si
 
 /*
  * Before a slow path that may trade the pair's previous magazine for another (of any
- * capacity up to mag_max) or add one, reserves the bytes that could add; returns the
+ * capacity up to the cache's) or add one, reserves the bytes that could add; returns the
  * pair's bytes plus the reservation (what pair_account starts from), or (size_t)-1 when
  * the bound leaves no room: then the thread works straight on the slab layer for this
  * cache until other threads give some back.

@@ -137,7 +137,7 @@ help)
         # shellcheck disable=SC2086
         "$uslab" $how > "$tmp/help" 2>&1 || fail "uslab $how failed"
         for v in USLAB_MAX_SLAB_SIZE USLAB_RESERVE USLAB_EMPTY_SLABS \
-                 USLAB_PURGE_DELAY USLAB_TCACHE_MAX USLAB_MAGAZINE_GROWTH USLAB_DEBUG USLAB_DEBUG_CONTINUE \
+                 USLAB_PURGE_DELAY USLAB_TCACHE_MAX USLAB_DEBUG USLAB_DEBUG_CONTINUE \
                  USLAB_LEAKS USLAB_STATS USLAB_PRELOAD_LIB LD_PRELOAD \
                  --debug --stats --stats=json --leaks --continue --preload --env \
                  'uslab where' 'uslab stats PID' 'uslab top PID' --json --delay --sort \

@@ -55,15 +55,13 @@ int main(void)
     uint32_t last;
     alloc_all(64);
     uint32_t most = free_all(64, 1, &last);
-    printf("freed in order: the shedding magazine reached %u slots (%u at the end)\n", most,
-           last);
+    printf("freed in order: the shedding magazine reached %u slots (%u at the end)\n", most, last);
     CHECK(most == 64 && last == 64, "in order: the magazine reached %u (%u at the end), not 64",
           most, last);
 
     alloc_all(48);
     most = free_all(48, 7919, &last); /* 7919 is prime, BLOCKS is not a multiple of it */
-    printf("freed scattered: the shedding magazine reached %u slots (%u at the end)\n", most,
-           last);
+    printf("freed scattered: the shedding magazine reached %u slots (%u at the end)\n", most, last);
     CHECK(most != 0, "the class never shed: the test tested nothing");
     CHECK(last == 4, "scattered: the magazine has %u slots at the end, not 4", last);
     TEST_DONE();
