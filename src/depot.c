@@ -317,15 +317,16 @@ void usi_depot_demand(struct uslab_cache *c)
         usi_slab_keep_memory(c);
 }
 
-void usi_depot_shed(struct uslab_cache *c, struct usi_mag *m)
+size_t usi_depot_shed(struct uslab_cache *c, struct usi_mag *m)
 {
     if (m == &usi_mag_empty || m->rounds == 0)
-        return;
+        return 0;
     /* Not in flight: its thread holds its cache's lock (an exchange, or a flush at exit),
      * which a fork takes first (usi_tcache_prefork); a fork from a handler of this thread
      * goes on with it in the child. */
-    usi_objects_unfill(c, m->rounds, m->objs);
+    size_t runs = usi_objects_unfill(c, m->rounds, m->objs);
     m->rounds = 0;
+    return runs;
 }
 
 /* Whether a full magazine given to the depot now is shed instead (cache->lock held): read

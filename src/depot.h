@@ -54,8 +54,9 @@ int usi_depot_sheds(struct uslab_cache *c);
 void usi_depot_demand(struct uslab_cache *c);
 /* Puts m's objects back into their slabs; m stays the caller's, empty. Only for a cache
  * without a destructor, by a thread that holds its thread cache's lock (an exchange, a
- * flush). No uslab lock of c held. */
-void usi_depot_shed(struct uslab_cache *c, struct usi_mag *m);
+ * flush). No uslab lock of c held. Returns how many runs the objects formed (usi_slab_put):
+ * how scattered they were. */
+size_t usi_depot_shed(struct uslab_cache *c, struct usi_mag *m);
 /* A full magazine its thread could trade for no empty one: counted as being flushed
  * (depot_flushing) and chained onto *over, for usi_depot_dispose, which returns its
  * objects to their slabs and keeps it in the depot, empty. */

@@ -505,6 +505,8 @@ static void check_block(struct uslab_cache *c, uintptr_t e, void *p)
 /* `tag`: the unit tag usi_free read (0: it did not take the block back from memcheck). */
 static USI_NOINLINE void free_slow(void *p, unsigned tag)
 {
+    if (!p) /* first: some programs free NULL often (lua: 400,000 times in `tables.lua`) */
+        return;
     uintptr_t e = usi_pagemap_lookup(p);
     if (USI_LIKELY(is_class_id(e & USI_ID_MASK))) {
         /* The fast path missed: a full magazine, the key, a pointer off the lattice, or no
@@ -528,8 +530,6 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
         usi_tcache_free(c, p);
         return;
     }
-    if (!p)
-        return;
     check_other(p, e, "free");
     if (tracking_large())
         check_large(p, "free", 1);

@@ -294,16 +294,16 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
 
 /* Returns objs to their slabs; `locked`, if given, runs under the same hold of the cache
  * lock (the depot's in-flight list: a fork never sees the objects back and the magazine
- * still listed, or the reverse). */
-static void put_raw_then(struct uslab_cache *c, size_t n, void *const *objs,
-                         void (*locked)(struct uslab_cache *, void *), void *arg)
+ * still listed, or the reverse). Returns usi_slab_put's count of runs. */
+static size_t put_raw_then(struct uslab_cache *c, size_t n, void *const *objs,
+                           void (*locked)(struct uslab_cache *, void *), void *arg)
 {
     if (USI_UNLIKELY(c->debug))
         usi_debug_capture();
     struct usi_slab *release = NULL;
     usi_lock(&c->lock);
     int was_pending = c->purge_pending;
-    usi_slab_put(c, n, objs, &release);
+    size_t runs = usi_slab_put(c, n, objs, &release);
     if (locked)
         locked(c, arg);
     if (USI_UNLIKELY(__atomic_load_n(&c->starved, __ATOMIC_RELAXED)))
@@ -314,6 +314,7 @@ static void put_raw_then(struct uslab_cache *c, size_t n, void *const *objs,
         usi_slab_release(c, release);
     if (kick)
         usi_purge_kick();
+    return runs;
 }
 
 static void put_raw(struct uslab_cache *c, size_t n, void *const *objs)
@@ -402,9 +403,9 @@ size_t usi_objects_fill_bulk(struct uslab_cache *c, size_t held, size_t n, void 
     return fill(c, held, n - held, objs + held, 1) ? n : 0;
 }
 
-void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
-                             uint32_t *destructed, void (*locked)(struct uslab_cache *, void *),
-                             void *arg)
+size_t usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
+                               uint32_t *destructed, void (*locked)(struct uslab_cache *, void *),
+                               void *arg)
 {
     /* A magazine in flight is on its cache's list (the depot's `locked`); other objects
      * are recorded as in passage while the destructor runs on them. */
@@ -422,12 +423,12 @@ void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
             if (destructed) /* read by a fork child: a plain store, after the call */
                 __atomic_store_n(destructed, (uint32_t)(i + 1), __ATOMIC_RELAXED);
         }
-    put_raw_then(c, n, objs, locked, arg);
+    return put_raw_then(c, n, objs, locked, arg);
 }
 
-void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs)
+size_t usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs)
 {
-    usi_objects_unfill_then(c, n, objs, NULL, NULL, NULL);
+    return usi_objects_unfill_then(c, n, objs, NULL, NULL, NULL);
 }
 
 void usi_objects_limbo_return(struct usi_limbo *slots)

@@ -58,14 +58,15 @@ static inline int usi_objects_starved(struct uslab_cache *c)
     __atomic_store_n(&c->starved, s - 1, __ATOMIC_RELAXED);
     return 1;
 }
-/* Destructs n objects and returns them to their slabs. Runs the destructor (if any). */
-void usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs);
+/* Destructs n objects and returns them to their slabs. Runs the destructor (if any).
+ * Returns the number of runs they formed (usi_slab_put). */
+size_t usi_objects_unfill(struct uslab_cache *c, size_t n, void *const *objs);
 /* usi_objects_unfill, counting in *destructed the objects whose destructor returned, then
  * locked(c, arg) under the same hold of the cache lock that puts them back (the depot's
  * in-flight list). */
-void usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
-                             uint32_t *destructed, void (*locked)(struct uslab_cache *, void *),
-                             void *arg);
+size_t usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,
+                               uint32_t *destructed, void (*locked)(struct uslab_cache *, void *),
+                               void *arg);
 /* Whether this thread is inside a constructor, destructor or reclaim callback of c (at a
  * nesting depth of at most 8). */
 int usi_objects_in_callback_of(const struct uslab_cache *c);

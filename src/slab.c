@@ -732,64 +732,63 @@ static USI_COLD USI_NORETURN void put_twice(const struct uslab_cache *c, const s
                      c->name);
 }
 
-void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release)
+size_t usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release)
 {
     if (USI_UNLIKELY(c->debug)) {
         put_debug(c, n, objs, release);
-        return;
+        return n; /* one object at a time */
     }
-    /* The slab of the previous object (neighbours often share one): its scan position and
-     * count are kept in locals and its list settled once per run of objects, when the next
-     * object is in another slab (or at the end). The cache's geometry and the slab's
-     * addresses are kept in locals too: the bitmap stores below could alias them for the
-     * compiler, which would load them again for every object. A bad pointer or a double
-     * free (also twice in one batch: its bit is clear by then) is fatal. */
-    struct usi_slab *s = NULL;
+    /* The objects go back a run at a time: a run is the objects that follow one another in
+     * objs within one slab (neighbours often share one). Within a run, the slab's scan
+     * position stays in a local, and the cache's geometry and the slab's addresses are in
+     * locals too (the bitmap stores could alias them for the compiler, which would load them
+     * again for every object); the run's slab is settled once, after it, so no call is made
+     * inside a run and its values stay in registers. A bad pointer or a double free (also
+     * twice in one batch: its bit is clear by then) is fatal. */
     const size_t stride = c->stride;
     const uint64_t recip = c->stride_recip, objs_bytes = (uint64_t)c->nobjs * stride;
     const uint32_t last = c->nobjs - 1; /* index of the lowest object */
-    uintptr_t first = 0, end = 0;       /* s's lowest object (as handed out) and its objects' end */
-    uint64_t *map = NULL;
-    uint32_t scan = 0, freed = 0; /* s's scan position, and its objects freed in this run */
-    for (void *const *q = objs, *const *q_end = objs + n; q != q_end; q++) {
+    void *const *q = objs, *const *q_end = objs + n;
+    size_t runs = 0;
+    for (; q != q_end; runs++) {
         uintptr_t p = (uintptr_t)*q;
-        if (p - first >= end - first) { /* not among s's objects: also when s is NULL */
-            if (s) {
-                s->scan = scan;
-                s->inuse -= freed;
-                put_settle(c, s, release);
-            }
-            s = put_slab_of(c, p);
-            first = (uintptr_t)s->objs + c->obj_offset;
-            end = first + objs_bytes;
-            map = s->alloc_map;
-            scan = s->scan;
-            freed = 0;
-            if (USI_UNLIKELY(p - first >= objs_bytes)) /* in s's span, past its objects */
-                put_invalid(c, s, p);
-        }
-        /* slab_index, with the geometry in registers (off < objs_bytes: checked above) */
+        struct usi_slab *s = put_slab_of(c, p);
+        const uintptr_t first = (uintptr_t)s->objs + c->obj_offset; /* lowest, as handed out */
+        uint64_t *const map = s->alloc_map;
+        uint32_t scan = s->scan;
+        void *const *run = q;
         uint64_t off = p - first;
-        uint32_t pos = (uint32_t)((off * recip) >> 32), idx = last - pos;
-        if (USI_UNLIKELY((uint64_t)pos * stride != off))
+        if (USI_UNLIKELY(off >= objs_bytes)) /* in s's span, past its objects */
             put_invalid(c, s, p);
-        /* The bit flipped: a set one (allocated) clears and the word drops; a clear one
-         * (free already) would set it, and the word grow. */
-        uint64_t word = map[idx >> 6], flipped = word ^ ((uint64_t)1 << (idx & 63));
-        if (USI_UNLIKELY(flipped > word))
-            put_twice(c, s, p);
-        map[idx >> 6] = flipped;
-        if (idx >> 6 < scan)
-            scan = idx >> 6;
-        freed++;
-    }
-    if (s) {
+        for (;;) {
+            /* slab_index, with the geometry in registers (off < objs_bytes) */
+            uint32_t pos = (uint32_t)((off * recip) >> 32), idx = last - pos;
+            if (USI_UNLIKELY((uint64_t)pos * stride != off))
+                put_invalid(c, s, p);
+            /* A set bit (allocated) is cleared; a clear one is a double free. */
+            uint64_t word = map[idx >> 6];
+            if (USI_UNLIKELY(!((word >> (idx & 63)) & 1)))
+                put_twice(c, s, p);
+            map[idx >> 6] = word ^ ((uint64_t)1 << (idx & 63));
+            if (idx >> 6 < scan)
+                scan = idx >> 6;
+            if (++q == q_end)
+                break;
+            p = (uintptr_t)*q;
+            off = p - first;
+            if (off >= objs_bytes) /* the next run: another slab */
+                break;
+        }
         s->scan = scan;
-        s->inuse -= freed;
-        put_settle(c, s, release);
+        s->inuse -= (uint32_t)(q - run);
+        /* A put leaves no slab full: one still partial and on that list stays as it is
+         * (scattered frees make a run an object: perl's teardown, 200,000 runs). */
+        if (s->inuse == 0 || s->list != USI_SLAB_PARTIAL)
+            put_settle(c, s, release);
     }
     c->slab_inuse -= n;
     c->slab_puts += n;
+    return runs;
 }
 
 size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release)

@@ -71,8 +71,10 @@ void usi_slab_geometry(struct uslab_cache *c);
 size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs);
 /* Returns raw objects to their slabs; checks each is a valid, allocated object of c and
  * reports misuse. Empty slabs beyond the reserve are unlinked onto *release, to be handed
- * to usi_slab_release after the lock is dropped. Caller holds cache->lock. */
-void usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release);
+ * to usi_slab_release after the lock is dropped. Returns the number of runs: objects that
+ * follow one another in objs within one slab are a run (how scattered they were). Caller
+ * holds cache->lock. */
+size_t usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release);
 /* Unlinks every empty slab (keep = how many to keep) onto *release. Caller holds lock. */
 size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release);
 /* Unlinks empty slabs idle since before `before_ms`, keeping the `keep` most recent empty

@@ -203,17 +203,17 @@ static inline void exchange_end(struct usi_tcache *tc, uint32_t state)
 /* ... unless the objects it fills with lie together (shed_capacity). */
 #define USI_MAG_SHED_MAX 64
 
-/* The next capacity of a shedding pair's magazine m, full, whose objects are about to go
- * back to their slabs: doubled (up to USI_MAG_SHED_MAX) where they lay in a few 64 KiB
- * units, back to USI_MAG_SHED where they were scattered. A program that frees what it
- * allocated together (a garbage collector's sweep, a structure torn down) pins few slabs
- * with a big magazine and sheds in big batches; frees in random order pin a slab an object,
- * and stay at 4 (test burst_return). A shed of 4 cost 700 instructions (lua, python). */
-static uint32_t shed_capacity(const struct uslab_cache *c, const struct usi_mag *m)
+/* The next capacity of a shedding pair's magazine m, whose n objects just went back to
+ * their slabs in `runs` runs (usi_slab_put: a run is the neighbours in m within one slab):
+ * doubled (up to USI_MAG_SHED_MAX) where they lay in a few slabs, back to USI_MAG_SHED where
+ * they were scattered. A program that frees what it allocated together (a garbage
+ * collector's sweep, a structure torn down) pins few slabs with a big magazine and sheds in
+ * big batches; frees in random order pin a slab an object, and stay at 4 (test
+ * burst_return). A shed of 4 cost 700 instructions (lua, python). The slab layer counts the
+ * runs as it puts: a loop here over the objects cost lua 8M instructions. */
+static uint32_t shed_capacity(const struct uslab_cache *c, const struct usi_mag *m, size_t n,
+                              size_t runs)
 {
-    uint32_t n = m->rounds, runs = 1;
-    for (uint32_t i = 1; i < n; i++)
-        runs += (((uintptr_t)m->objs[i] ^ (uintptr_t)m->objs[i - 1]) >> USI_UNIT_SHIFT) != 0;
     uint32_t most = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
     uint32_t cap = m->capacity;
     if (runs * 4 <= n)
@@ -723,8 +723,8 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
          * the objects go back to their slabs and the magazine stays, with no trade and no
          * change of capacity (a quarter of the frees of a burst come here: lua). */
         struct usi_mag *m = pair_unload(mp);
-        uint32_t cap = shed_capacity(c, m);
-        usi_depot_shed(c, m);
+        size_t n = m->rounds, runs = usi_depot_shed(c, m);
+        uint32_t cap = shed_capacity(c, m, n, runs);
         if (cap != m->capacity) {
             size_t before = cap > m->capacity ? pair_reserve(c, mp) : pair_bytes(c, mp);
             if (before != (size_t)-1) {
