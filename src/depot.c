@@ -71,12 +71,14 @@ void usi_depot_init(void)
     }
 }
 
-/* Objects per magazine at first: 32 KiB of objects, at most USI_MAG_MAX (256) and at
- * least 4 of them: 256 up to 128-byte objects, 64 at 512 bytes, 4 from 8 KiB on
- * (docs/design.md §4); contention may grow it later. Medium malloc blocks: 512 KiB of them,
- * 10 of 48 KiB down to 1 of 384 and 512 KiB, none above (design §8). One block a magazine up to
- * 256 KiB spent 60% of the `medium` bench row in depot exchanges (1.5x its time). */
-#define MEDIUM_MAG_BYTES ((size_t)512 << 10)
+/* Objects per magazine: 32 KiB of objects, at most USI_MAG_MAX (256) and at least 4 of
+ * them: 256 up to 128-byte objects, 64 at 512 bytes, 4 from 8 KiB on (docs/design.md §4).
+ * Medium malloc blocks: 512 KiB of them, 10 of 48 KiB down to 1 of 384 and 512 KiB, none
+ * above (design §8); a pair whose slow paths alternate between allocation and free grows
+ * its magazines to MEDIUM_MAG_GROWTH times that. One block a magazine up to 256 KiB spent
+ * 60% of the `medium` bench row in depot exchanges (1.5x its time); 512 KiB, 20% of it. */
+#define MEDIUM_MAG_BYTES  ((size_t)512 << 10)
+#define MEDIUM_MAG_GROWTH 4
 static uint32_t magazine_capacity(size_t stride)
 {
     size_t cap = ((size_t)32 << 10) / stride;
@@ -88,15 +90,11 @@ static uint32_t magazine_capacity(size_t stride)
 void usi_depot_init_cache(struct uslab_cache *c)
 {
     /* Debug caches bypass magazines so that every operation is checked (libumem, SLUB). */
-    c->mag_capacity = (c->flags & USLAB_CACHE_NOMAGAZINE) || c->debug ? 0
-                      : usi_cache_medium(c) ? (uint32_t)(MEDIUM_MAG_BYTES / c->size)
-                                            : magazine_capacity(c->stride);
+    c->mag_steady = (c->flags & USLAB_CACHE_NOMAGAZINE) || c->debug ? 0
+                    : usi_cache_medium(c) ? (uint32_t)(MEDIUM_MAG_BYTES / c->size)
+                                          : magazine_capacity(c->stride);
+    c->mag_capacity = c->mag_steady * (usi_cache_medium(c) ? MEDIUM_MAG_GROWTH : 1);
     c->mag_max_bytes = (size_t)c->mag_capacity * c->stride;
-}
-
-struct usi_mag *usi_mag_new(struct uslab_cache *c)
-{
-    return usi_mag_new_cap(c, __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED));
 }
 
 struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap)

@@ -29,7 +29,6 @@ extern struct usi_mag usi_mag_empty;
 void usi_depot_init(void); /* the internal caches magazines are made of */
 /* Sets up the magazine side of a cache descriptor: capacity and growth limit. */
 void usi_depot_init_cache(struct uslab_cache *c);
-struct usi_mag *usi_mag_new(struct uslab_cache *c); /* empty magazine or NULL */
 /* An empty magazine of cap slots (1 <= cap <= USI_MAG_MAX) for c, or NULL. */
 struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap);
 void usi_mag_delete(struct usi_mag *m);

@@ -75,8 +75,9 @@ struct uslab_cache {
     struct uslab_cache *span_next;
 
     /* Capacity of the cache's full-size magazines, set once with the cache (depot.c); 0
-     * means no magazines. */
-    uint32_t mag_capacity;
+     * means no magazines. A pair's magazines grow past mag_steady (at most mag_capacity)
+     * only while its slow paths alternate between allocation and free (tcache.c). */
+    uint32_t mag_capacity, mag_steady;
     uint32_t pins;    /* registry iterators working on the cache (registry lock) */
     uint32_t closing; /* being destroyed: walks that run callbacks skip it (registry
                        * lock; set once, by usi_registry_close), and the thread

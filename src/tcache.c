@@ -214,7 +214,7 @@ static inline void exchange_end(struct usi_tcache *tc, uint32_t state)
 static uint32_t shed_capacity(const struct uslab_cache *c, const struct usi_mag *m, size_t n,
                               size_t runs)
 {
-    uint32_t most = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
+    uint32_t most = c->mag_steady;
     uint32_t cap = m->capacity;
     if (runs * 4 <= n)
         cap = 2 * cap < USI_MAG_SHED_MAX ? 2 * cap : USI_MAG_SHED_MAX;
@@ -253,10 +253,17 @@ static uint32_t pair_level(const struct uslab_cache *c, const struct usi_magpair
     return level < most ? level : most;
 }
 
-/* Raises mp's level: a slow path of the pair's owner (not its first free, design §4). */
-static uint32_t pair_grow(const struct uslab_cache *c, struct usi_magpair *mp)
+/* Raises mp's level: a slow path of the pair's owner (not its first free, design §4). Past
+ * the cache's steady capacity only where this slow path is of the other kind than the
+ * pair's last one (`alternates`: an allocation found the pair empty, then a free found it
+ * full, or the reverse): its working set swings wider than its two magazines. A thread
+ * that only frees what another allocates (`prodcons`) keeps the steady capacity, so its
+ * full magazines hold no more blocks than before. */
+static uint32_t pair_grow(const struct uslab_cache *c, struct usi_magpair *mp, int alternates)
 {
     uint32_t most = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
+    if (!alternates && most > c->mag_steady)
+        most = mp->mag_level > c->mag_steady ? mp->mag_level : c->mag_steady;
     uint32_t level = mp->mag_level ? 2 * mp->mag_level : start_capacity(c);
     mp->mag_level = level < most ? level : most;
     return mp->mag_level;
@@ -551,8 +558,8 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
     }
     struct usi_mag *loaded = pair_unload(mp);
     int ok = 1;
+    pair_grow(c, mp, mp->freeing);
     mp->freeing = 0;
-    pair_grow(c, mp);
     if (loaded->rounds == 0) {
         struct usi_mag *prev = mp->prev;
         if (prev->rounds != 0) { /* swap: the previous magazine has objects */
@@ -759,7 +766,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         usi_depot_shed(c, prev);
         usi_mag_delete(prev);
         mp->mag_level = 0;
-        uint32_t most = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
+        uint32_t most = c->mag_steady;
         uint32_t cap = most < USI_MAG_SHED ? most : USI_MAG_SHED;
         if (loaded == &usi_mag_empty || loaded->capacity != cap)
             loaded = mag_replace(c, loaded == &usi_mag_empty ? NULL : loaded, cap);
@@ -775,7 +782,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     int freeing = mp->freeing;
     mp->freeing = 1;
     if (!past_bound) {
-        pair_grow(c, mp);
+        pair_grow(c, mp, !freeing);
         if (prev->rounds == 0)
             mp->prev = prev = fit_empty(c, mp, prev);
     }

@@ -21,7 +21,7 @@ int main(void)
     CHECK(cache->mag_capacity == 128 && cache->mag_max_bytes == 128 * 256,
           "256-byte objects: capacity %u, %zu bytes", cache->mag_capacity, cache->mag_max_bytes);
     for (int i = 0; i < 100; i++) {
-        struct usi_mag *m = usi_mag_new(cache);
+        struct usi_mag *m = usi_mag_new_cap(cache, cache->mag_capacity);
         CHECK(m != NULL && m->capacity == 128, "magazine %d", i);
         usi_depot_put(cache, m);
     }

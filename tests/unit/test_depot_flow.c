@@ -21,7 +21,7 @@ static struct uslab_cache *cache;
 /* A full magazine of real objects (they go back to the slabs when flushed). */
 static struct usi_mag *full_magazine(void)
 {
-    struct usi_mag *m = usi_mag_new(cache);
+    struct usi_mag *m = usi_mag_new_cap(cache, cache->mag_capacity);
     CHECK(m != NULL, "magazine");
     m->rounds = (uint32_t)usi_objects_fill(cache, m->capacity, m->objs, 0);
     CHECK(m->rounds == m->capacity, "fill");

@@ -51,8 +51,11 @@ int main(void)
                   c->align, c->stride);
             CHECK(c->nobjs == 1 && c->slab_size == span, "medium class %zu: %u in a slab of %zu", s,
                   (unsigned)c->nobjs, c->slab_size);
-            /* Magazines of 512 KiB of blocks: 10 of 48 KiB, 1 of 512 KiB, none of 768 KiB. */
-            CHECK(c->mag_capacity == ((size_t)512 << 10) / s, "medium class %zu: magazines of %u",
+            /* Magazines of 512 KiB of blocks: 10 of 48 KiB, 1 of 512 KiB, none of 768 KiB;
+             * four times that for a pair that alternates. */
+            CHECK(c->mag_steady == ((size_t)512 << 10) / s, "medium class %zu: magazines of %u", s,
+                  c->mag_steady);
+            CHECK(c->mag_capacity == 4 * c->mag_steady, "medium class %zu: alternating pairs' %u",
                   s, c->mag_capacity);
             continue;
         }
