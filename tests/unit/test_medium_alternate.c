@@ -84,8 +84,8 @@ int main(void)
 {
     uslab_free(uslab_malloc(SIZE)); /* the classes are set up */
     const struct uslab_cache *c = cache_of_size();
-    CHECK(c->mag_steady == 8 && c->mag_capacity == 32, "64 KiB: steady %u, most %u",
-          c->mag_steady, c->mag_capacity);
+    CHECK(c->mag_steady == 8 && c->mag_capacity == 32, "64 KiB: steady %u, most %u", c->mag_steady,
+          c->mag_capacity);
 
     for (int k = 0; k < 4; k++) { /* the producer's and consumer's blocks go round */
         uint32_t p = on_thread(produce), q = on_thread(consume);
@@ -95,7 +95,6 @@ int main(void)
     }
     uint32_t a = on_thread(alternate);
     printf("alternating: %u slots\n", a);
-    CHECK(a == c->mag_capacity, "an alternating pair reached %u slots, not %u", a,
-          c->mag_capacity);
+    CHECK(a == c->mag_capacity, "an alternating pair reached %u slots, not %u", a, c->mag_capacity);
     TEST_DONE();
 }
