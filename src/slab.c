@@ -527,10 +527,21 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
                 char *first = usi_slab_object(c, s, w * 64) + c->obj_offset; /* going down */
                 size_t stride = c->stride, room = n - got, k = bit_count(free_bits);
                 size_t end = got + (k < room ? k : room);
-                uint64_t left = free_bits;
-                for (; got < end; got++) { /* one bound: the loop the compiler keeps tight */
-                    objs[got] = first - (size_t)(uint32_t)__builtin_ctzll(left) * stride;
-                    left &= left - 1;
+                uint32_t low = (uint32_t)__builtin_ctzll(free_bits);
+                uint64_t left = free_bits, above = free_bits >> low;
+                if ((above & (above + 1)) == 0) {
+                    /* One run of free objects (a fresh slab's, a word freed whole): a stride
+                     * apart, no bit scan (13 -> 5 instructions an object, lua). */
+                    size_t take = end - got;
+                    char *p = first - (size_t)low * stride;
+                    for (; got < end; got++, p -= stride)
+                        objs[got] = p;
+                    left = take == 64 ? 0 : free_bits & ~((((uint64_t)1 << take) - 1) << low);
+                } else {
+                    for (; got < end; got++) { /* one bound: the loop the compiler keeps tight */
+                        objs[got] = first - (size_t)(uint32_t)__builtin_ctzll(left) * stride;
+                        left &= left - 1;
+                    }
                 }
                 uint64_t taken = free_bits & ~left;
                 s->alloc_map[w] |= taken;

@@ -145,6 +145,23 @@ int main(int argc, char **argv)
         uslab_cache_reap(a);
         return survived("double free in a bulk free");
     }
+    if (strcmp(k, "double_free_neighbour") == 0 || strcmp(k, "interior_neighbour") == 0) {
+        /* Neighbours (a stride apart) go back to their slab in one run of its put: a
+         * repeat among them, or an interior pointer after them, is caught there. */
+        void *q[4];
+        for (int i = 0; i < 3; i++)
+            q[i] = get(a);
+        uintptr_t d1 = (uintptr_t)q[1] - (uintptr_t)q[0], d2 = (uintptr_t)q[2] - (uintptr_t)q[1];
+        if (d1 != d2 || (d1 != 64 && d1 != (uintptr_t)-64)) {
+            fprintf(stderr, "death_cases: objects %p %p %p are not neighbours\n", q[0], q[1], q[2]);
+            exit(2);
+        }
+        q[3] = k[0] == 'd' ? q[1] : (char *)q[2] + 8;
+        uslab_cache_free_bulk(a, 4, q);
+        uslab_cache_reap(a);
+        return survived(k[0] == 'd' ? "double free among neighbours"
+                                    : "free of a pointer into an object");
+    }
     if (strcmp(k, "double_free_nomag") == 0) {
         uslab_cache_free(nm, pn);
         uslab_cache_free(nm, pn);

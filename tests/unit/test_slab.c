@@ -392,6 +392,72 @@ static void test_lists(void)
     uslab_cache_destroy(c);
 }
 
+/* usi_slab_take hands out the lowest-numbered free objects in ascending order, a word of
+ * the bitmap at a time: one run of free bits (a fresh slab's, a run freed whole) without a
+ * bit scan, scattered ones with it. Taken in uneven chunks, from a fresh slab and after
+ * puts of a whole word, a run inside a word, the slab's partial last word and scattered
+ * objects, each object is the one expected. */
+static void test_take_order(void)
+{
+    struct uslab_cache *c =
+        uslab_cache_create("take", 48, 0, NULL, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
+    CHECK(c, "create");
+    uint32_t n = c->nobjs;
+    CHECK(n > 320 && n % 64 != 0, "a slab of 48-byte objects: %u, the last word partial", n);
+    void **objs = malloc(n * sizeof *objs);
+    uint32_t *want = malloc(n * sizeof *want);
+    CHECK(objs && want, "malloc");
+    static const uint32_t chunks[] = {1, 3, 60, 64, 7, 200, 64, 1, 63};
+    pthread_mutex_lock(&c->lock);
+    struct usi_slab *s = NULL;
+    for (uint32_t round = 0; round < 2; round++) {
+        uint32_t count = 0;
+        if (round == 0) {
+            for (uint32_t i = 0; i < n; i++)
+                want[count++] = i;
+        } else {
+            /* a whole word, a run inside one, scattered objects, the partial last word */
+            uint32_t last_word = (n - 1) / 64 * 64;
+            for (uint32_t i = 64; i < 128; i++)
+                want[count++] = i;
+            for (uint32_t i = 200; i < 211; i++)
+                want[count++] = i;
+            want[count++] = 300;
+            want[count++] = 302;
+            want[count++] = 305;
+            for (uint32_t i = last_word; i < n; i++)
+                want[count++] = i;
+            for (uint32_t i = 0; i < count; i++)
+                objs[i] = usi_slab_object(c, s, want[i]) + c->obj_offset;
+            struct usi_slab *release = NULL;
+            usi_slab_put(c, count, objs, &release);
+            CHECK(release == NULL, "a partial slab is not released");
+        }
+        uint32_t got = 0;
+        for (unsigned k = 0; got < count; k = (k + 1) % (sizeof chunks / sizeof chunks[0])) {
+            uint32_t ask = chunks[k] < count - got ? chunks[k] : count - got;
+            CHECK(usi_slab_take(c, ask, objs + got) == ask, "take %u", ask);
+            got += ask;
+            check_all_slabs(c, "after a take");
+        }
+        if (!s)
+            s = usi_slab_of_entry(usi_pagemap_lookup(objs[0]));
+        for (uint32_t i = 0; i < count; i++)
+            CHECK(objs[i] == usi_slab_object(c, s, want[i]) + c->obj_offset,
+                  "round %u: object %u is number %u", round, i, want[i]);
+        CHECK(s->inuse == n && s->list == USI_SLAB_FULL, "round %u: the slab is full", round);
+    }
+    struct usi_slab *release = NULL;
+    for (uint32_t i = 0; i < n; i++)
+        objs[i] = usi_slab_object(c, s, i) + c->obj_offset;
+    usi_slab_put(c, n, objs, &release);
+    check_all_slabs(c, "all back");
+    pthread_mutex_unlock(&c->lock);
+    free(objs);
+    free(want);
+    uslab_cache_destroy(c);
+}
+
 /* The malloc classes' lattice (design §8): every block's address has low 32 bits that are
  * a multiple of its class's stride, and free()'s one-multiply test of that is exact. */
 static void test_lattice(void)
@@ -447,6 +513,7 @@ int main(void)
     test_colouring(USLAB_CACHE_NOCOLOUR);
     test_lists();
     test_slab_check();
+    test_take_order();
     test_lattice();
     TEST_DONE();
 }
