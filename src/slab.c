@@ -743,6 +743,24 @@ static USI_COLD USI_NORETURN void put_twice(const struct uslab_cache *c, const s
                      c->name);
 }
 
+/* Clears bits lo to hi (object numbers, lo <= hi) of map, a word at a time; each must be
+ * set (allocated). Returns UINT32_MAX, or the first of them that was clear (a double free:
+ * map is then unchanged from that word on). */
+static inline uint32_t clear_bits(uint64_t *map, uint32_t lo, uint32_t hi)
+{
+    uint32_t w = lo >> 6, w_hi = hi >> 6;
+    uint64_t m = UINT64_MAX << (lo & 63);
+    for (;; w++, m = UINT64_MAX) {
+        if (w == w_hi)
+            m &= UINT64_MAX >> (63 - (hi & 63));
+        if (USI_UNLIKELY((map[w] & m) != m))
+            return w * 64 + (uint32_t)__builtin_ctzll(m & ~map[w]);
+        map[w] ^= m;
+        if (w == w_hi)
+            return UINT32_MAX;
+    }
+}
+
 size_t usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release)
 {
     if (USI_UNLIKELY(c->debug)) {
@@ -750,12 +768,14 @@ size_t usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct u
         return n; /* one object at a time */
     }
     /* The objects go back a run at a time: a run is the objects that follow one another in
-     * objs within one slab (neighbours often share one). Within a run, the slab's scan
-     * position stays in a local, and the cache's geometry and the slab's addresses are in
-     * locals too (the bitmap stores could alias them for the compiler, which would load them
-     * again for every object); the run's slab is settled once, after it, so no call is made
-     * inside a run and its values stay in registers. A bad pointer or a double free (also
-     * twice in one batch: its bit is clear by then) is fatal. */
+     * objs within one slab (neighbours often share one), and within a run a streak at a
+     * time: objects a stride apart, going down or up (blocks freed in the order they were
+     * handed out, or in its reverse: lua's 99%, perl's 92%, python's 74%). A streak's first
+     * object is checked with a division; the others, a stride from a checked one, are
+     * object starts too, and their bits are cleared a word at a time. The cache's geometry
+     * and the slab's addresses are in locals (the bitmap stores could alias them for the
+     * compiler); the run's slab is settled once, after it. A bad pointer or a double free
+     * (also twice in one batch: its bit is clear by then) is fatal. */
     const size_t stride = c->stride;
     const uint64_t recip = c->stride_recip, objs_bytes = (uint64_t)c->nobjs * stride;
     const uint32_t last = c->nobjs - 1; /* index of the lowest object */
@@ -771,25 +791,46 @@ size_t usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct u
         uint64_t off = p - first;
         if (USI_UNLIKELY(off >= objs_bytes)) /* in s's span, past its objects */
             put_invalid(c, s, p);
-        for (;;) {
+        do {
             /* slab_index, with the geometry in registers (off < objs_bytes) */
-            uint32_t pos = (uint32_t)((off * recip) >> 32), idx = last - pos;
+            uint32_t pos = (uint32_t)((off * recip) >> 32), lo = pos, hi = pos;
             if (USI_UNLIKELY((uint64_t)pos * stride != off))
                 put_invalid(c, s, p);
-            /* A set bit (allocated) is cleared; a clear one is a double free. */
-            uint64_t word = map[idx >> 6];
-            if (USI_UNLIKELY(!((word >> (idx & 63)) & 1)))
-                put_twice(c, s, p);
-            map[idx >> 6] = word ^ ((uint64_t)1 << (idx & 63));
+            void *const *e = q + 1;
+            uint64_t step = e != q_end ? (uintptr_t)*e - p : 0; /* to the next object */
+            if (step == -(uint64_t)stride && pos > 0) {
+                size_t most = (size_t)(q_end - e);                 /* objects left after this one */
+                void *const *stop = e + (most < pos ? most : pos); /* none below the lowest */
+                for (uintptr_t a = p - stride; e != stop && (uintptr_t)*e == a; a -= stride)
+                    e++;
+                lo = pos - (uint32_t)(e - q - 1);
+            } else if (step == stride && pos < last) {
+                size_t most = (size_t)(q_end - e);
+                void *const *stop = e + (most < last - pos ? most : last - pos);
+                for (uintptr_t a = p + stride; e != stop && (uintptr_t)*e == a; a += stride)
+                    e++;
+                hi = pos + (uint32_t)(e - q - 1);
+            }
+            /* positions lo..hi from the lowest object are numbers last - hi .. last - lo */
+            uint32_t idx = last - hi;
+            if (lo == hi) { /* a set bit (allocated) is cleared; a clear one is a double free */
+                uint64_t word = map[idx >> 6];
+                if (USI_UNLIKELY(!((word >> (idx & 63)) & 1)))
+                    put_twice(c, s, p);
+                map[idx >> 6] = word ^ ((uint64_t)1 << (idx & 63));
+            } else {
+                uint32_t twice = clear_bits(map, idx, last - lo);
+                if (USI_UNLIKELY(twice != UINT32_MAX))
+                    put_twice(c, s, (uintptr_t)usi_slab_object(c, s, twice) + c->obj_offset);
+            }
             if (idx >> 6 < scan)
                 scan = idx >> 6;
-            if (++q == q_end)
+            q = e;
+            if (q == q_end)
                 break;
             p = (uintptr_t)*q;
             off = p - first;
-            if (off >= objs_bytes) /* the next run: another slab */
-                break;
-        }
+        } while (off < objs_bytes); /* else the next run: another slab */
         s->scan = scan;
         s->inuse -= (uint32_t)(q - run);
         /* A put leaves no slab full: one still partial and on that list stays as it is

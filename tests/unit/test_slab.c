@@ -416,19 +416,27 @@ static void test_take_order(void)
             for (uint32_t i = 0; i < n; i++)
                 want[count++] = i;
         } else {
-            /* a whole word, a run inside one, scattered objects, the partial last word */
+            /* A whole word, a run inside one, runs across a word's end, scattered objects,
+             * the partial last word. The put's streaks (slab.c) go down and up in address:
+             * the whole word and the run from 250 are put in reverse. */
             uint32_t last_word = (n - 1) / 64 * 64;
             for (uint32_t i = 64; i < 128; i++)
                 want[count++] = i;
             for (uint32_t i = 200; i < 211; i++)
                 want[count++] = i;
+            for (uint32_t i = 250; i < 262; i++)
+                want[count++] = i;
             want[count++] = 300;
             want[count++] = 302;
             want[count++] = 305;
+            for (uint32_t i = 310; i < 330; i++)
+                want[count++] = i;
             for (uint32_t i = last_word; i < n; i++)
                 want[count++] = i;
-            for (uint32_t i = 0; i < count; i++)
-                objs[i] = usi_slab_object(c, s, want[i]) + c->obj_offset;
+            for (uint32_t i = 0; i < count; i++) {
+                uint32_t k = i < 64 ? 63 - i : want[i] >= 250 && want[i] < 262 ? 75 + 86 - i : i;
+                objs[i] = usi_slab_object(c, s, want[k]) + c->obj_offset;
+            }
             struct usi_slab *release = NULL;
             usi_slab_put(c, count, objs, &release);
             CHECK(release == NULL, "a partial slab is not released");
