@@ -32,7 +32,14 @@ static uint64_t snap_counts(const struct uslab_cache *c, struct usi_live_cache *
     r->partial = c->lists[USI_SLAB_PARTIAL].count;
     r->full = c->lists[USI_SLAB_FULL].count;
     r->empty = c->lists[USI_SLAB_EMPTY].count;
-    r->cached_depot = c->depot_rounds;
+    /* The depot's full magazines, and those taken out to be flushed whose objects are not
+     * back in their slabs yet (depot.c's in-flight list): the cache's, not the program's.
+     * Counted as active, they made a reap that ran beside another thread's flush (a purger
+     * pass) report objects the program had freed (TSan stress, constructed_shrink_thread). */
+    uint64_t flushing = 0;
+    for (const struct usi_mag *m = c->in_flight; m; m = m->flight_next)
+        flushing += m->rounds;
+    r->cached_depot = c->depot_rounds + flushing;
     r->resident_bytes = c->touched_bytes;
     r->slab_takes = c->slab_takes;
     r->slab_puts = c->slab_puts;

@@ -62,7 +62,7 @@ struct usi_live_cache {
     uint64_t total_objects;         /* objects the slabs hold room for */
     uint64_t active;                /* objects the program holds */
     uint64_t cached_thread;         /* objects in the threads' magazines */
-    uint64_t cached_depot;          /* objects in the depot's full magazines */
+    uint64_t cached_depot;          /* in the depot's full magazines and its flushes */
     uint64_t resident_bytes;        /* pages of its slabs that objects have been in (an estimate) */
     uint64_t slab_takes, slab_puts; /* cumulative: objects taken from and returned to slabs */
     uint64_t depot_in, depot_out;   /* cumulative: objects given to and taken from the depot */

@@ -13,7 +13,11 @@
  *                 1,000: the depot's idle magazines go back through the destructor within
  *                 a few purge intervals, on the purger thread (HOW `thread`: run with
  *                 USLAB_PURGER=thread) or, in a process without one (`inline`:
- *                 USLAB_PURGER=inline), in the cache's own allocation slow path.
+ *                 USLAB_PURGER=inline), in the cache's own allocation slow path;
+ *  inflight       a thread's reap flushes its 100 objects and its destructor stops at the
+ *                 first: meanwhile another thread's statistics count them as the cache's
+ *                 (cached), not the program's (active), and its own reap returns without
+ *                 waiting for that flush (constructed_shrink_thread met a purger pass so).
  *
  * Each object carries the constructor's mark, checked at every allocation (the state the
  * constructor made, left by the previous user) and by the destructor. Passes: fewer than 1%
@@ -26,6 +30,7 @@
  */
 #include "mt_common.h"
 
+#include <semaphore.h>
 #include <time.h>
 
 #define ROUNDS     50
@@ -41,6 +46,8 @@ struct obj {
 
 static uslab_cache_t *cache;
 static uint64_t ctors, dtors, bad;
+static int hold;                /* inflight: the next destructor call waits for `release` */
+static sem_t held, release_sem; /* posted by that call / by the main thread */
 
 static int ctor(void *p, void *arg)
 {
@@ -59,6 +66,11 @@ static void dtor(void *p, void *arg)
     if (o->mark != MARK || o->use != 0)
         __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
     o->mark = 0;
+    if (__atomic_exchange_n(&hold, 0, __ATOMIC_ACQ_REL)) {
+        sem_post(&held);
+        while (sem_wait(&release_sem) != 0)
+            ;
+    }
     __atomic_add_fetch(&dtors, 1, __ATOMIC_RELAXED);
 }
 
@@ -237,6 +249,45 @@ static void run_shrink(const char *how)
     free(c.v);
 }
 
+enum { INFLIGHT = 100 };
+
+static void *inflight_thread(void *arg)
+{
+    (void)arg;
+    struct obj *v[INFLIGHT];
+    for (size_t i = 0; i < INFLIGHT; i++)
+        v[i] = take();
+    for (size_t i = 0; i < INFLIGHT; i++)
+        give(v[i]);
+    __atomic_store_n(&hold, 1, __ATOMIC_RELEASE);
+    uslab_cache_reap(cache); /* its first destructor call waits for the main thread */
+    return NULL;
+}
+
+static void run_inflight(void)
+{
+    cache = uslab_cache_create("constructed", 64, 0, ctor, dtor, NULL, NULL, 0);
+    CHECK(cache != NULL, "create");
+    CHECK(sem_init(&held, 0, 0) == 0 && sem_init(&release_sem, 0, 0) == 0, "sem_init");
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, inflight_thread, NULL) == 0, "pthread_create");
+    while (sem_wait(&held) != 0)
+        ;
+    struct uslab_cache_stats st;
+    for (int reaped = 0; reaped < 2; reaped++) {
+        if (reaped)
+            uslab_cache_reap(cache); /* returns: it does not wait for the other's flush */
+        uslab_cache_stats(cache, &st);
+        CHECK(st.active_objects == 0 && st.cached_objects == INFLIGHT,
+              "%s, during another thread's flush of %d: %zu active, %zu cached",
+              reaped ? "after a reap" : "before a reap", INFLIGHT, st.active_objects,
+              st.cached_objects);
+    }
+    sem_post(&release_sem);
+    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    printf("inflight: %zu objects in another thread's flush counted as cached\n", (size_t)INFLIGHT);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "single";
@@ -249,6 +300,8 @@ int main(int argc, char **argv)
         run_prodcons();
     else if (strcmp(mode, "shrink") == 0)
         run_shrink(argc > 2 ? argv[2] : "thread");
+    else if (strcmp(mode, "inflight") == 0)
+        run_inflight();
     else
         CHECK(0, "unknown mode %s", mode);
     /* Everything cached goes at once on a reap, through the destructor. */
