@@ -130,7 +130,9 @@ USLAB_API void uslab_cache_free_bulk(uslab_cache_t *cache, size_t n, void **objs
  * uslab_cache_reap - give back what @cache holds but does not need: the calling thread's
  * and the shared magazines are destructed into their slabs, and every empty slab is
  * returned to the operating system. Other threads' own magazines are left alone (they
- * return to the cache when those threads exit). Returns the bytes of slabs given back.
+ * return to the cache when those threads exit), and so are objects another thread (a
+ * purger pass) is destructing at that moment: uslab_cache_stats counts them as cached
+ * until its destructor calls return. Returns the bytes of slabs given back.
  * The process's live statistics page (`uslab stats PID`, `uslab top PID`), where it has
  * one, is brought up to date at once (see USLAB_LIVE).
  */
