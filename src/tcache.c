@@ -230,7 +230,8 @@ static uint32_t shed_capacity(const struct uslab_cache *c, const struct usi_mag 
  * cache's capacity. A thread that uses a cache a little keeps a few of its objects, not a
  * private range of its slabs' pages each; one that keeps using it reaches the capacity
  * after a few slow paths. An empty magazine below the level is freed where the pair would
- * reuse it, so the small ones of the start do not stay in circulation.
+ * reuse it, so the small ones of the start do not stay in circulation. The fills from the
+ * slabs grow more slowly than the level (fill_next).
  *
  * Past the bound a pair stays at this start capacity (the floor): its magazines are
  * counted in usi_tcache_bytes but not refused, so threads that come after the bound is
@@ -267,6 +268,23 @@ static uint32_t pair_grow(const struct uslab_cache *c, struct usi_magpair *mp, i
     uint32_t level = mp->mag_level ? 2 * mp->mag_level : start_capacity(c);
     mp->mag_level = level < most ? level : most;
     return mp->mag_level;
+}
+
+/*
+ * How many objects the pair's next fill from the slabs takes, at most `room` (design §4):
+ * half again the last fill. A thread that asked for n objects (up to 256) then holds about
+ * 0.24n more on average, against 0.36n when the fills doubled with the level (3,000 live
+ * threads held 7 MB of such objects, issue 38). The level still doubles, and the fills so
+ * far sum to at most half of it: a bigger magazine has room for every object the thread
+ * took from the smaller ones.
+ */
+static uint32_t fill_next(struct usi_magpair *mp, uint32_t room)
+{
+    uint32_t last = mp->fill_level;
+    uint32_t n = last ? last + (last > 1 ? last / 2 : 1) : room;
+    n = n < room ? n : room;
+    mp->fill_level = (uint16_t)(n < UINT16_MAX ? n : UINT16_MAX);
+    return n;
 }
 
 /* m, an empty magazine of mp, or in its place a new one of mp's level when m is below it
@@ -332,6 +350,7 @@ static void pair_clear(struct usi_magpair *mp)
     mp->prev = &usi_mag_empty;
     mp->mag_level = 0;
     mp->freeing = 0;
+    mp->fill_level = 0;
 }
 
 static void registry_insert(struct usi_tcache *tc)
@@ -596,8 +615,8 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
                 }
             }
             if (loaded) {
-                loaded->rounds =
-                    (uint32_t)usi_objects_fill(c, loaded->capacity - room, loaded->objs, 0);
+                uint32_t n = fill_next(mp, loaded->capacity - room);
+                loaded->rounds = (uint32_t)usi_objects_fill(c, n, loaded->objs, 0);
                 pair_load(mp, loaded);
             }
             /* No magazine, or fewer free objects than a magazine: take one. */
@@ -766,6 +785,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         usi_depot_shed(c, prev);
         usi_mag_delete(prev);
         mp->mag_level = 0;
+        mp->fill_level = 0;
         uint32_t most = c->mag_steady;
         uint32_t cap = most < USI_MAG_SHED ? most : USI_MAG_SHED;
         if (loaded == &usi_mag_empty || loaded->capacity != cap)

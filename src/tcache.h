@@ -45,7 +45,10 @@ struct usi_magpair {
     uint32_t mag_level;
     /* 1 when the pair's last slow path was a free, 0 after an allocation's (design §4,
      * "A freeing pair"). Only the owner's slow paths use it. */
-    uint32_t freeing;
+    uint16_t freeing;
+    /* Slow start: the objects the pair's last fill from the slabs took, 0 before its
+     * first (design §4). Only the owner's slow paths use it. */
+    uint16_t fill_level;
     /* usi_free_secret where `lattice` is set, else 0: free()'s key, read
      * from this line, which the fast path loads anyway (no line more than before). */
     uint64_t free_secret;

@@ -3,7 +3,8 @@
  * test_slow_start.c - a thread's magazines start small and double (design §4, issue 12).
  * The first magazine a thread makes or trades for in a cache holds at most
  * USI_MAG_START_BYTES of objects; each slow path after that doubles the capacity of the
- * magazines it makes or trades for, up to the cache's. Checked on both sides: a thread that
+ * magazines it makes or trades for, up to the cache's, and takes half again as many objects
+ * from the slabs as the one before it (issue 38). Checked on both sides: a thread that
  * only allocates (its slab fills) and a thread that only frees (its empty magazines). Then 64
  * threads that each allocate one object and hold it: before slow start each took a full magazine
  * (128 objects of 256 bytes, half a slab) from the slabs, 32 slabs for 64 objects; now 1 each
@@ -38,17 +39,29 @@ static uint32_t loaded_capacity(void)
 static void *objs[4096];
 static size_t nobjs;
 
+/* The objects each slow path of alloc_side took from the slabs, in order. */
+#define FILLS 14
+static uint32_t fills[FILLS];
+static int nfills;
+
 /* Allocates until the thread's magazine capacity has changed `steps` times; returns the
- * capacities seen, in order. */
+ * capacities seen, in order. Records the fills (a thread that only allocates never swaps:
+ * its loaded magazine's objects drop by one per call but where a slow path filled it). */
 static void alloc_side(uint32_t *seen, int steps)
 {
     uint32_t last = 0;
-    for (int k = 0; k < steps;) {
+    struct usi_magpair *mp = usi_tcache_pair(usi_tls, ci->pair_offset);
+    for (int k = 0; k < steps || nfills < FILLS;) {
         CHECK(nobjs < sizeof objs / sizeof *objs, "too many objects");
+        size_t before = usi_tls->pairs_bytes > ci->pair_offset ? (size_t)(mp->top - mp->base) : 0;
         objs[nobjs++] = uslab_cache_alloc(cache);
         CHECK(objs[nobjs - 1] != NULL, "alloc");
+        mp = usi_tcache_pair(usi_tls, ci->pair_offset);
+        size_t after = (size_t)(mp->top - mp->base);
+        if (after + 1 != before && nfills < FILLS)
+            fills[nfills++] = (uint32_t)after + 1;
         uint32_t cap = loaded_capacity();
-        if (cap != last)
+        if (cap != last && k < steps)
             seen[k++] = last = cap;
     }
 }
@@ -137,6 +150,14 @@ int main(void)
     for (int k = 0; k < LEVELS; k++)
         CHECK(seen[k] == first << k, "alloc side: magazine %d holds %u, not %u", k, seen[k],
               first << k);
+    /* The fills: the first magazine's one object, then half again the last fill each time
+     * (at least one more), within the room the bigger magazine leaves for what the thread
+     * took from the smaller ones, then up to the capacity. When they doubled with the level
+     * (1, 1, 2, 4, ... 64, 128), a thread that asked for 65 objects held 63 more. */
+    static const uint32_t want[FILLS] = {1, 1, 2, 3, 4, 6, 9, 13, 19, 28, 42, 63, 94, 128};
+    for (int k = 0; k < FILLS; k++)
+        CHECK(fills[k] == want[k], "alloc side: fill %d took %u objects, not %u", k, fills[k],
+              want[k]);
     size_t before = nobjs;
     while (nobjs < before + 3 * most)
         objs[nobjs++] = uslab_cache_alloc(cache);
