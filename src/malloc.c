@@ -379,15 +379,15 @@ static inline __attribute__((always_inline)) void *class_alloc(unsigned id, size
 }
 
 /* A block above the slab range, about to be glibc's (design §8). */
-static inline void large_allocated(void)
+static inline void large_allocated(size_t size)
 {
-    if (USI_UNLIKELY(usi_purge_large_allocated()))
+    if (USI_UNLIKELY(usi_purge_large_allocated(size)))
         usi_tcache_join(); /* its exit trims its arena (design §8) */
 }
 
 static void *large_malloc(size_t size)
 {
-    large_allocated();
+    large_allocated(size);
     return sys_tracked(usi_sys_malloc(size), size);
 }
 
@@ -633,7 +633,7 @@ static void *usi_calloc(size_t n, size_t size)
     if (total > usi_options.max_slab_size) {
         if (USI_UNLIKELY(usi_options.profile))
             profile_record(total);
-        large_allocated();
+        large_allocated(total);
         return sys_tracked(usi_sys_calloc(n, size), total);
     }
     void *p = usi_malloc(total);

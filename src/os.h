@@ -255,19 +255,17 @@ size_t usi_sys_usable_size(const void *p);
 int usi_os_defined_before(const char *name);
 int usi_os_defined_after(const char *const *names, void **found, int n);
 /* Preload library: whether glibc may be tuned for its role as the allocator of large
- * blocks only (0: the user tuned it, or not the preload library); usi_sys_tune_for_large
- * raises its trim threshold and sets its mmap threshold, and returns 1 if it did;
- * usi_sys_tune_mmap sets the mmap threshold alone (both errno untouched).
- * usi_sys_mmapped_chunk: the size of glibc's chunk of block p if glibc mmapped it, else 0
- * (0 outside the preload library). usi_sys_mallopt is glibc's own mallopt (the preload
- * library exports its own). */
+ * blocks only (0: the user tuned it, or not the preload library). usi_sys_tune sets glibc's
+ * mmap threshold (not where 0) and its trim threshold, and returns 1 if it did (errno
+ * untouched; 0 outside the preload library). usi_sys_mmapped_chunk: the size of glibc's
+ * chunk of block p if glibc mmapped it, else 0 (0 outside the preload library);
+ * usi_sys_mmapped_chunk_for: the size of the chunk glibc would mmap for a request of
+ * `size` bytes. usi_sys_mallopt is glibc's own mallopt (the preload library exports its
+ * own). */
 int usi_sys_may_tune_for_large(void);
-int usi_sys_tune_for_large(size_t mmap_threshold);
-int usi_sys_tune_mmap(size_t threshold);
+int usi_sys_tune(size_t mmap_threshold, size_t trim_threshold);
 size_t usi_sys_mmapped_chunk(const void *p);
-/* glibc's trim threshold: 1 the raised one of usi_sys_tune_for_large, 0 glibc's default;
- * returns 1 if set (errno untouched). */
-int usi_sys_tune_trim(int tuned);
+size_t usi_sys_mmapped_chunk_for(size_t size);
 int usi_sys_mallopt(int param, int value);
 /* glibc's own malloc_trim(pad) (the preload library exports its own malloc_trim, so this
  * one is found with dlsym(RTLD_NEXT) at its first use: call it with no uslab lock held);

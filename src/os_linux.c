@@ -1595,28 +1595,17 @@ int usi_sys_may_tune_for_large(void)
 #endif
 }
 
-int usi_sys_tune_for_large(size_t mmap_threshold)
+int usi_sys_tune(size_t mmap_threshold, size_t trim_threshold)
 {
 #ifdef USLAB_PRELOAD
     int e = errno;
-    int ok = usi_sys_tune_mmap(mmap_threshold) && usi_sys_tune_trim(1);
+    int ok = (!mmap_threshold || usi_sys_mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold)) &&
+             usi_sys_mallopt(M_TRIM_THRESHOLD, (int)trim_threshold);
     errno = e;
     return ok;
 #else
     (void)mmap_threshold;
-    return 0;
-#endif
-}
-
-int usi_sys_tune_mmap(size_t threshold)
-{
-#ifdef USLAB_PRELOAD
-    int e = errno;
-    int ok = usi_sys_mallopt(M_MMAP_THRESHOLD, (int)threshold);
-    errno = e;
-    return ok;
-#else
-    (void)threshold;
+    (void)trim_threshold;
     return 0;
 #endif
 }
@@ -1632,19 +1621,14 @@ size_t usi_sys_mmapped_chunk(const void *p)
 #endif
 }
 
-int usi_sys_tune_trim(int tuned)
+size_t usi_sys_mmapped_chunk_for(size_t size)
 {
-#ifdef USLAB_PRELOAD
-    /* 128 KiB: glibc's default (DEFAULT_TRIM_THRESHOLD), which its dynamic threshold
-     * stops moving once a program or uslab sets the mmap threshold. */
-    int e = errno;
-    int ok = usi_sys_mallopt(M_TRIM_THRESHOLD, tuned ? 64 << 20 : 128 << 10);
-    errno = e;
-    return ok;
-#else
-    (void)tuned;
-    return 0;
-#endif
+    /* glibc's request2size (a header word, 16-byte multiples), then its mmapped chunk:
+     * another word, whole pages; beyond any threshold where that would overflow. */
+    if (size > ((size_t)1 << 48))
+        return SIZE_MAX;
+    size_t nb = size + 8 + 15 < 32 ? 32 : (size + 8 + 15) & ~(size_t)15;
+    return (nb + 8 + 4095) & ~(size_t)4095;
 }
 
 int usi_sys_mallopt(int param, int value)

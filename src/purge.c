@@ -67,34 +67,41 @@ uint64_t usi_purge_due_ms;
 /* The next pass releases every empty slab beyond the reserves, idle or not (atomic). */
 static int surplus_pending;
 
-/* glibc's large blocks (design §8): once the program holds LARGE_TUNE_LIVE of them at once,
- * or has freed LARGE_TUNE_AFTER, glibc is tuned to keep their memory (raised thresholds,
- * usi_sys_tune_for_large), and from then on trimmed once they are idle (usi_purge_trim_glibc).
- * Until then glibc's defaults hold: a program with a few large blocks has them mmapped and
- * unmapped, or trimmed, at once (cfrac holds at most 4 and frees 8, lifetime 4 and 4: 1 MB
- * and 0.2 MB less at their peak than with thresholds raised at start), while one that
- * works with many is tuned early: bench/'s `large` (40 held at once, 10,000 frees) and
- * git log -p (21 held, 2,000 frees) at their 6th block held. Tuned late, a program pays
- * once for the blocks glibc mmapped before: they are unmapped at their free and the heap
- * faults their replacements in (`large` tuned at its 64th free took 3,300 more page faults
- * than tuned at start, +10% of its quick run; at its 6th block, about 1,000).
+/* glibc's large blocks (design §8). glibc's own rule (malloc.c): its mmap threshold starts
+ * at 128 KiB, and a free of an mmapped chunk larger than the threshold, up to 32 MiB, raises
+ * it to that chunk's size and the trim threshold to twice that. So each new largest block
+ * is mmapped, faulted in and unmapped once before the heap keeps blocks of its size: in a
+ * program that grows its buffers, most of its faults (bench/'s large churn, 4-24 MiB: 40k
+ * faults against 11k). uslab applies that rule at the malloc too: a large malloc whose
+ * chunk glibc would mmap, up to twice the threshold, raises the threshold above it first
+ * (usi_purge_large_allocated), and the free of an mmapped chunk still raises it
+ * (usi_purge_large_freeing). A block further above is mapped, as glibc would: in the heap it
+ * would sit beyond the holes the smaller ones left (cfrac's 1, 2 and 2.5 MiB buffers,
+ * each freed after the next is made: 6.7 MB at its peak from the heap, 5.7 mapped). Setting
+ * a threshold with mallopt turns glibc's rule off, so from the first raise uslab keeps
+ * both thresholds itself, the trim threshold at glibc's twice the mmap threshold.
+ *
+ * Once the program holds LARGE_TUNE_LIVE large blocks at once or has freed
+ * LARGE_TUNE_AFTER, glibc is **tuned** to keep their memory: the trim threshold goes to
+ * trim_for(threshold, 1), and from then on glibc is trimmed once its blocks are idle
+ * (usi_purge_trim_glibc). Until then a program with a few keeps glibc's trims (cfrac holds
+ * at most 4 and frees 8, lifetime 4 and 4: 1 MB and 0.2 MB less at their peak than with the
+ * trim threshold raised at start), while one that works with many is tuned early: bench/'s
+ * `large` (40 held at once, 10,000 frees) and git log -p (21 held, 2,000 frees) at their
+ * 6th block held. Tuned late, a program pays once for the blocks trimmed before (`large`
+ * tuned at its 64th free took 3,300 more page faults than tuned at start).
  *
  * state: OFF (never tuned: the user tuned glibc, USLAB_PURGE_DELAY=0, libuslab), COUNTING,
- * TUNING (one thread is in mallopt), TUNED. Only the thread that moves COUNTING to TUNING
- * calls mallopt; a program's own mallopt of a threshold (usi_purge_large_user_tunes) moves
- * COUNTING to OFF, and waits out a TUNING so that its call comes after ours and wins. */
+ * TUNING (one thread is in mallopt), TUNED. Only a thread that moved the state to TUNING
+ * calls mallopt, and puts it back after; a program's own mallopt of a threshold
+ * (usi_purge_large_user_tunes) moves COUNTING or TUNED to OFF, and waits out a TUNING so
+ * that its call comes after ours and wins. */
 enum { LARGE_OFF, LARGE_COUNTING, LARGE_TUNING, LARGE_TUNED };
-#define LARGE_TUNE_AFTER 64
-#define LARGE_TUNE_LIVE  6
-/* glibc's dynamic mmap threshold (malloc.c): it starts at 128 KiB, and a free of an mmapped
- * chunk larger than the threshold, up to 32 MiB, raises it to that chunk's size (the trim
- * threshold to twice that). Setting a threshold with mallopt turns that rule off, so
- * uslab's tuning keeps it itself: its own trim threshold stays raised, and the mmap
- * threshold follows the same rule (usi_purge_large_freeing). Before issue 36 the tuning
- * fixed it at 4 MiB: every buffer above was mapped and unmapped, with a fault per page at
- * each use (mimalloc-bench's malloc-large 7x glibc's time, bench/'s large buffers too). */
+#define LARGE_TUNE_AFTER         64
+#define LARGE_TUNE_LIVE          6
 #define GLIBC_MMAP_THRESHOLD_MIN ((size_t)128 << 10)
 #define GLIBC_MMAP_THRESHOLD_MAX ((size_t)32 << 20)
+#define GLIBC_TRIM_THRESHOLD     ((size_t)128 << 10) /* glibc's DEFAULT_TRIM_THRESHOLD */
 static struct {
     int state;         /* LARGE_* (atomic) */
     int user;          /* the program set a threshold of glibc's (mallopt), maybe before
@@ -105,22 +112,65 @@ static struct {
                         * counted at its free only: an estimate) */
     int pending;       /* a large block was freed since the last trim (atomic) */
     uint64_t freed_ms; /* when the last one was freed (relaxed) */
-    size_t threshold;  /* glibc's mmap threshold as its own rule would have it (atomic) */
-    size_t applied;    /* the threshold uslab last gave glibc (written under TUNING) */
+    size_t threshold;  /* glibc's mmap threshold as the rule has it (atomic) */
+    size_t applied;    /* the threshold uslab last gave glibc, 0 before the first (written
+                        * under TUNING) */
+    int resume;        /* the state TUNING goes back to (written under TUNING) */
 } large = {.threshold = GLIBC_MMAP_THRESHOLD_MIN};
 
-/* Gives glibc the threshold its own rule would have now; the caller holds TUNING and has
- * tuned glibc. A raise that comes meanwhile is applied by the next loop, or by the free
- * that sees it unapplied (usi_purge_large_freeing). */
-static void apply_threshold(void)
+/* The trim threshold for mmap threshold t: glibc's rule keeps twice t at the top of its
+ * heap; tuned, eight times (at least 64 MiB). bench/'s large buffers (20 live blocks of
+ * 5-25 MiB) trimmed and faulted back its heap's top at 64 MiB: 224k faults against 143k
+ * at 192 MiB and above (tcmalloc 126k), for the same peak. */
+static size_t trim_for(size_t t, int tuned)
+{
+    size_t floor = (size_t)64 << 20;
+    return !tuned ? 2 * t : 8 * t > floor ? 8 * t : floor;
+}
+
+/* Gives glibc the thresholds for the current mmap threshold; the caller holds TUNING,
+ * having moved the state from `from` (TUNED: tuned; COUNTING: glibc's rule only). A raise
+ * that comes meanwhile is applied by the next loop, or by the malloc or free that sees it
+ * unapplied (threshold_raise). Returns 0 if glibc refused. */
+static int apply_thresholds(int from)
 {
     size_t t;
-    while ((t = __atomic_load_n(&large.threshold, __ATOMIC_ACQUIRE)) !=
-           __atomic_load_n(&large.applied, __ATOMIC_RELAXED)) {
-        if (!usi_sys_tune_mmap(t))
-            break;
+    do {
+        t = __atomic_load_n(&large.threshold, __ATOMIC_ACQUIRE);
+        if (!usi_sys_tune(t, trim_for(t, from == LARGE_TUNED)))
+            return 0;
         __atomic_store_n(&large.applied, t, __ATOMIC_RELEASE);
-    }
+    } while (t != __atomic_load_n(&large.threshold, __ATOMIC_ACQUIRE));
+    return 1;
+}
+
+/* Moves the state from `from` to TUNING (0 if it was not `from`), applies the thresholds
+ * (tuned: to TUNED) unless the program has set one itself, and ends TUNING. */
+static int retune(int from, int tuned)
+{
+    USI_ASSERT(from == LARGE_COUNTING || from == LARGE_TUNED);
+    if (!__atomic_compare_exchange_n(&large.state, &from, LARGE_TUNING, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_RELAXED))
+        return 0;
+    large.resume = from;
+    int ok = !__atomic_load_n(&large.user, __ATOMIC_SEQ_CST) &&
+             apply_thresholds(tuned ? LARGE_TUNED : from);
+    __atomic_store_n(&large.state, !ok ? LARGE_OFF : tuned ? LARGE_TUNED : from, __ATOMIC_SEQ_CST);
+    return 1;
+}
+
+/* glibc's rule for a chunk it would mmap (or did): the threshold goes up to its size,
+ * and uslab gives it to glibc (state s: what the caller read, COUNTING or TUNED). */
+static void threshold_raise(size_t chunk, int s)
+{
+    size_t t = __atomic_load_n(&large.threshold, __ATOMIC_RELAXED);
+    while (chunk > t && chunk <= GLIBC_MMAP_THRESHOLD_MAX &&
+           !__atomic_compare_exchange_n(&large.threshold, &t, chunk, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+        ;
+    if (__atomic_load_n(&large.threshold, __ATOMIC_ACQUIRE) !=
+        __atomic_load_n(&large.applied, __ATOMIC_ACQUIRE))
+        retune(s, s == LARGE_TUNED); /* busy: a later malloc or free applies it */
 }
 
 /* The pass, set once at initialisation before anything can kick the purger. */
@@ -254,15 +304,13 @@ static void trim_arenas(void)
         usi_os_sleep_ms(1);
         s = LARGE_TUNED;
     }
+    large.resume = LARGE_TUNED;
     __atomic_add_fetch(&sentinels.generation, 1, __ATOMIC_RELAXED);
     int user = __atomic_load_n(&large.user, __ATOMIC_SEQ_CST);
-    int lowered = !user && usi_sys_tune_trim(0);
+    int lowered = !user && usi_sys_tune(0, GLIBC_TRIM_THRESHOLD);
     sentinels_free();
-    if (lowered)
-        usi_sys_tune_trim(1);
-    if (!user)
-        apply_threshold();
-    __atomic_store_n(&large.state, user ? LARGE_OFF : LARGE_TUNED, __ATOMIC_SEQ_CST);
+    int ok = lowered && apply_thresholds(LARGE_TUNED);
+    __atomic_store_n(&large.state, ok ? LARGE_TUNED : LARGE_OFF, __ATOMIC_SEQ_CST);
 }
 
 int usi_purge_trim_glibc(size_t pad)
@@ -308,66 +356,38 @@ void usi_purge_large_user_tunes(void)
     sentinels_free(); /* no use now: the program's threshold decides */
 }
 
-/* Tunes glibc (one thread does: the one that moves COUNTING to TUNING), unless the program
- * has set a threshold itself by then. */
-static void large_tune(void)
-{
-    int s = LARGE_COUNTING;
-    if (!__atomic_compare_exchange_n(&large.state, &s, LARGE_TUNING, 0, __ATOMIC_SEQ_CST,
-                                     __ATOMIC_RELAXED))
-        return;
-    size_t t = __atomic_load_n(&large.threshold, __ATOMIC_ACQUIRE);
-    int ok = !__atomic_load_n(&large.user, __ATOMIC_SEQ_CST) && usi_sys_tune_for_large(t);
-    if (ok) {
-        __atomic_store_n(&large.applied, t, __ATOMIC_RELEASE);
-        apply_threshold();
-    }
-    __atomic_store_n(&large.state, ok ? LARGE_TUNED : LARGE_OFF, __ATOMIC_SEQ_CST);
-}
-
 void usi_purge_large_freeing(const void *p)
 {
     int s = __atomic_load_n(&large.state, __ATOMIC_RELAXED);
-    if (s == LARGE_OFF)
-        return;
-    size_t chunk = usi_sys_mmapped_chunk(p); /* read before glibc unmaps it */
-    size_t t = __atomic_load_n(&large.threshold, __ATOMIC_RELAXED);
-    while (chunk > t && chunk <= GLIBC_MMAP_THRESHOLD_MAX &&
-           !__atomic_compare_exchange_n(&large.threshold, &t, chunk, 1, __ATOMIC_RELEASE,
-                                        __ATOMIC_RELAXED))
-        ;
-    /* Before tuning glibc applies its own rule; after, uslab gives it the new value. */
-    if (s != LARGE_TUNED || __atomic_load_n(&large.threshold, __ATOMIC_ACQUIRE) ==
-                                __atomic_load_n(&large.applied, __ATOMIC_ACQUIRE))
-        return;
-    if (!__atomic_compare_exchange_n(&large.state, &s, LARGE_TUNING, 0, __ATOMIC_SEQ_CST,
-                                     __ATOMIC_RELAXED))
-        return; /* a trim or a program's mallopt is under way: a later free applies it */
-    int user = __atomic_load_n(&large.user, __ATOMIC_SEQ_CST);
-    if (!user)
-        apply_threshold();
-    __atomic_store_n(&large.state, user ? LARGE_OFF : LARGE_TUNED, __ATOMIC_SEQ_CST);
+    if (s == LARGE_COUNTING || s == LARGE_TUNED)
+        threshold_raise(usi_sys_mmapped_chunk(p), s); /* read before glibc unmaps it */
 }
 
 static void large_count_free(void)
 {
     __atomic_sub_fetch(&large.live, 1, __ATOMIC_RELAXED);
     if (__atomic_add_fetch(&large.frees, 1, __ATOMIC_RELAXED) >= LARGE_TUNE_AFTER)
-        large_tune();
+        retune(LARGE_COUNTING, 1);
 }
 
-int usi_purge_large_allocated(void)
+int usi_purge_large_allocated(size_t size)
 {
     int s = __atomic_load_n(&large.state, __ATOMIC_RELAXED);
+    if (USI_UNLIKELY(s == LARGE_COUNTING) &&
+        __atomic_add_fetch(&large.live, 1, __ATOMIC_RELAXED) >= LARGE_TUNE_LIVE) {
+        retune(LARGE_COUNTING, 1);
+        s = __atomic_load_n(&large.state, __ATOMIC_RELAXED);
+    }
+    size_t chunk = usi_sys_mmapped_chunk_for(size);
+    if ((s == LARGE_COUNTING || s == LARGE_TUNED) &&
+        chunk / 2 <= __atomic_load_n(&large.threshold, __ATOMIC_RELAXED))
+        threshold_raise(chunk, s);
     if (s == LARGE_TUNED) {
         unsigned g = __atomic_load_n(&sentinels.generation, __ATOMIC_RELAXED);
         if (USI_UNLIKELY(tls_sentinel_generation != g + 1)) {
             sentinel_make(g);
             return 1;
         }
-    } else if (USI_UNLIKELY(s == LARGE_COUNTING) &&
-               __atomic_add_fetch(&large.live, 1, __ATOMIC_RELAXED) >= LARGE_TUNE_LIVE) {
-        large_tune();
     }
     return 0;
 }
@@ -719,7 +739,7 @@ void usi_purge_postfork_child(void)
      * default until the next trim raises it): glibc's fork handlers let the call finish or
      * not start; either way no thread here will end it. */
     if (large.state == LARGE_TUNING)
-        large.state = LARGE_TUNED;
+        large.state = large.resume;
     if (watching())
         schedule_inline(); /* the parent's thread watched; the child's next slow paths do */
 }

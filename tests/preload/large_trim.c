@@ -32,13 +32,25 @@
  *  - `late`: after one 2 MiB block (its free raises glibc's threshold), the blocks are held
  *    (uslab tunes glibc at the 6th, keeping that threshold), then the program sets
  *    M_TRIM_THRESHOLD to 512 MiB and frees them: the heap must keep them after idling, as
- *    glibc keeps them, with no trim of uslab's (the audit: malloc_trim gave them back).
+ *    glibc keeps them, with no trim of uslab's (the audit: malloc_trim gave them back);
+ *  - `grow` (issue 38): one buffer at a time of 2, 3, ... 24 MiB, each written and freed.
+ *    glibc's rule maps each new largest block (its threshold rises only at the free) and
+ *    faults all of it in, 299 MiB in all; uslab raises the threshold at the malloc of a
+ *    block up to twice the threshold, so after the first every one comes from the heap,
+ *    which keeps the pages of the one before (mallinfo2's hblks is 0 while each is held;
+ *    `grow glibc`, the control, without uslab: 1);
+ *  - `keep` (issue 38): tuned, with an mmapped 16 MiB block freed (the threshold is then
+ *    16 MiB), 6 blocks of 16 MiB are held and freed: the heap's top keeps them (uslab's
+ *    tuned trim threshold is 8 times the mmap threshold, 128 MiB here; at 64 MiB glibc
+ *    trimmed them at the last free, and bench/'s large buffers faulted them back), and
+ *    gives them back once idle.
  */
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,9 +81,88 @@ static void early(int argc, char **argv, char **envp)
 __attribute__((section(".preinit_array"), used)) static void (*early_entry)(int, char **,
                                                                             char **) = early;
 
+/* `grow`: glibc_alone says which allocator the test expects. */
+static int grow(int glibc_alone)
+{
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    for (size_t mib = 2; mib <= 24; mib++) {
+        unsigned char *q = malloc(mib * MIB);
+        if (!q)
+            FAIL("malloc");
+        size_t mapped = mallinfo2().hblks;
+        size_t want = glibc_alone || mib == 2 ? 1 : 0;
+        if (mapped != want)
+            FAIL("a block of %zu MiB after one of %zu: %zu blocks mmapped, expected %zu", mib,
+                 mib - 1, mapped, want);
+        memset(q, (int)mib, mib * MIB);
+        free(q);
+    }
+    getrusage(RUSAGE_SELF, &r1);
+    printf("buffers of 2 to 24 MiB: %ld page faults\n", r1.ru_minflt - r0.ru_minflt);
+    printf("large trim ok\n");
+    return 0;
+}
+
+/* `keep`: what the heap keeps after the frees, then after idling. */
+static int keep(void)
+{
+    for (int i = 0; i < 100; i++) { /* a churn of large blocks: uslab tunes glibc */
+        char *q = malloc(64 << 10);
+        if (!q)
+            FAIL("malloc");
+        q[0] = (char)i;
+        free(q);
+    }
+    char *big = malloc(16 * MIB); /* mmapped, then freed: the threshold rises to it */
+    if (!big)
+        FAIL("malloc");
+    big[0] = 1;
+    free(big);
+    pthread_t t;
+    if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
+        FAIL("pthread_create");
+    size_t base = resident_bytes();
+    static unsigned char *p[6];
+    for (int i = 0; i < 6; i++) {
+        p[i] = malloc(16 * MIB);
+        if (!p[i])
+            FAIL("malloc");
+        memset(p[i], i, 16 * MIB);
+    }
+    if (mallinfo2().hblks != 0)
+        FAIL("blocks of 16 MiB mmapped after one was freed");
+    for (int i = 5; i >= 0; i--) /* the top block first: the top grows at each free */
+        free(p[i]);
+    size_t now = resident_bytes();
+    printf("right after the frees: %zu KiB over the baseline\n", (now - base) >> 10);
+    if (now < base + 80 * MIB)
+        FAIL("the heap's top was trimmed at the frees: %zu KiB left", (now - base) >> 10);
+    for (int waited = 0; waited < 10000 && now > base + 8 * MIB; waited += 50) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+        /* Slow paths, where a single-threaded process runs its due passes inline. */
+        static void *q[4096];
+        for (int i = 0; i < 4096; i++)
+            q[i] = malloc(16 + (size_t)(i % 64) * 48);
+        for (int i = 0; i < 4096; i++)
+            free(q[i]);
+        now = resident_bytes();
+    }
+    printf("after idling: %zu KiB over the baseline\n", (now - base) >> 10);
+    if (now > base + 8 * MIB)
+        FAIL("%zu KiB still resident over the baseline", (now - base) >> 10);
+    printf("large trim ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "tuned";
+    if (strcmp(mode, "grow") == 0)
+        return grow(argc > 2 && strcmp(argv[2], "glibc") == 0);
+    if (strcmp(mode, "keep") == 0)
+        return keep();
     int late = strcmp(mode, "late") == 0;
     int user =
         strcmp(mode, "user") == 0 || strcmp(mode, "mallopt") == 0 || strcmp(mode, "preinit") == 0;
