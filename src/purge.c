@@ -77,7 +77,9 @@ static int surplus_pending;
  * (usi_purge_large_allocated), and the free of an mmapped chunk still raises it
  * (usi_purge_large_freeing). A block further above is mapped, as glibc would: in the heap it
  * would sit beyond the holes the smaller ones left (cfrac's 1, 2 and 2.5 MiB buffers,
- * each freed after the next is made: 6.7 MB at its peak from the heap, 5.7 mapped). Setting
+ * each freed after the next is made: 6.7 MB at its peak from the heap, 5.7 mapped); once
+ * glibc is tuned (below), any large malloc raises it (bench/'s large buffers, 20 blocks of
+ * 5-25 MiB made before any is freed: 137k faults against 143k). Setting
  * a threshold with mallopt turns glibc's rule off, so from the first raise uslab keeps
  * both thresholds itself, the trim threshold at glibc's twice the mmap threshold.
  *
@@ -379,8 +381,8 @@ int usi_purge_large_allocated(size_t size)
         s = __atomic_load_n(&large.state, __ATOMIC_RELAXED);
     }
     size_t chunk = usi_sys_mmapped_chunk_for(size);
-    if ((s == LARGE_COUNTING || s == LARGE_TUNED) &&
-        chunk / 2 <= __atomic_load_n(&large.threshold, __ATOMIC_RELAXED))
+    if (s == LARGE_TUNED ||
+        (s == LARGE_COUNTING && chunk / 2 <= __atomic_load_n(&large.threshold, __ATOMIC_RELAXED)))
         threshold_raise(chunk, s);
     if (s == LARGE_TUNED) {
         unsigned g = __atomic_load_n(&sentinels.generation, __ATOMIC_RELAXED);

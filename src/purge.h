@@ -74,14 +74,14 @@ void usi_purge_postfork_child(void);
 void usi_purge_no_start(int delta);
 /* Large blocks (design §8): init.c says whether glibc may be tuned to keep their memory
  * (usi_sys_may_tune_for_large). From then on uslab keeps glibc's dynamic mmap threshold
- * itself, raised at a large malloc up to twice it (usi_purge_large_allocated) as glibc
- * raises it at the free of an mmapped chunk (usi_purge_large_freeing); the 6th large block
- * held at once or the 64th large free tunes glibc (a higher trim threshold; malloc.c
- * reports each free of a block of glibc's with usi_purge_large_freed), and from then on
- * each such free restarts an idle clock, and a pass trims glibc once they have been idle
- * for the purge delay. usi_purge_large_user_tunes: the program is about to set a threshold
- * of glibc's with mallopt (override.c); uslab tunes nothing from then on, and a tuning in
- * flight ends first, so that the program's call wins. */
+ * itself, raised at a large malloc up to twice it, or any once tuned
+ * (usi_purge_large_allocated), as glibc raises it at the free of an mmapped chunk
+ * (usi_purge_large_freeing); the 6th large block held at once or the 64th large free tunes
+ * glibc (a higher trim threshold; malloc.c reports each free of a block of glibc's with
+ * usi_purge_large_freed), and from then on each such free restarts an idle clock, and a
+ * pass trims glibc once they have been idle for the purge delay. usi_purge_large_user_tunes: the
+ * program is about to set a threshold of glibc's with mallopt (override.c); uslab tunes nothing
+ * from then on, and a tuning in flight ends first, so that the program's call wins. */
 void usi_purge_track_large(int may_tune);
 /* Before glibc frees block p: glibc's dynamic mmap threshold, which uslab's first mallopt
  * turns off in glibc, kept by uslab instead (purge.c). */
@@ -93,7 +93,7 @@ void usi_purge_large_freed(void);
  * kept 316 MB, glibc 35). Before tuning it counts for nothing. */
 void usi_purge_large_resized(void);
 /* A large malloc of `size` bytes (malloc.c), before glibc's: counts towards the tuning,
- * raises the mmap threshold above it where it is at most twice the threshold, and makes the
+ * raises the mmap threshold above it (untuned: where it is at most twice it), and makes the
  * thread's arena sentinel once glibc is tuned or trimmed (purge.c); returns 1 when it made
  * one: malloc.c then gives the thread a thread cache (usi_tcache_join), whose exit gives
  * back what the thread freed (usi_purge_thread_exit). */
