@@ -185,7 +185,7 @@ static inline long bench_rss_kb(void)
  * memory the allocator hands out, as a real program would. */
 static inline void bench_touch(void *p, size_t n, unsigned char v)
 {
-    unsigned char *c = p;
+    unsigned char *c = (unsigned char *)p;
     for (size_t i = 0; i < n; i += BENCH_CACHE_LINE)
         c[i] = v;
     if (n)

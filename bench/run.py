@@ -141,6 +141,10 @@ def cases(bindir, full):
              ("regrow", ["--steps", "20000"], ["--steps", "60000"])]
     for t, q, f in large:
         out.append(Case("large", t, [b("large_bench"), "--test", t], [("ms", "ms", "time")], q, f))
+    # issue 38's pattern: C++ containers through operator new and delete.
+    for t in ("umap", "map"):
+        out.append(Case("cxx", t, [b("cxx_bench"), "--test", t], [("ms", "ms", "time")],
+                        ["--rounds", "3"], ["--rounds", "10"]))
     mt = [("larson", ["--epochs", "60"], ["--epochs", "300"]),
           ("xmalloc", ["--blocks", "1000000"], ["--blocks", "4000000"]),
           ("scratch", ["--iterations", "30000"], ["--iterations", "100000"]),
@@ -621,7 +625,7 @@ def main():
     ap.add_argument("--full", action="store_true", help="full sizes, 10 repetitions")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--only", default="", help="comma-separated benchmarks (size, lifetime, "
-                    "cfrac, memory, fastpath, small, objcache, large, mt, programs)")
+                    "cfrac, memory, fastpath, small, objcache, large, cxx, mt, programs)")
     ap.add_argument("--reps", type=int, default=0)
     ap.add_argument("--allocators", default="")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
