@@ -83,6 +83,43 @@ static void early(int argc, char **argv, char **envp)
 __attribute__((section(".preinit_array"), used)) static void (*early_entry)(int, char **,
                                                                             char **) = early;
 
+/* A churn of 100 large blocks (64 KiB here): uslab tunes glibc at its 64th free. */
+static void tune_by_churn(void)
+{
+    for (int i = 0; i < 100; i++) {
+        char *q = malloc(64 << 10);
+        if (!q)
+            FAIL("malloc");
+        q[0] = (char)i;
+        free(q);
+    }
+}
+
+/* Slow paths, where a single-threaded process runs its due passes inline. */
+static void slow_paths(void)
+{
+    static void *q[4096];
+    for (int i = 0; i < 4096; i++)
+        q[i] = malloc(16 + (size_t)(i % 64) * 48);
+    for (int i = 0; i < 4096; i++)
+        free(q[i]);
+}
+
+/* Resident bytes once they are within 8 MiB of base, or after 10 s of idling; with
+ * `calls`, the idling makes slow paths (else no call of the allocator's). */
+static size_t idle_back_to(size_t base, int calls)
+{
+    size_t now = resident_bytes();
+    for (int waited = 0; waited < 10000 && now > base + 8 * MIB; waited += 50) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+        if (calls)
+            slow_paths();
+        now = resident_bytes();
+    }
+    return now;
+}
+
 /* `grow`: glibc_alone says which allocator the test expects. */
 static int grow(int glibc_alone)
 {
@@ -109,13 +146,7 @@ static int grow(int glibc_alone)
 /* `keep`: what the heap keeps after the frees, then after idling. */
 static int keep(void)
 {
-    for (int i = 0; i < 100; i++) { /* a churn of large blocks: uslab tunes glibc */
-        char *q = malloc(64 << 10);
-        if (!q)
-            FAIL("malloc");
-        q[0] = (char)i;
-        free(q);
-    }
+    tune_by_churn();
     char *big = malloc(16 * MIB); /* mmapped, then freed: the threshold rises to it */
     if (!big)
         FAIL("malloc");
@@ -140,17 +171,7 @@ static int keep(void)
     printf("right after the frees: %zu KiB over the baseline\n", (now - base) >> 10);
     if (now < base + 80 * MIB)
         FAIL("the heap's top was trimmed at the frees: %zu KiB left", (now - base) >> 10);
-    for (int waited = 0; waited < 10000 && now > base + 8 * MIB; waited += 50) {
-        struct timespec ts = {0, 50 * 1000000L};
-        nanosleep(&ts, NULL);
-        /* Slow paths, where a single-threaded process runs its due passes inline. */
-        static void *q[4096];
-        for (int i = 0; i < 4096; i++)
-            q[i] = malloc(16 + (size_t)(i % 64) * 48);
-        for (int i = 0; i < 4096; i++)
-            free(q[i]);
-        now = resident_bytes();
-    }
+    now = idle_back_to(base, 1);
     printf("after idling: %zu KiB over the baseline\n", (now - base) >> 10);
     if (now > base + 8 * MIB)
         FAIL("%zu KiB still resident over the baseline", (now - base) >> 10);
@@ -179,13 +200,7 @@ int main(int argc, char **argv)
     if (strcmp(mode, "mallopt") == 0 && mallopt(M_MMAP_THRESHOLD, 128 << 10) != 1)
         FAIL("mallopt(M_MMAP_THRESHOLD) failed");
     if (!few && !held && strcmp(mode, "preinit") != 0)
-        for (int i = 0; i < 100; i++) { /* a churn of large blocks: uslab tunes glibc */
-            char *q = malloc(64 << 10);
-            if (!q)
-                FAIL("malloc");
-            q[0] = (char)i;
-            free(q);
-        }
+        tune_by_churn();
     if (tuned || late) { /* mmapped, then freed: glibc's rule raises the threshold */
         size_t big = (tuned ? 8 : 2) * MIB;
         char *q = malloc(big);
@@ -232,14 +247,8 @@ int main(int argc, char **argv)
     if (late) { /* glibc keeps its heap now, and so must uslab's idle passes */
         struct timespec ts = {1, 500 * 1000000L};
         nanosleep(&ts, NULL);
-        /* Slow paths, where a single-threaded process runs its due passes inline. */
-        static void *q[4096];
-        for (int r = 0; r < 4; r++) {
-            for (int i = 0; i < 4096; i++)
-                q[i] = malloc(16 + (size_t)(i % 64) * 48);
-            for (int i = 0; i < 4096; i++)
-                free(q[i]);
-        }
+        for (int r = 0; r < 4; r++)
+            slow_paths();
         size_t kept = resident_bytes();
         printf("1.5 s after the frees: %zu KiB over the baseline\n", (kept - base) >> 10);
         if (kept < base + 80 * MIB)
@@ -251,11 +260,7 @@ int main(int argc, char **argv)
     size_t now = resident_bytes();
     if (few && now > base + MIB) /* unmapped at their free, as under glibc alone */
         FAIL("%zu KiB still resident right after the frees of mmapped blocks", (now - base) >> 10);
-    for (int waited = 0; waited < 10000 && now > base + 8 * MIB; waited += 50) {
-        struct timespec ts = {0, 50 * 1000000L};
-        nanosleep(&ts, NULL);
-        now = resident_bytes();
-    }
+    now = idle_back_to(base, 0);
     printf("after the frees and idling: %zu KiB over the baseline\n", (now - base) >> 10);
     if (now > base + 8 * MIB)
         FAIL("%zu KiB still resident over the baseline", (now - base) >> 10);
