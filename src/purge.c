@@ -146,19 +146,19 @@ static int apply_thresholds(int from)
     return 1;
 }
 
-/* Moves the state from `from` to TUNING (0 if it was not `from`), applies the thresholds
- * (tuned: to TUNED) unless the program has set one itself, and ends TUNING. */
-static int retune(int from, int tuned)
+/* Moves the state from `from` to TUNING (nothing if it was not `from`: a later call does
+ * it), applies the thresholds (tuned: to TUNED) unless the program has set one itself, and
+ * ends TUNING. */
+static void retune(int from, int tuned)
 {
     USI_ASSERT(from == LARGE_COUNTING || from == LARGE_TUNED);
     if (!__atomic_compare_exchange_n(&large.state, &from, LARGE_TUNING, 0, __ATOMIC_SEQ_CST,
                                      __ATOMIC_RELAXED))
-        return 0;
+        return;
     large.resume = from;
     int ok = !__atomic_load_n(&large.user, __ATOMIC_SEQ_CST) &&
              apply_thresholds(tuned ? LARGE_TUNED : from);
     __atomic_store_n(&large.state, !ok ? LARGE_OFF : tuned ? LARGE_TUNED : from, __ATOMIC_SEQ_CST);
-    return 1;
 }
 
 /* glibc's rule for a chunk it would mmap (or did): the threshold goes up to its size,

@@ -105,9 +105,10 @@ static void slow_paths(void)
         free(q[i]);
 }
 
-/* Resident bytes once they are within 8 MiB of base, or after 10 s of idling; with
- * `calls`, the idling makes slow paths (else no call of the allocator's). */
-static size_t idle_back_to(size_t base, int calls)
+/* Waits until resident memory is within 8 MiB of base, for at most 10 s (with `calls`,
+ * making slow paths meanwhile; else no call of the allocator's), and fails if it is not;
+ * then the test has passed. */
+static int back_to(size_t base, int calls)
 {
     size_t now = resident_bytes();
     for (int waited = 0; waited < 10000 && now > base + 8 * MIB; waited += 50) {
@@ -117,7 +118,11 @@ static size_t idle_back_to(size_t base, int calls)
             slow_paths();
         now = resident_bytes();
     }
-    return now;
+    printf("after the frees and idling: %zu KiB over the baseline\n", (now - base) >> 10);
+    if (now > base + 8 * MIB)
+        FAIL("%zu KiB still resident over the baseline", (now - base) >> 10);
+    printf("large trim ok\n");
+    return 0;
 }
 
 /* `grow`: glibc_alone says which allocator the test expects. */
@@ -171,12 +176,7 @@ static int keep(void)
     printf("right after the frees: %zu KiB over the baseline\n", (now - base) >> 10);
     if (now < base + 80 * MIB)
         FAIL("the heap's top was trimmed at the frees: %zu KiB left", (now - base) >> 10);
-    now = idle_back_to(base, 1);
-    printf("after idling: %zu KiB over the baseline\n", (now - base) >> 10);
-    if (now > base + 8 * MIB)
-        FAIL("%zu KiB still resident over the baseline", (now - base) >> 10);
-    printf("large trim ok\n");
-    return 0;
+    return back_to(base, 1);
 }
 
 int main(int argc, char **argv)
@@ -260,10 +260,5 @@ int main(int argc, char **argv)
     size_t now = resident_bytes();
     if (few && now > base + MIB) /* unmapped at their free, as under glibc alone */
         FAIL("%zu KiB still resident right after the frees of mmapped blocks", (now - base) >> 10);
-    now = idle_back_to(base, 0);
-    printf("after the frees and idling: %zu KiB over the baseline\n", (now - base) >> 10);
-    if (now > base + 8 * MIB)
-        FAIL("%zu KiB still resident over the baseline", (now - base) >> 10);
-    printf("large trim ok\n");
-    return 0;
+    return back_to(base, 0);
 }
