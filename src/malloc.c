@@ -160,15 +160,21 @@ static void vg_handout(void *p)
 /* ---- the free() checks (design §8, docs/security.md) ----------------------------------- */
 
 /*
- * Two checks run on every free of a malloc block before it enters a magazine:
- *  - start of a block: a malloc class's objects lie where the low 32 bits of the address
- *    are a multiple of the stride (slab.c lays them out so), and for a 32-bit n,
+ * free's check, and the two at every handout (docs/security.md §2):
+ *  - free: start of a block. A malloc class's objects lie where the low 32 bits of the
+ *    address are a multiple of the stride (slab.c lays them out so), and for a 32-bit n,
  *    stride divides n iff n * M mod 2^64 < M with M = ceil(2^64 / stride) (Lemire, Kaser &
  *    Kurz 2019): one multiply and one compare, M from the thread's pair (0 where there is
- *    none, which sends everything else to the slow path);
- *  - double free: free writes a random secret, the key (the pair's copy of
- *    usi_free_secret), into the block's second word, and every malloc path clears it; a
- *    free that finds the key takes the exact check.
+ *    none, which sends everything else to the slow path). Then free stores the key (the
+ *    pair's copy of usi_free_secret) into the block's second word, and reads nothing of the
+ *    block: a block freed cold costs a store, not a wait for its line (docs/benchmarks.md).
+ *  - handout: every block popped from a magazine must carry the key (free and the slab
+ *    layer's takes write it, so a block freed twice has lost it at its second handout, the
+ *    first one having cleared it) and must not carry the slab's free mark in its first word
+ *    (USI_SLAB_FREE_MARK: a block freed again after it went back to its slab). A block that
+ *    fails either goes to `refused`, which reports it or, for a mark that was the program's
+ *    data, hands it out after the exact check.
+ * Invariant: a block in a magazine of a malloc class holds the key in its second word.
  */
 typedef uintptr_t usi_word __attribute__((may_alias));
 
@@ -181,6 +187,25 @@ static inline uintptr_t *key_of(void *p)
 {
     return (usi_word *)p + 1;
 }
+
+/* Whether block p, just popped, may be handed out (above). Its key word is xored with the
+ * key: cleared if it held it (one instruction for the compare and the clear); `refused`
+ * undoes the xor where it was made, the mark being absent. */
+static inline int handout_ok(void *p, uintptr_t key)
+{
+    usi_word *w = p;
+    if (USI_UNLIKELY(w[0] == USI_SLAB_FREE_MARK))
+        return 0;
+#if defined(__x86_64__) && !USI_TSAN
+    int cleared; /* the compilers load, xor and store in three instructions */
+    __asm__("xorq %2, %0" : "+m"(w[1]), "=@ccz"(cleared) : "r"(key));
+    return cleared;
+#else
+    return (w[1] ^= key) == 0;
+#endif
+}
+
+static void *refused(void *p);
 
 /* ---- USLAB_PROFILE: the sizes a program asks for (issue 13) ------------------------------ */
 
@@ -372,9 +397,10 @@ static inline __attribute__((always_inline)) void *class_alloc(unsigned id, size
             return p;
         }
     }
+    USI_VG_DEFINED(p, 2 * sizeof(uintptr_t)); /* memcheck: a free block is no-access */
+    if (USI_UNLIKELY(!handout_ok(p, usi_free_secret)))
+        p = refused(p);
     USI_VG_HANDOUT(&usi_class_caches[id], p);
-    *key_of(p) = 0;
-    USI_VG_UNDEFINED(key_of(p), sizeof(uintptr_t));
     return p;
 }
 
@@ -411,10 +437,10 @@ static inline struct usi_magpair *pair_at(struct usi_tcache *tc, unsigned offset
     return (struct usi_magpair *)(void *)((char *)tc->pairs + offset);
 }
 
-/* The fast path: one table load, the thread pointer, pop the loaded magazine, clear the
- * block's free key. Aligned to a cache line, as free is: where the linker happens to put
- * them otherwise moves their time by about 10% between builds (fastpath_bench, session
- * 10: malloc across two lines after unrelated code grew). */
+/* The fast path: one table load, the thread pointer, pop the loaded magazine, check the
+ * block and clear its key (handout_ok). Aligned to a cache line, as free is: where the linker
+ * happens to put them otherwise moves their time by about 10% between builds (fastpath_bench,
+ * session 10: malloc across two lines after unrelated code grew). */
 static __attribute__((aligned(64))) void *usi_malloc(size_t size)
 {
     if (USI_LIKELY(size <= USI_SMALL_MAX)) {
@@ -423,9 +449,10 @@ static __attribute__((aligned(64))) void *usi_malloc(size_t size)
 #ifdef USLAB_VALGRIND
         void *p = usi_pair_pop(mp);
         if (p) {
+            USI_VG_DEFINED(p, 2 * sizeof(uintptr_t));
+            if (USI_UNLIKELY(!handout_ok(p, mp->free_secret)))
+                p = refused(p);
             USI_VG_HANDOUT_BLOCK(p);
-            *key_of(p) = 0;
-            USI_VG_UNDEFINED(key_of(p), sizeof(uintptr_t));
             return p;
         }
 #else
@@ -433,8 +460,9 @@ static __attribute__((aligned(64))) void *usi_malloc(size_t size)
         if (USI_LIKELY(t != mp->base)) {
             mp->top = --t;
             void *p = *t;
-            *key_of(p) = 0;
-            return p;
+            if (USI_LIKELY(handout_ok(p, mp->free_secret)))
+                return p;
+            return refused(p);
         }
 #endif
     }
@@ -451,6 +479,9 @@ static __attribute__((aligned(64))) void *usi_malloc(size_t size)
 #define BAD_BLOCK_AT "%s(%p): invalid pointer: %zu bytes into the %s block at %p"
 #define BAD_BLOCK_IN "%s(%p): invalid pointer: inside a %s slab, not the start of a block"
 #define DOUBLE_FREE  "%s(%p): %s (the %s block is already free)"
+#define KEY_GONE     "malloc(): double free or write after free: the %s block at %p lost its free key"
+#define FREED_IN_SLAB                                                                              \
+    "malloc(): double free: the %s block at %p was freed again after it went back to its slab"
 
 /* An interior or stray pointer into a malloc slab: never enters a magazine. */
 static USI_COLD USI_NORETURN void bad_block(const struct uslab_cache *c, const void *p,
@@ -540,10 +571,9 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
     usi_purge_poll();
 }
 
-/* The fast path's checks passed (p starts a block of the tag's class, its key is not
- * free's) but the loaded magazine of its pair mp is full: the key, then the thread cache's
- * slow path.
- * free_slow's lookup and check_live would only repeat those checks (a shedding pair, whose
+/* The fast path's check passed (p starts a block of the tag's class) but the loaded
+ * magazine of its pair mp is full: the key, then the thread cache's slow path.
+ * free_slow's lookup and check_live would only repeat that check (a shedding pair, whose
  * magazine of 4 fills every fourth free, spent 130 instructions a time on them: lua). */
 #ifndef USLAB_VALGRIND
 static USI_NOINLINE void free_full(void *p, const struct usi_magpair *mp)
@@ -554,8 +584,9 @@ static USI_NOINLINE void free_full(void *p, const struct usi_magpair *mp)
 #endif
 
 /* The fast path: the unit tag of p's 64 KiB unit names its pair (pair 0, which never holds
- * a magazine, for anything that is not a malloc block); check that p starts a block and
- * is not free already (above), push onto the loaded magazine, write the key. */
+ * a magazine, for anything that is not a malloc block); check that p starts a block, push
+ * it onto the loaded magazine, store the key. Nothing of the block is read: a double free
+ * is caught where the block would be handed out again (handout_ok). */
 static __attribute__((aligned(64))) void usi_free(void *p)
 {
 #ifdef USLAB_VALGRIND
@@ -563,21 +594,52 @@ static __attribute__((aligned(64))) void usi_free(void *p)
 #else
     unsigned tag = usi_unit_tag(p);
     struct usi_magpair *mp = pair_at(usi_tls, tag);
-    uintptr_t key = mp->free_secret;
-    if (USI_LIKELY(on_lattice(p, mp->lattice, mp->lattice_bound)) &&
-        USI_LIKELY(*key_of(p) != key)) {
+    if (USI_LIKELY(on_lattice(p, mp->lattice, mp->lattice_bound))) {
         void **t = mp->top;
         if (USI_LIKELY(t != mp->limit)) {
+            /* The key before the push: a signal handler that interrupts this free, or a
+             * fork child that adopts the magazine, may pop p (preload_atfork_prepare). */
+            *key_of(p) = mp->free_secret;
+            __atomic_signal_fence(__ATOMIC_RELEASE);
             *t = p;
             mp->top = t + 1;
-            *key_of(p) = key;
             return;
         }
-        free_full(p, mp); /* the pair, not the tag: one register less to keep (23) */
+        free_full(p, mp); /* the pair, not the tag: one register less to keep */
         return;
     }
     free_slow(p, tag);
 #endif
+}
+
+/* A block popped from a magazine of a malloc class that handout_ok refused: reported,
+ * unless its first word held the slab's free mark by the program's chance and the exact
+ * check finds no other free copy of it (then it is handed out, its key cleared). */
+static USI_COLD void *refused(void *p)
+{
+    uintptr_t e = usi_pagemap_lookup(p);
+    struct uslab_cache *c = &usi_class_caches[e & USI_ID_MASK];
+    usi_word *w = p;
+    if (w[0] != USI_SLAB_FREE_MARK)
+        w[1] ^= usi_free_secret; /* handout_ok's xor undone */
+    if (w[1] != usi_free_secret) {
+        if (usi_debug_enabled)
+            debug_bug(c->name, KEY_GONE, c->name, p);
+        usi_report_fatal(KEY_GONE ". USLAB_DEBUG=FU,%s shows where it was allocated and freed",
+                         c->name, p, c->name);
+    }
+    const void *block;
+    if (usi_slab_index_of(c, e, p, &block) == UINT32_MAX)
+        bad_block(c, p, block, "free"); /* a free of a lattice point past the last block */
+    if (usi_tcache_block_is_free(c, e, p)) {
+        if (usi_debug_enabled)
+            debug_bug(c->name, FREED_IN_SLAB, c->name, p);
+        usi_report_fatal(FREED_IN_SLAB ". USLAB_DEBUG=FU,%s shows where it was allocated and "
+                                       "freed",
+                         c->name, p, c->name);
+    }
+    *key_of(p) = 0;
+    return p;
 }
 
 /* ---- the rest of the family ------------------------------------------------------------ */

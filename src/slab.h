@@ -29,10 +29,19 @@ static inline struct usi_slab *usi_slab_of_entry(uintptr_t entry)
  * USLAB_HARDEN=random, set once by init.c before the first slab exists. */
 extern uintptr_t usi_slab_seed;
 /* free()'s double-free key (design §8, docs/security.md §2.2), set once by init.c before
- * the first slab exists, never 0: a freed malloc block holds it in its second word. Random,
- * so that no data a program keeps in a live block (a list head pointing at itself) looks
- * like it but by chance; the same for every block, as glibc's tcache_key. */
+ * the first slab exists, never 0: a malloc block in a magazine holds it in its second
+ * word (free stores it; usi_slab_take writes it into each object of a lattice cache it
+ * hands out), and malloc's pop clears it. Random, so that no data a program writes into a
+ * block it holds looks like it but by chance; the same for every block, as glibc's
+ * tcache_key. */
 extern uintptr_t usi_free_secret;
+/* The free mark of a lattice cache (malloc classes): usi_slab_put writes it into the first
+ * word of each object it takes back, and slab creation into each point of the lattice past
+ * the slab's last object; usi_slab_take clears it. malloc's pop refuses a block that
+ * carries it: a block freed again after it went back to its slab. Invariant: an object of
+ * a lattice cache that was handed out and is back in its slab holds it, until purged. A
+ * sign-extended 32-bit immediate, so that the pop compares it without a load. */
+#define USI_SLAB_FREE_MARK ((uintptr_t)-0x61c88647) /* 0xffffffff9e3779b9 */
 /* Bytes of the empty slabs beyond their caches' reserves and of the objects in depots,
  * summed over every cache (relaxed atomic; the slab and depot layers
  * keep it under each cache's lock). A slab created while

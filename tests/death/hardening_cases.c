@@ -15,6 +15,12 @@
  * (include/uslab.h) is looked up with dlsym: the program runs only under the preload library (exit
  * 3 otherwise).
  *
+ * A case named warm_CASE runs CASE after 4096 frees (warm_up): free's fast path runs only
+ * once the unit-tag table is mapped (docs/design.md §2), which the first frees of a process
+ * ask for. Before it a free takes the exact checks; after it free only stores the key, and
+ * the double free is caught where the block would be handed out again (docs/security.md
+ * §2.2). Both must stop every misuse.
+ *
  * Built with -fno-builtin, and the misuse goes through volatile pointers and a volatile
  * function pointer: the compiler must neither fold a malloc/free pair nor see the bug.
  */
@@ -43,6 +49,15 @@ static void find_reap(void)
 static void reap(void)
 {
     reap_fn();
+}
+
+/* Enough frees of a class no case uses for free's fast path to run (the tag table). */
+static void warm_up(void)
+{
+    for (int i = 0; i < 4096; i++) {
+        char *volatile q = malloc(1000);
+        free(q);
+    }
 }
 
 /* Kept out of the optimiser's reach: the misuse must really happen. */
@@ -207,6 +222,87 @@ static int case_double_free_live_thread(int in_prev)
             }
     fprintf(stderr, "hardening_cases: double free of %p not caught\n", (void *)p);
     return 1;
+}
+
+/*
+ * A block freed twice by a thread that then gets it back once and exits: its magazine,
+ * with the second copy, goes to the depot (or its slab), and this thread's mallocs take
+ * it from there: the second pop is on another thread than the first (warm: the key is
+ * gone by then; a put back into its slab checks the key as a pop does).
+ */
+static void *free_twice_and_pop(void *arg)
+{
+    char *p = malloc(64);
+    do_free(p);
+    do_free(p);
+    char *volatile first = malloc(64);
+    *(char **)arg = p;
+    return first;
+}
+
+static int case_double_free_pop_other_thread(void)
+{
+    char *p = NULL;
+    void *first = NULL;
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_twice_and_pop, &p) != 0 || pthread_join(t, &first) != 0) {
+        fprintf(stderr, "hardening_cases: no thread\n");
+        return 2;
+    }
+    for (int i = 0; i < 4096; i++) {
+        char *volatile q = malloc(64);
+        if (q == p && first == p) {
+            fprintf(stderr,
+                    "hardening_cases: double free not caught: %p handed out to both "
+                    "threads\n",
+                    (void *)q);
+            return 0;
+        }
+    }
+    fprintf(stderr, "hardening_cases: double free of %p not caught\n", (void *)p);
+    return 1;
+}
+
+/* A block freed twice, handed out once; the second copy goes back to its slab (reap): the
+ * put refuses a block without the key, or the block would be free in its slab while its
+ * holder uses it. */
+static int case_double_free_then_reap(void)
+{
+    char *volatile neighbour = malloc(64); /* keeps the slab */
+    char *volatile p = malloc(64);
+    do_free(p);
+    do_free(p);
+    char *volatile mine = malloc(64);
+    if (mine != p) {
+        fprintf(stderr, "hardening_cases: the first malloc(64) was not %p\n", (void *)p);
+        return 2;
+    }
+    reap();
+    for (int i = 0; i < 4096; i++) {
+        char *volatile q = malloc(64);
+        if (q == p) {
+            fprintf(stderr, "hardening_cases: double free not caught: %p handed out while held\n",
+                    (void *)p);
+            return 0;
+        }
+    }
+    fprintf(stderr, "hardening_cases: double free of %p not caught\n", (void *)p);
+    do_free(neighbour);
+    return 1;
+}
+
+/* A write after free into the key's word of a block in a magazine: the handout refuses it
+ * (glibc's tcache hands it out). */
+static int case_write_after_free(void)
+{
+    char *volatile p = malloc(64);
+    do_free(p);
+    store_ptr(p + 8, 0x1234);
+    char *volatile q = malloc(64);
+    fprintf(stderr,
+            "hardening_cases: write after free into %p not caught: malloc(64) returned %p\n",
+            (void *)p, (void *)q);
+    return q == p ? 0 : 1;
 }
 
 /* ---- interior pointers ------------------------------------------------------------------- */
@@ -433,6 +529,10 @@ int main(int argc, char **argv)
     }
     const char *c = argv[1];
     find_reap(); /* before any misuse: the cases need the preload library */
+    if (strncmp(c, "warm_", 5) == 0) {
+        warm_up();
+        c += 5;
+    }
     if (strcmp(c, "double_free") == 0)
         return case_double_free();
     if (strcmp(c, "double_free_after_reap") == 0)
@@ -443,6 +543,12 @@ int main(int argc, char **argv)
         return case_double_free_live_thread(0);
     if (strcmp(c, "double_free_live_thread_prev") == 0)
         return case_double_free_live_thread(1);
+    if (strcmp(c, "double_free_pop_other_thread") == 0)
+        return case_double_free_pop_other_thread();
+    if (strcmp(c, "double_free_then_reap") == 0)
+        return case_double_free_then_reap();
+    if (strcmp(c, "write_after_free") == 0)
+        return case_write_after_free();
     if (strcmp(c, "interior_8") == 0)
         return case_interior(64, 8);
     if (strcmp(c, "interior_16") == 0)

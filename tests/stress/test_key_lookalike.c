@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_key_lookalike.c - legitimate frees that look like double frees, while other threads
- * churn (design §8). Each block's second word holds free()'s key (the process's secret,
- * which main learns from a freed block), so every free of
- * it takes the exact check. That check looks into the other threads' magazines without their help,
- * while those threads allocate and free the same class, and swap magazines, all the time. It must
- * never find a block that is live (a false "double free" would abort the program), and no
- * block may be handed out twice (each block carries its owner's tag, checked before its
- * free). Blocks travel between threads through a mailbox, so frees are also remote.
+ * test_key_lookalike.c - legitimate blocks that look like double frees, while other threads
+ * churn (design §8, docs/security.md §2.2). Each block's first word holds the slab layer's
+ * free mark (what a block back in its slab holds there; main learns it from one) and its
+ * second word free()'s key (the process's secret, learned from a freed block), so every
+ * handout of it takes the exact check, as every free of it did before free became a store
+ * (and free's slow path and realloc still do). That check looks into the other threads'
+ * magazines without their help, while those threads allocate and free the same class, and
+ * swap magazines, all the time. It must never find a block that is live (a false "double
+ * free" would abort the program), and no block may be handed out twice (each block
+ * carries its owner's tag, checked before its free). Blocks travel between threads through
+ * a mailbox, so frees are also remote.
  *
  * Arguments: [operations per thread] (default 400000).
  */
@@ -25,13 +28,14 @@
 #define SIZE    64
 
 struct block {
-    uintptr_t self, key; /* the block's address, and free()'s key for it */
+    uintptr_t mark, key; /* the slab's free mark, and free()'s key */
     uint64_t tag;        /* who holds it, and which of its blocks */
     unsigned char fill[SIZE - 24];
 };
 
 static long ops_per_thread = 400000;
 static uintptr_t secret; /* free()'s key */
+static uintptr_t mark;   /* the slab layer's free mark */
 static struct block *mailbox[MAILBOX];
 static pthread_mutex_t mailbox_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -45,7 +49,7 @@ static uint64_t next_rand(uint64_t *s)
 
 static void claim(struct block *b, uint64_t tag)
 {
-    b->self = (uintptr_t)b;
+    b->mark = mark;  /* what a block back in its slab holds there */
     b->key = secret; /* what a freed block holds there */
     b->tag = tag;
     memset(b->fill, (int)(tag & 0xff), sizeof b->fill);
@@ -53,7 +57,7 @@ static void claim(struct block *b, uint64_t tag)
 
 static void check_held(const struct block *b, uint64_t tag)
 {
-    CHECK(b->self == (uintptr_t)b && b->key == secret && b->tag == tag,
+    CHECK(b->mark == mark && b->key == secret && b->tag == tag,
           "block %p changed while held (tag %llx, want %llx): handed out twice?", (void *)b,
           (unsigned long long)b->tag, (unsigned long long)tag);
     for (size_t i = 0; i < sizeof b->fill; i++)
@@ -102,17 +106,24 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         ops_per_thread = atol(argv[1]);
-    /* The key a free writes (docs/security.md §2.2): read back from a freed block, which
-     * only a test of the allocator itself may do. */
+    /* The key a free writes and the mark of a block back in its slab (docs/security.md
+     * §2.2): read back from freed blocks, which only a test of the allocator itself may
+     * do. A neighbour keeps the slab (uslab_reap would give an empty one back). */
     uintptr_t *probe = uslab_malloc(sizeof(struct block));
     uintptr_t *other = uslab_malloc(sizeof(struct block));
-    CHECK(probe != NULL && other != NULL, "malloc failed");
+    uintptr_t *neighbour = uslab_malloc(sizeof(struct block));
+    CHECK(probe != NULL && other != NULL && neighbour != NULL, "malloc failed");
     uslab_free(probe);
     uslab_free(other);
     secret = ((volatile uintptr_t *)probe)[1];
     CHECK(secret != 0 && secret != (uintptr_t)probe, "no secret in free()'s key: %llx",
           (unsigned long long)secret);
     CHECK(((volatile uintptr_t *)other)[1] == secret, "free()'s key differs between blocks");
+    uslab_reap();
+    mark = ((volatile uintptr_t *)probe)[0];
+    CHECK(mark != 0 && mark != secret, "no free mark in a block back in its slab: %llx",
+          (unsigned long long)mark);
+    CHECK(((volatile uintptr_t *)other)[0] == mark, "the free mark differs between blocks");
     pthread_t t[THREADS];
     for (uintptr_t i = 0; i < THREADS; i++)
         CHECK(pthread_create(&t[i], NULL, worker, (void *)(i + 1)) == 0, "pthread_create");
@@ -120,5 +131,6 @@ int main(int argc, char **argv)
         pthread_join(t[i], NULL);
     for (int m = 0; m < MAILBOX; m++)
         uslab_free(mailbox[m]);
+    uslab_free(neighbour);
     return 0;
 }

@@ -242,9 +242,13 @@ static void *take_one(struct uslab_cache *c)
     return p;
 }
 
+/* Back into its slab, as a free's block goes: a malloc class's with the free key in its
+ * second word (a block without it is refused: docs/security.md §2.2). */
 static void put_one(struct uslab_cache *c, void *p)
 {
     struct usi_slab *release = NULL;
+    if (c->lattice)
+        ((uintptr_t *)p)[1] = usi_free_secret;
     pthread_mutex_lock(&c->lock);
     usi_slab_put(c, 1, &p, &release);
     pthread_mutex_unlock(&c->lock);
