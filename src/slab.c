@@ -499,7 +499,20 @@ static inline void *take_index(struct uslab_cache *c, struct usi_slab *s, uint32
     return slot + c->obj_offset;
 }
 
-size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
+/* What a take writes into each object of a lattice cache, for malloc's pop (design §3): no
+ * free mark, the key. */
+static inline void handout_words(void *p, uintptr_t key)
+{
+    uintptr_t *w = p;
+    USI_VG_UNDEFINED(w, 2 * sizeof *w); /* memcheck: a block put back is no-access */
+    w[0] = 0;
+    w[1] = key;
+}
+
+/* usi_slab_take, with key 0 (no words written) or usi_free_secret; inlined twice, so that
+ * a cache without a lattice pays no test an object (slab_budget). */
+static inline __attribute__((always_inline)) size_t take_objects(struct uslab_cache *c, size_t n,
+                                                                 void **objs, uintptr_t key)
 {
     size_t got = 0;
     while (got < n) {
@@ -512,8 +525,12 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
             break;
         uint32_t bump_before = s->bump;
         if (USI_UNLIKELY(takes_random(c))) {
-            while (got < n && s->inuse < c->nobjs)
-                objs[got++] = take_index(c, s, random_free_index(c, s));
+            while (got < n && s->inuse < c->nobjs) {
+                objs[got] = take_index(c, s, random_free_index(c, s));
+                if (key)
+                    handout_words(objs[got], key);
+                got++;
+            }
             advance_scan(c, s);
         } else if (USI_UNLIKELY(c->debug)) {
             /* The lowest-numbered free objects first, one at a time (each one is checked). */
@@ -551,12 +568,18 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
                      * apart, no bit scan (13 -> 5 instructions an object, lua). */
                     size_t take = end - got;
                     char *p = first - (size_t)low * stride;
-                    for (; got < end; got++, p -= stride)
+                    for (; got < end; got++, p -= stride) {
                         objs[got] = p;
+                        if (key)
+                            handout_words(p, key);
+                    }
                     left = take == 64 ? 0 : free_bits & ~((((uint64_t)1 << take) - 1) << low);
                 } else {
                     for (; got < end; got++) { /* one bound: the loop the compiler keeps tight */
-                        objs[got] = first - (size_t)(uint32_t)__builtin_ctzll(left) * stride;
+                        char *p = first - (size_t)(uint32_t)__builtin_ctzll(left) * stride;
+                        objs[got] = p;
+                        if (key)
+                            handout_words(p, key);
                         left &= left - 1;
                     }
                 }
@@ -576,16 +599,15 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
         if (USI_UNLIKELY(c->debug & USI_DEBUG_F))
             check_or_report(c, s);
     }
-    if (c->lattice)
-        for (size_t i = 0; i < got; i++) { /* for malloc's pop: no mark, the key */
-            uintptr_t *w = objs[i];
-            USI_VG_UNDEFINED(w, 2 * sizeof *w); /* memcheck: a block put back is no-access */
-            w[0] = 0;
-            w[1] = usi_free_secret;
-        }
     c->slab_inuse += got;
     c->slab_takes += got;
     return got;
+}
+
+size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
+{
+    /* debug caches have no lattice */
+    return c->lattice ? take_objects(c, n, objs, usi_free_secret) : take_objects(c, n, objs, 0);
 }
 
 /* Settles s after a run of puts into it: its list, and what an empty slab does next. */
@@ -704,14 +726,6 @@ static USI_COLD void put_debug(struct uslab_cache *c, size_t n, void *const *obj
                                struct usi_slab **release)
 {
     struct usi_slab *s = NULL;
-    if (c->lattice) /* a lattice cache's objects all start in its spans (malloc.c) */
-        for (size_t i = 0; i < n; i++) {
-            uintptr_t *w = objs[i];
-            USI_VG_DEFINED(w, 2 * sizeof *w); /* memcheck: a free block is no-access */
-            if (USI_UNLIKELY(w[1] != usi_free_secret))
-                put_keyless(c, w);
-            w[0] = USI_SLAB_FREE_MARK;
-        }
     const size_t stride = c->stride;
     const uint64_t recip = c->stride_recip, objs_bytes = (uint64_t)c->nobjs * stride;
     uintptr_t first = 0, end = 0; /* s's lowest object (as handed out) and its span's end */
@@ -775,6 +789,17 @@ static USI_COLD USI_NORETURN void put_twice(const struct uslab_cache *c, const s
                      c->name);
 }
 
+/* What a put does with each object of a lattice cache, for malloc's pop (design §3): checks
+ * the key that every block in a magazine holds, writes the free mark. */
+static inline void put_words(const struct uslab_cache *c, uintptr_t p, uintptr_t key)
+{
+    uintptr_t *w = (uintptr_t *)p;
+    USI_VG_DEFINED(w, 2 * sizeof *w); /* memcheck: a free block is no-access */
+    if (USI_UNLIKELY(w[1] != key))
+        put_keyless(c, w);
+    w[0] = USI_SLAB_FREE_MARK;
+}
+
 /* Clears bits lo to hi (object numbers, lo <= hi) of map, a word at a time; each must be
  * set (allocated). Returns UINT32_MAX, or the first of them that was clear (a double free:
  * map is then unchanged from that word on). */
@@ -793,12 +818,13 @@ static inline uint32_t clear_bits(uint64_t *map, uint32_t lo, uint32_t hi)
     }
 }
 
-size_t usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release)
+/* usi_slab_put of a cache that is not a debug one, with key 0 (no words) or
+ * usi_free_secret (put_words); inlined twice, as take_objects. */
+static inline __attribute__((always_inline)) size_t put_objects(struct uslab_cache *c, size_t n,
+                                                                void *const *objs,
+                                                                struct usi_slab **release,
+                                                                uintptr_t key)
 {
-    if (USI_UNLIKELY(c->debug)) {
-        put_debug(c, n, objs, release);
-        return n; /* one object at a time */
-    }
     /* The objects go back a run at a time: a run is the objects that follow one another in
      * objs within one slab (neighbours often share one), and within a run a streak at a
      * time: objects a stride apart, going down or up (blocks freed in the order they were
@@ -810,14 +836,6 @@ size_t usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct u
      * was full. A bad pointer or a double free (also twice in one batch: its bit is clear
      * by then) is fatal. Instructions an object, taken and put back once (slab_budget):
      * in the order handed out 47.6 -> 17.3, scattered 98.2 -> 93.2. */
-    if (c->lattice) /* a lattice cache's objects all start in its spans (malloc.c) */
-        for (size_t i = 0; i < n; i++) {
-            uintptr_t *w = objs[i];
-            USI_VG_DEFINED(w, 2 * sizeof *w); /* memcheck: a free block is no-access */
-            if (USI_UNLIKELY(w[1] != usi_free_secret))
-                put_keyless(c, w);
-            w[0] = USI_SLAB_FREE_MARK;
-        }
     const size_t stride = c->stride;
     const uint64_t recip = c->stride_recip, objs_bytes = (uint64_t)c->nobjs * stride;
     const uint32_t last = c->nobjs - 1; /* index of the lowest object */
@@ -827,6 +845,8 @@ size_t usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct u
     uintptr_t first = 0; /* s's lowest object, as handed out */
     while (q != q_end) {
         uintptr_t p = (uintptr_t)*q;
+        if (key)
+            put_words(c, p, key);
         uint64_t off = p - first;
         if (!s || off >= objs_bytes) { /* a run's first object: its slab */
             s = put_slab_of(c, p);
@@ -845,14 +865,20 @@ size_t usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct u
         if (step == -(uint64_t)stride && pos > 0) {
             size_t most = (size_t)(q_end - e);                 /* objects left after this one */
             void *const *stop = e + (most < pos ? most : pos); /* none below the lowest */
-            for (uintptr_t a = p - stride; e != stop && (uintptr_t)*e == a; a -= stride)
+            for (uintptr_t a = p - stride; e != stop && (uintptr_t)*e == a; a -= stride) {
+                if (key)
+                    put_words(c, a, key);
                 e++;
+            }
             lo = pos - (uint32_t)(e - q - 1);
         } else if (step == stride && pos < last) {
             size_t most = (size_t)(q_end - e);
             void *const *stop = e + (most < last - pos ? most : last - pos);
-            for (uintptr_t a = p + stride; e != stop && (uintptr_t)*e == a; a += stride)
+            for (uintptr_t a = p + stride; e != stop && (uintptr_t)*e == a; a += stride) {
+                if (key)
+                    put_words(c, a, key);
                 e++;
+            }
             hi = pos + (uint32_t)(e - q - 1);
         }
         /* positions lo..hi from the lowest object are numbers last - hi .. last - lo */
@@ -880,6 +906,17 @@ size_t usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct u
     c->slab_inuse -= n;
     c->slab_puts += n;
     return runs;
+}
+
+size_t usi_slab_put(struct uslab_cache *c, size_t n, void *const *objs, struct usi_slab **release)
+{
+    if (USI_UNLIKELY(c->debug)) {
+        put_debug(c, n, objs, release);
+        return n; /* one object at a time */
+    }
+    /* a lattice cache's objects all start in its spans (malloc.c): their words (put_words) */
+    return c->lattice ? put_objects(c, n, objs, release, usi_free_secret)
+                      : put_objects(c, n, objs, release, 0);
 }
 
 size_t usi_slab_detach_empty(struct uslab_cache *c, size_t keep, struct usi_slab **release)
