@@ -633,7 +633,7 @@ def main():
     ap.add_argument("--extra", action="append", default=[], metavar="NAME=LIB[,VAR=VALUE...]",
                     help="also run a build of uslab's preload library LIB under NAME, with "
                          "the given settings (e.g. before=/tmp/before/build/libuslab-preload.so "
-                         "or random=build/libuslab-preload.so,USLAB_HARDEN=random), in the "
+                         "or notcache=build/libuslab-preload.so,USLAB_TCACHE_MAX=0), in the "
                          "same interleaved run")
     args = ap.parse_args()
     full = args.full

@@ -100,7 +100,6 @@ struct uslab_cache {
 
     pthread_mutex_t lock;
     uint32_t colour_next;
-    uint64_t random_state; /* USLAB_HARDEN=random: the order of fresh slabs (slab.c) */
     struct usi_slab_list_head lists[USI_SLAB_NLISTS];
     struct usi_mag *depot_full, *depot_empty;
     size_t depot_nfull, depot_nempty;
@@ -150,7 +149,6 @@ struct uslab_cache {
  * USI_ASSERT samples them):
  *  - inuse = number of objects outside the slab (in magazines or with the user);
  *  - objects with index >= bump have never been handed out (their pages may be untouched);
- *    under USLAB_HARDEN=random bump is nobjs from the start;
  *  - bit i of alloc_map is set iff object i is outside the slab (exact double-free check),
  *    so the bitmap's population count is inuse; bits past nobjs are clear. The bitmap is
  *    the free list too: no object in the slab holds anything of this layer's, so a write

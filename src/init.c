@@ -241,8 +241,7 @@ int usi_init_slow(void)
                         "every call goes to the system allocator");
         return -1;
     }
-    usi_slab_seed = (uintptr_t)usi_os_random64();       /* keys first (docs/security.md) */
-    usi_free_secret = (uintptr_t)usi_os_random64() | 1; /* never 0, what malloc leaves there */
+    usi_free_secret = (uintptr_t)usi_os_random64() | 1; /* keys first (docs/security.md) */
     usi_objects_set_key(usi_os_random64());
     usi_sizeclass_init(); /* the classes' sizes; each is set up at its first allocation */
     if (usi_init_cache(&usi_descriptor_cache, "uslab-cache", sizeof(struct uslab_cache), 64, NULL,

@@ -39,7 +39,6 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_PURGER] = &usi_options.purger,
     [USI_SETTING_RETURN] = &usi_options.return_policy,
     [USI_SETTING_TCACHE_MAX] = &usi_options.tcache_max,
-    [USI_SETTING_HARDEN] = &usi_options.harden,
     [USI_SETTING_PROFILE] = &usi_options.profile,
     [USI_SETTING_STATS] = &usi_options.stats,
     [USI_SETTING_LEAKS] = &usi_options.leaks,
@@ -99,9 +98,8 @@ int usi_options_read(void)
             *option_field[i] = *s != '\0'; /* the path itself is read where it is used */
             continue;
         }
-        if (set->kind == USI_SETTING_KIND_WORDS || set->kind == USI_SETTING_KIND_CHOICE) {
-            if ((set->kind == USI_SETTING_KIND_WORDS ? usi_settings_parse_words(set, s, &v)
-                                                     : usi_settings_parse_choice(set, s, &v)) == 0)
+        if (set->kind == USI_SETTING_KIND_CHOICE) {
+            if (usi_settings_parse_choice(set, s, &v) == 0)
                 *option_field[i] = v;
             else
                 invalid(set, s);

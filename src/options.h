@@ -18,7 +18,6 @@ struct usi_options {
     size_t purger;         /* USLAB_PURGER: enum usi_purger_mode (settings.h) */
     size_t return_policy;  /* USLAB_RETURN: enum usi_return_policy (settings.h) */
     size_t tcache_max;     /* USLAB_TCACHE_MAX: bound on bytes cached by all threads */
-    size_t harden;         /* USLAB_HARDEN: USI_HARDEN_* bits (settings.h) */
     size_t profile;        /* USLAB_PROFILE is set: malloc records request sizes (malloc.c) */
     size_t stats;          /* USLAB_STATS: enum usi_stats_format (settings.h; stats.c) */
     size_t leaks;          /* USLAB_LEAKS: enum usi_stats_format (debug.c) */

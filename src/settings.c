@@ -11,8 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const harden_words[] = {"random", NULL};           /* USI_HARDEN_RANDOM */
-static const char *const purger_words[] = {"inline", "thread", NULL}; /* usi_purger_mode */
+static const char *const purger_words[] = {"inline", "thread", NULL};          /* usi_purger_mode */
 static const char *const return_words[] = {"delay", "pressure", "both", NULL}; /* policy */
 
 const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
@@ -67,10 +66,6 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                 "bound on the bytes all threads together may cache in their "
                                 "magazines",
                                 NULL},
-    [USI_SETTING_HARDEN] = {"USLAB_HARDEN", USI_SETTING_KIND_WORDS, 0, "0", 0, 0,
-                            "hardening beyond the default checks: `random` hands out the "
-                            "objects of every slab in a random order (docs/security.md §5)",
-                            harden_words},
     [USI_SETTING_CLASSES] = {"USLAB_CLASSES", USI_SETTING_KIND_PATH, 0, "unset", 0, 0,
                              "a file of size classes (`uslab profile` writes one) used instead "
                              "of the default ones; a file it cannot use is reported and the "
@@ -142,25 +137,6 @@ int usi_settings_parse_stats(const char *value, size_t *format)
             return 0;
         }
     return -1;
-}
-
-int usi_settings_parse_words(const struct usi_setting *s, const char *value, size_t *bits)
-{
-    *bits = 0;
-    if (strcmp(value, "0") == 0)
-        return 0;
-    for (const char *w = value;;) {
-        size_t len = strcspn(w, ",");
-        size_t i = 0;
-        while (s->words[i] && !(strlen(s->words[i]) == len && memcmp(s->words[i], w, len) == 0))
-            i++;
-        if (len == 0 || !s->words[i])
-            return -1;
-        *bits |= (size_t)1 << i;
-        if (w[len] == '\0')
-            return 0;
-        w += len + 1;
-    }
 }
 
 /* ---- size-class tables ------------------------------------------------------------------ */
@@ -474,14 +450,6 @@ size_t usi_settings_values(const struct usi_setting *s, char *buf, size_t len)
         break;
     case USI_SETTING_KIND_STATS:
         puts_(&o, "`1`, `json` or `0`");
-        break;
-    case USI_SETTING_KIND_WORDS:
-        for (size_t i = 0; s->words[i]; i++) {
-            puts_(&o, "`");
-            puts_(&o, s->words[i]);
-            puts_(&o, "`, ");
-        }
-        puts_(&o, "comma-separated, or `0`");
         break;
     case USI_SETTING_KIND_PATH:
         puts_(&o, "a file name");

@@ -47,9 +47,6 @@ enum usi_debug_letter_bits { USI_SETTINGS_DEBUG_LETTERS(USI_SETTINGS_LETTER_BIT)
 #define USI_SETTINGS_PURGE_DELAY_DEFAULT   ((size_t)1000)
 #define USI_SETTINGS_TCACHE_MAX_DEFAULT    ((size_t)64 << 20)
 
-/* USLAB_HARDEN's words, as bits of usi_options.harden (docs/security.md §5). */
-#define USI_HARDEN_RANDOM ((size_t)1) /* fresh slabs hand out their objects in random order */
-
 /* USLAB_PURGER's words, in order: usi_options.purger holds the index (design §3). */
 enum usi_purger_mode {
     USI_PURGER_INLINE, /* no thread: memory goes back on slow paths and thread exits */
@@ -80,7 +77,6 @@ enum usi_setting_id {
     USI_SETTING_RETURN,
     USI_SETTING_PRESSURE_SOURCE,
     USI_SETTING_TCACHE_MAX,
-    USI_SETTING_HARDEN,
     USI_SETTING_CLASSES,
     USI_SETTING_PROFILE,
     USI_SETTING_DEBUG,
@@ -99,7 +95,6 @@ enum usi_setting_kind {
     USI_SETTING_KIND_BOOL,   /* 0 or 1 */
     USI_SETTING_KIND_DEBUG,  /* LETTERS[,GLOB...]: usi_settings_parse_debug */
     USI_SETTING_KIND_STATS,  /* 1 (table), json, or 0 */
-    USI_SETTING_KIND_WORDS,  /* comma-separated words of `words`, or 0: usi_settings_parse_words */
     USI_SETTING_KIND_PATH,   /* a file name */
     USI_SETTING_KIND_CHOICE, /* exactly one word of `words`: usi_settings_parse_choice */
 };
@@ -111,8 +106,8 @@ struct usi_setting {
     const char *def_text;       /* the default as shown: "256G", "unset" */
     size_t min, max;            /* accepted values of SIZE, NUMBER and BOOL */
     const char *help;           /* one line; `code` in backquotes (markdown) */
-    const char *const *words;   /* WORDS, CHOICE: the accepted words, NULL-terminated; word i
-                                 * is bit i (WORDS) or value i (CHOICE) */
+    const char *const *words;   /* CHOICE: the accepted words, NULL-terminated; word i
+                                 * is value i */
 };
 
 struct usi_setting_letter {
@@ -152,11 +147,6 @@ int usi_settings_parse_debug(const char *value, unsigned *letters, const char **
 /* Parses a STATS setting's value (USLAB_STATS, USLAB_LEAKS): "0", "1" or "json", exactly.
  * Stores an enum usi_stats_format in *format and returns 0, or returns -1. */
 int usi_settings_parse_stats(const char *value, size_t *format);
-
-/* Parses a WORDS setting's value: words of s->words separated by commas, or "0" (none).
- * Stores bit i for word i in *bits and returns 0; on an unknown or empty word returns -1
- * (*bits then holds the words before it). */
-int usi_settings_parse_words(const struct usi_setting *s, const char *value, size_t *bits);
 
 /* Parses a CHOICE setting's value: one word of s->words. Stores its index in *index and
  * returns 0, or returns -1. */

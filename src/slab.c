@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <string.h>
 
-uintptr_t usi_slab_seed;
 uintptr_t usi_free_secret;
 uint64_t usi_slab_surplus_bytes;
 int usi_slab_surplus_seen;
@@ -154,18 +153,6 @@ static unsigned state_of(const struct uslab_cache *c, const struct usi_slab *s)
 
 /* ---- slabs ----------------------------------------------------------------------------- */
 
-/* USLAB_HARDEN=random (docs/security.md §5): a uniform random number below bound, from the
- * cache's own generator (splitmix64 over random_state, seeded from the per-process secret;
- * under the cache lock). The multiply-shift reduction's bias is below bound / 2^32. */
-static uint32_t random_below(struct uslab_cache *c, uint32_t bound)
-{
-    if (c->random_state == 0)
-        c->random_state = usi_mix64(usi_slab_seed ^ (uintptr_t)c) | 1;
-    c->random_state += 0x9e3779b97f4a7c15ull;
-    uint32_t r = (uint32_t)usi_mix64(c->random_state);
-    return (uint32_t)(((uint64_t)r * bound) >> 32);
-}
-
 /* ---- the bitmap: bit i set iff object i is outside the slab --------------------------- */
 
 static uint32_t bitmap_words(const struct uslab_cache *c)
@@ -196,21 +183,6 @@ static uint64_t word_free(const struct uslab_cache *c, const struct usi_slab *s,
     return ~s->alloc_map[w] & word_valid(c, w);
 }
 
-/* Whether c's fresh slabs hand out their objects in random order (USLAB_HARDEN=random). */
-static int takes_random(const struct uslab_cache *c)
-{
-    return (usi_options.harden & USI_HARDEN_RANDOM) && !c->debug &&
-           !(c->flags & USI_CACHE_INTERNAL);
-}
-
-/* Moves s->scan past the full words (every word below it is full: the invariant). */
-static void advance_scan(const struct uslab_cache *c, struct usi_slab *s)
-{
-    uint32_t words = bitmap_words(c);
-    while (s->scan < words && word_free(c, s, s->scan) == 0)
-        s->scan++;
-}
-
 /* Bytes of the pages of s that objects below bump occupy: from the page of object bump - 1
  * (the lowest of them) to the page of the end of object 0 (0 when none was handed out). */
 static size_t touched_bytes(const struct uslab_cache *c, const struct usi_slab *s, uint32_t bump)
@@ -228,37 +200,6 @@ static void slab_detached(struct uslab_cache *c, const struct usi_slab *s)
 {
     c->slabs_released++;
     c->touched_bytes -= touched_bytes(c, s, s->bump);
-}
-
-/*
- * USLAB_HARDEN=random: the index of a free object of s drawn uniformly from its free ones
- * (s has one). Drawing each object so, without replacement, hands a fresh slab's objects
- * out in a uniformly random order (every one of the n! orders equally likely), and keeps
- * doing so as objects come back, where Linux's CONFIG_SLAB_FREELIST_RANDOM shuffles only a
- * new slab's list. First a few uniform draws over all objects, kept if free (rejection
- * sampling: uniform over the free ones, cheap while many are free); then a uniform rank
- * among the free ones, found with a popcount per bitmap word from scan on. Either way the
- * result is uniform over the free objects, so their mixture is too.
- */
-#define RANDOM_TRIES 4
-static uint32_t random_free_index(struct uslab_cache *c, const struct usi_slab *s)
-{
-    for (int t = 0; t < RANDOM_TRIES; t++) {
-        uint32_t i = random_below(c, c->nobjs);
-        if (!(s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63))))
-            return i;
-    }
-    uint32_t k = random_below(c, c->nobjs - s->inuse);
-    for (uint32_t w = s->scan;; w++) {
-        uint64_t free_bits = word_free(c, s, w);
-        uint32_t count = (uint32_t)__builtin_popcountll(free_bits);
-        if (k < count) {
-            while (k--)
-                free_bits &= free_bits - 1;
-            return w * 64 + (uint32_t)__builtin_ctzll(free_bits);
-        }
-        k -= count;
-    }
 }
 
 /*
@@ -368,12 +309,6 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
         for (char *q = s->objs + (size_t)c->nobjs * c->stride; q + 16 <= end; q += c->stride)
             ((uintptr_t *)(void *)q)[0] = USI_SLAB_FREE_MARK;
     }
-    /* USLAB_HARDEN=random: any object may be handed out first, so none counts as never
-     * used. Debug caches keep the address order: their checks take objects at or above
-     * bump as never used. uslab's own caches (descriptors, magazines) are not the user's
-     * heap. */
-    if (takes_random(c))
-        s->bump = c->nobjs;
     c->touched_bytes += touched_bytes(c, s, s->bump);
     usi_pages_set_owner(span, c->slab_order, (uintptr_t)span | c->id, c->unit_tag);
     list_push(c, s, USI_SLAB_EMPTY);
@@ -524,15 +459,7 @@ static inline __attribute__((always_inline)) size_t take_objects(struct uslab_ca
         if (!s)
             break;
         uint32_t bump_before = s->bump;
-        if (USI_UNLIKELY(takes_random(c))) {
-            while (got < n && s->inuse < c->nobjs) {
-                objs[got] = take_index(c, s, random_free_index(c, s));
-                if (key)
-                    handout_words(objs[got], key);
-                got++;
-            }
-            advance_scan(c, s);
-        } else if (USI_UNLIKELY(c->debug)) {
+        if (USI_UNLIKELY(c->debug)) {
             /* The lowest-numbered free objects first, one at a time (each one is checked). */
             while (got < n && s->inuse < c->nobjs) {
                 uint32_t w = s->scan, next = 0; /* next: one past the last object taken */

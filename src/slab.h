@@ -25,9 +25,6 @@ static inline struct usi_slab *usi_slab_of_entry(uintptr_t entry)
     return (struct usi_slab *)usi_pages_meta(entry & ~USI_ID_MASK);
 }
 
-/* The per-process secret (AT_RANDOM) that seeds each cache's generator for
- * USLAB_HARDEN=random, set once by init.c before the first slab exists. */
-extern uintptr_t usi_slab_seed;
 /* free()'s double-free key (design §8, docs/security.md §2.2), set once by init.c before
  * the first slab exists, never 0: a malloc block in a magazine holds it in its second
  * word (free stores it; usi_slab_take writes it into each object of a lattice cache it

@@ -30,7 +30,7 @@ Exit status: 0 when every module passes (or fails only as it does under glibc); 
 variable CI is unset or empty (with CI set, that is a failure); 2 on bad arguments.
 
 The inherited environment is kept except LD_PRELOAD, MALLOC_*, GLIBC_TUNABLES and PYTHON*
-(which would change what is tested); USLAB_* settings pass through (USLAB_HARDEN=random, say).
+(which would change what is tested); USLAB_* settings pass through (USLAB_TCACHE_MAX=0, say).
 Python 3 standard library only.
 """
 
