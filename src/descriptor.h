@@ -144,7 +144,7 @@ struct uslab_cache {
  * on; its header (this record) and its bitmap are in the pages layer's side arrays, never
  * in the span (docs/security.md). Objects are numbered from the span's end down: index 0
  * is the highest (usi_slab_object), so a new slab's first objects share its last page with
- * the free keys of the lattice's tail (§3), and a slab with one object in use has one
+ * the free marks of the lattice's tail (§3), and a slab with one object in use has one
  * resident page, not two. Invariants (all under cache->lock; usi_slab_check tests them,
  * USI_ASSERT samples them):
  *  - inuse = number of objects outside the slab (in magazines or with the user);

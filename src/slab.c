@@ -8,10 +8,11 @@
  * an overflow (docs/security.md). The bitmap is also the free list: a slab hands out its
  * lowest-numbered free objects first (a word of the bitmap at a time; object 0 is the
  * highest in the span, usi_slab_object), so the pages of a fresh slab are touched only as
- * objects are used, from the page the lattice's tail keys are on down, and neither taking nor
- * returning an object reads or writes the object itself: a write after free cannot steer this
- * layer. Slabs of uslab's internal caches (descriptors, magazines) keep a guard page at each end.
- * This layer runs only when a magazine is filled or emptied.
+ * objects are used, from the page the lattice's tail marks are on down. Nothing of this layer
+ * is in an object, so a write after free cannot steer it; only a malloc class's take and put
+ * write the words of malloc's handout checks (the free mark, the key: design §3). Slabs of uslab's
+ * internal caches (descriptors, magazines) keep a guard page at each end. This layer runs only when
+ * a magazine is filled or emptied.
  */
 #include "slab.h"
 #include "base.h"

@@ -93,21 +93,27 @@ static int in_sorted(void *const *sorted, size_t n, const void *p)
 
 /* ---- double frees ----------------------------------------------------------------------- */
 
-/* After a double free of p: do the next allocations of that size hand p out twice? */
-static int handed_out_twice(size_t size, char *p, int tries)
+/* After a misuse of p: do the next `tries` allocations of that size hand p out `times`
+ * times (2: a double free handed out twice; 1: p, still held, handed out again)? */
+static int handed_out(size_t size, char *p, int tries, int times)
 {
     int seen = 0;
     for (int i = 0; i < tries; i++) {
         char *volatile q = malloc(size);
-        if (q == p && ++seen == 2) {
+        if (q == p && ++seen == times) {
             fprintf(stderr,
-                    "hardening_cases: double free not caught: malloc(%zu) handed out "
-                    "the same block twice (%p)\n",
-                    size, (void *)p);
+                    "hardening_cases: double free not caught: malloc(%zu) handed out %p %d "
+                    "time(s) more than it should\n",
+                    size, (void *)p, times);
             return 1;
         }
     }
     return 0;
+}
+
+static int handed_out_twice(size_t size, char *p, int tries)
+{
+    return handed_out(size, p, tries, 2);
 }
 
 static int case_double_free(void)
@@ -249,16 +255,12 @@ static int case_double_free_pop_other_thread(void)
         fprintf(stderr, "hardening_cases: no thread\n");
         return 2;
     }
-    for (int i = 0; i < 4096; i++) {
-        char *volatile q = malloc(64);
-        if (q == p && first == p) {
-            fprintf(stderr,
-                    "hardening_cases: double free not caught: %p handed out to both "
-                    "threads\n",
-                    (void *)q);
-            return 0;
-        }
+    if (first != p) {
+        fprintf(stderr, "hardening_cases: the thread's malloc(64) was not %p\n", (void *)p);
+        return 2;
     }
+    if (handed_out(64, p, 4096, 1)) /* held by the thread's first pop */
+        return 0;
     fprintf(stderr, "hardening_cases: double free of %p not caught\n", (void *)p);
     return 1;
 }
@@ -278,14 +280,8 @@ static int case_double_free_then_reap(void)
         return 2;
     }
     reap();
-    for (int i = 0; i < 4096; i++) {
-        char *volatile q = malloc(64);
-        if (q == p) {
-            fprintf(stderr, "hardening_cases: double free not caught: %p handed out while held\n",
-                    (void *)p);
-            return 0;
-        }
-    }
+    if (handed_out(64, p, 4096, 1)) /* held by `mine` */
+        return 0;
     fprintf(stderr, "hardening_cases: double free of %p not caught\n", (void *)p);
     do_free(neighbour);
     return 1;
