@@ -14,14 +14,16 @@
 
 int main(void)
 {
-    /* 256-byte objects: magazines of 32 KiB, 128 of them. */
+    /* 256-byte objects: magazines of 32 KiB, 128 of them; 256 for a pair that alternates. */
     struct uslab_cache *cache =
         (struct uslab_cache *)uslab_cache_create("depot-test", 256, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(cache != NULL, "create");
-    CHECK(cache->mag_capacity == 128 && cache->mag_max_bytes == 128 * 256,
-          "256-byte objects: capacity %u, %zu bytes", cache->mag_capacity, cache->mag_max_bytes);
+    CHECK(cache->mag_steady == 128 && cache->mag_capacity == 256 &&
+              cache->mag_max_bytes == 256 * 256,
+          "256-byte objects: steady %u, capacity %u, %zu bytes", cache->mag_steady,
+          cache->mag_capacity, cache->mag_max_bytes);
     for (int i = 0; i < 100; i++) {
-        struct usi_mag *m = usi_mag_new_cap(cache, cache->mag_capacity);
+        struct usi_mag *m = usi_mag_new_cap(cache, cache->mag_steady);
         CHECK(m != NULL && m->capacity == 128, "magazine %d", i);
         usi_depot_put(cache, m);
     }

@@ -140,7 +140,7 @@ int main(void)
     cache = uslab_cache_create("slow-start", OBJ, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(cache != NULL, "create");
     ci = (struct uslab_cache *)cache;
-    uint32_t most = ci->mag_capacity;
+    uint32_t most = ci->mag_steady; /* a pair that does not alternate stays there */
     uint32_t first = USI_MAG_START_BYTES / OBJ;
     CHECK(most == 128 && first == 1, "256-byte objects: capacity %u, first %u", most, first);
 
