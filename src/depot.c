@@ -89,8 +89,8 @@ static uint32_t magazine_capacity(size_t stride)
  * magazines to (tcache.c's pair_grow): MAG_GROWTH times the steady one, for medium blocks
  * and for objects up to USI_SMALL_MAX bytes (at most USI_MAG_MAX of those). A thread that
  * cycles 128 blocks of the 576-byte class (`mt lifo`, sh6bench's shape) overflowed its two
- * magazines of 56 every round, and with 4 threads traded them through the depot: 1.5x
- * mimalloc's time, 0.6x with growth. Growth for the classes of 1 to 16 KiB as well raised
+ * magazines of 56 every round, and with 4 threads traded them through the depot: 1.4x
+ * mimalloc's time; 0.84x with growth. Growth for the classes of 1 to 16 KiB as well raised
  * `rptest`'s resident sample by 40% for no time. */
 #define MAG_GROWTH 4
 static uint32_t grown_capacity(const struct uslab_cache *c)
