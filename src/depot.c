@@ -126,6 +126,22 @@ struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap)
     return m;
 }
 
+struct usi_mag *usi_mag_refit(struct uslab_cache *c, struct usi_mag *m, uint32_t cap)
+{
+    USI_ASSERT(!m || (m != &usi_mag_empty && m->rounds == 0));
+    if (m && mag_cache(m->capacity) == mag_cache(cap)) {
+        m->capacity = cap;
+        return m;
+    }
+    int saved = errno;
+    struct usi_mag *fresh = usi_mag_new_cap(c, cap);
+    errno = saved;
+    if (!fresh)
+        return m;
+    usi_mag_delete(m);
+    return fresh;
+}
+
 void usi_mag_delete(struct usi_mag *m)
 {
     if (m && m != &usi_mag_empty)
@@ -372,16 +388,8 @@ struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_
         usi_depot_shed(c, give_full);
         m = give_full;
     }
-    if (m && m->capacity < cap) { /* a thread's slow start left it behind (design §4) */
-        int saved = errno;
-        struct usi_mag *big = usi_mag_new_cap(c, cap);
-        if (!big) {
-            errno = saved;
-            return m; /* no memory for a bigger one: the smaller one will do */
-        }
-        usi_mag_delete(m);
-        return big;
-    }
+    if (m && m->capacity < cap)          /* a thread's slow start left it behind (design §4) */
+        return usi_mag_refit(c, m, cap); /* with no memory, the smaller one will do */
     return m ? m : usi_mag_new_cap(c, cap);
 }
 

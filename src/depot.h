@@ -32,6 +32,11 @@ void usi_depot_init_cache(struct uslab_cache *c);
 /* An empty magazine of cap slots (1 <= cap <= USI_MAG_MAX) for c, or NULL. */
 struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap);
 void usi_mag_delete(struct usi_mag *m);
+/* An empty magazine of cap slots in place of m (empty, or NULL: none), which the caller
+ * gives up: m itself where its object has room for cap slots (one internal cache holds
+ * both: no lock, no new object), else a new one and m is freed. m where there is no
+ * memory for a new one; NULL where m was NULL too. errno is kept. */
+struct usi_mag *usi_mag_refit(struct uslab_cache *c, struct usi_mag *m, uint32_t cap);
 /*
  * Depot exchanges, under cache->lock taken inside. None of them runs a callback. The depot
  * keeps every magazine given to it (the working-set reap bounds it), but beyond the

@@ -287,25 +287,11 @@ static uint32_t fill_next(struct usi_magpair *mp, uint32_t room)
     return n;
 }
 
-/* m, an empty magazine of mp, or in its place a new one of mp's level when m is below it
- * and one can be made (m is freed then). Never the shared empty one for a real one: with
- * no memory for a bigger magazine the smaller one keeps working, where freeing it first
- * left the thread one slab-layer call per operation (under valgrind, whose address space
- * keeps the reservation from growing: concurrent frees 10 -> 3,000 ns each). */
-/* A new empty magazine of cap slots in place of m, which is freed; m itself where there
- * is no memory for the new one (errno kept). */
-static struct usi_mag *mag_replace(struct uslab_cache *c, struct usi_mag *m, uint32_t cap)
-{
-    int saved = errno;
-    struct usi_mag *fresh = usi_mag_new_cap(c, cap);
-    if (!fresh) {
-        errno = saved;
-        return m;
-    }
-    usi_mag_delete(m);
-    return fresh;
-}
-
+/* m, an empty magazine of mp, or in its place one of mp's level when m is below it
+ * (usi_mag_refit). Never the shared empty one for a real one: with no memory for a bigger
+ * magazine the smaller one keeps working, where freeing it first left the thread one
+ * slab-layer call per operation (under valgrind, whose address space keeps the reservation
+ * from growing: concurrent frees 10 -> 3,000 ns each). */
 static struct usi_mag *fit_empty(struct uslab_cache *c, const struct usi_magpair *mp,
                                  struct usi_mag *m)
 {
@@ -313,7 +299,7 @@ static struct usi_mag *fit_empty(struct uslab_cache *c, const struct usi_magpair
     uint32_t level = pair_level(c, mp);
     if (m == &usi_mag_empty || m->capacity >= level)
         return m;
-    return mag_replace(c, m, level);
+    return usi_mag_refit(c, m, level);
 }
 
 /* m, an empty magazine from the depot for a pair past the bound, or in its place a new one
@@ -322,7 +308,7 @@ static struct usi_mag *fit_empty(struct uslab_cache *c, const struct usi_magpair
 static struct usi_mag *fit_floor(struct uslab_cache *c, struct usi_mag *m)
 {
     uint32_t cap = start_capacity(c);
-    return m->capacity <= cap ? m : mag_replace(c, m, cap);
+    return m->capacity <= cap ? m : usi_mag_refit(c, m, cap);
 }
 
 /* Makes m the loaded magazine of mp. */
@@ -602,17 +588,11 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
                  * whole, it would overflow when they do, and a thread whose few blocks go
                  * to and fro would trade magazines on every turn (lifetime d=20: 10% of its
                  * time). With no memory for a bigger one, the smaller one is filled again. */
-                struct usi_mag *big = usi_mag_new_cap(c, cap);
-                if (big) {
-                    room = loaded->capacity;
-                    pair_load(mp, &usi_mag_empty);
-                    usi_mag_delete(loaded);
-                    loaded = big;
-                } else {
-                    errno = saved;
-                    if (loaded == &usi_mag_empty)
-                        loaded = NULL;
-                }
+                uint32_t had = loaded->capacity;
+                pair_load(mp, &usi_mag_empty);
+                loaded = usi_mag_refit(c, loaded == &usi_mag_empty ? NULL : loaded, cap);
+                if (loaded && loaded->capacity == cap)
+                    room = had;
             }
             if (loaded) {
                 uint32_t n = fill_next(mp, loaded->capacity - room);
@@ -754,7 +734,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         if (cap != m->capacity) {
             size_t before = cap > m->capacity ? pair_reserve(c, mp) : pair_bytes(c, mp);
             if (before != (size_t)-1) {
-                m = mag_replace(c, m, cap); /* m itself where there is no memory */
+                m = usi_mag_refit(c, m, cap); /* m itself where there is no memory */
                 pair_load(mp, m);
                 pair_account(c, mp, before);
             }
@@ -789,7 +769,7 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
         uint32_t most = c->mag_steady;
         uint32_t cap = most < USI_MAG_SHED ? most : USI_MAG_SHED;
         if (loaded == &usi_mag_empty || loaded->capacity != cap)
-            loaded = mag_replace(c, loaded == &usi_mag_empty ? NULL : loaded, cap);
+            loaded = usi_mag_refit(c, loaded == &usi_mag_empty ? NULL : loaded, cap);
         pair_load(mp, loaded ? loaded : &usi_mag_empty);
         pair_account(c, mp, before);
         pushed = loaded != NULL && usi_pair_push(mp, p);

@@ -39,6 +39,9 @@ static uint32_t loaded_capacity(void)
 static void *objs[4096];
 static size_t nobjs;
 
+/* The loaded magazine at each capacity alloc_side saw. */
+static struct usi_mag *seen_mag[LEVELS];
+
 /* The objects each slow path of alloc_side took from the slabs, in order. */
 #define FILLS 14
 static uint32_t fills[FILLS];
@@ -61,8 +64,10 @@ static void alloc_side(uint32_t *seen, int steps)
         if (after + 1 != before && nfills < FILLS)
             fills[nfills++] = (uint32_t)after + 1;
         uint32_t cap = loaded_capacity();
-        if (cap != last && k < steps)
+        if (cap != last && k < steps) {
+            seen_mag[k] = usi_pair_loaded(mp);
             seen[k++] = last = cap;
+        }
     }
 }
 
@@ -150,6 +155,16 @@ int main(void)
     for (int k = 0; k < LEVELS; k++)
         CHECK(seen[k] == first << k, "alloc side: magazine %d holds %u, not %u", k, seen[k],
               first << k);
+    /* Levels 1, 2 and 4 are one magazine, grown in place (usi_mag_refit): its object, of
+     * the internal cache of up to USI_MAG_START_MAX slots, has room for all three. Before,
+     * each level freed the last magazine and made a new one, two locks of the magazine
+     * cache a slow path (3,000 live threads: a third of their malloc instructions). The
+     * level of 8 needs a bigger object. */
+    CHECK(USI_MAG_START_MAX == 4, "the start magazines hold %d", USI_MAG_START_MAX);
+    CHECK(seen_mag[1] == seen_mag[0] && seen_mag[2] == seen_mag[0],
+          "levels 1, 2, 4: magazines %p, %p, %p, not one grown in place", (void *)seen_mag[0],
+          (void *)seen_mag[1], (void *)seen_mag[2]);
+    CHECK(seen_mag[3] != seen_mag[2], "level 8 in the start magazine of 4 slots");
     /* The fills: the first magazine's one object, then half again the last fill each time
      * (at least one more), within the room the bigger magazine leaves for what the thread
      * took from the smaller ones, then up to the capacity. When they doubled with the level
