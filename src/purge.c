@@ -686,9 +686,11 @@ void usi_purge_thread_exit(int last)
      * free's (design §4). What the purge multipliers kept beyond the headroom (a pattern
      * that faulted its memory back) goes now: no later slow path of this thread will come,
      * and the threads left may idle (workers that ran and exited, their process's main
-     * thread waiting: design §3). The empty slabs beyond the reserves go; when at most one
-     * thread with a cache is left, the depots of caches without callbacks too. So do
-     * glibc's free memory if it freed large blocks. */
+     * thread waiting: design §3). Empty slabs beyond the reserves go until the surplus is
+     * within the headroom, whose slabs wait for the delay as after any free: a program
+     * that starts its threads again finds them. When at most one thread with a cache is
+     * left, the depots of caches without callbacks go first. So does glibc's free memory
+     * if it freed large blocks. */
     if (usi_options.purge_delay_ms == 0 || usi_os_quiet() || !purge_pass || usi_lock_depth ||
         usi_os_on_signal_stack())
         return;
@@ -704,7 +706,7 @@ void usi_purge_thread_exit(int last)
     USI_ASSERT_NO_LOCK();
     int e = errno;
     if (__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) > USI_SLAB_HEADROOM)
-        purge_pass(usi_os_now_ms(), 0, last ? USI_PASS_SHED : 0); /* no reap, no user code */
+        purge_pass(usi_os_now_ms(), 0, USI_PASS_EXIT | (last ? USI_PASS_SHED : 0));
     /* A thread that freed glibc's blocks trims its own arena, by a sentinel of its own made
      * now: another thread's exit that trimmed while this one was still freeing used up its
      * sentinel and took the `pending` of its last frees, and its arena's top kept them for

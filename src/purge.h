@@ -35,6 +35,10 @@
 #define USI_PASS_REAP                                                                              \
     16u /* half the idle time has passed since the last reap: the depots'                          \
          * working-set reap (design §4) runs */
+#define USI_PASS_EXIT                                                                              \
+    64u /* a thread's exit: empty slabs go back, idle or not, until                                \
+         * usi_slab_surplus_bytes is within USI_SLAB_HEADROOM; what stays waits                    \
+         * for the delay */
 /* The pass the purger runs each tick at now_ms: gives back what has been idle for idle_ms
  * (times each cache's purge multiplier); returns whether anything remains to be given back
  * later. Set once at
@@ -58,10 +62,10 @@ void usi_purge_surplus(void);
  * held by the caller. */
 int usi_purge_starved(void);
 /* A thread's exit, its magazines flushed (tcache.c; no lock held): if
- * usi_slab_surplus_bytes is beyond USI_SLAB_HEADROOM, the empty slabs beyond the reserves
- * go back, and when `last` (at most one thread with a cache is left) the depots of caches
- * without callbacks first; glibc's free memory if it freed large blocks; else a pass that
- * is due runs (design §3). */
+ * usi_slab_surplus_bytes is beyond USI_SLAB_HEADROOM, empty slabs beyond the reserves go
+ * back until it is within (USI_PASS_EXIT), and when `last` (at most one thread with a
+ * cache is left) the depots of caches without callbacks first; glibc's free memory if it freed
+ * large blocks; else a pass that is due runs (design §3). */
 void usi_purge_thread_exit(int last);
 /* A cache with a reclaim callback was registered: under USLAB_RETURN=pressure|both, kicks
  * the purger, which from then on runs passes (and reads the pressure) every tick while such

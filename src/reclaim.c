@@ -37,11 +37,22 @@ static size_t release_empty(struct uslab_cache *c, int all, uint64_t now_ms, uin
         /* purge_mult is read atomically: usi_slab_keep_memory writes it without the lock */
         uint32_t mult = __atomic_load_n(&c->purge_mult, __ATOMIC_RELAXED);
         uint64_t idle = how & USI_PASS_SURPLUS ? idle_ms : idle_ms * mult;
-        if (idle == 0) /* every one, also those a drain of this pass emptied after now_ms */
-            usi_slab_detach_empty(c, c->empty_reserve, &release);
-        c->purge_pending =
-            idle && usi_slab_detach_idle(c, c->empty_reserve, now_ms >= idle ? now_ms - idle : 0,
-                                         &release) != 0;
+        if (how & USI_PASS_EXIT) {
+            /* Down to the headroom, whatever the multiplier: the rest stays pending. A
+             * program that starts its threads again (rptest) faults back less. */
+            uint64_t over = __atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED);
+            size_t n = 0, count = c->lists[USI_SLAB_EMPTY].count;
+            if (over > USI_SLAB_HEADROOM)
+                n = (size_t)((over - USI_SLAB_HEADROOM + c->slab_size - 1) / c->slab_size);
+            usi_slab_detach_empty(c, count > c->empty_reserve + n ? count - n : c->empty_reserve,
+                                  &release);
+        } else {
+            if (idle == 0) /* every one, also those a drain of this pass emptied after now_ms */
+                usi_slab_detach_empty(c, c->empty_reserve, &release);
+            c->purge_pending =
+                idle && usi_slab_detach_idle(c, c->empty_reserve,
+                                             now_ms >= idle ? now_ms - idle : 0, &release) != 0;
+        }
         if (release) {
             /* Hysteresis: no refault since the last purge, the multiplier halves. */
             if (!c->refaulted && mult > 1)
@@ -65,6 +76,9 @@ struct pass {
 static void pass_one(struct uslab_cache *c, void *arg)
 {
     struct pass *p = arg;
+    if ((p->how & USI_PASS_EXIT) &&
+        __atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) <= USI_SLAB_HEADROOM)
+        return; /* a thread's exit: within the headroom, the rest waits for the delay */
     int user = (p->how & USI_PASS_USER) || !c->dtor;
     if (p->how & USI_PASS_STARVED) {
         /* Another cache's slabs could not grow: the spans of this one's empty slabs (the
