@@ -101,7 +101,7 @@ struct uslab_cache {
     pthread_mutex_t lock;
     uint32_t colour_next;
     struct usi_slab_list_head lists[USI_SLAB_NLISTS];
-    struct usi_mag *depot_full, *depot_empty;
+    struct usi_mag *depot_full, *depot_empty; /* depot_full: stored atomically (read unlocked) */
     size_t depot_nfull, depot_nempty;
     /* The working set (Bonwick & Adams §3.6): the lowest counts since the last periodic
      * reap, and the lowest full count since the last surplus pass's reap. */
