@@ -114,10 +114,76 @@ void usi_depot_init_cache(struct uslab_cache *c)
     c->mag_max_bytes = (size_t)c->mag_capacity * c->stride;
 }
 
+static __thread struct usi_mag_stash *tls_mag_stash __attribute__((tls_model("initial-exec")));
+
+void usi_mag_stash_use(struct usi_mag_stash *s)
+{
+    tls_mag_stash = s;
+}
+
+/* s (the calling thread's), marked busy, where it is not busy already (a signal handler
+ * nested in its change); else NULL. */
+static struct usi_mag_stash *stash_enter(struct usi_mag_stash *s)
+{
+    if (!s || s->busy)
+        return NULL;
+    s->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* busy before changed: a handler nests */
+    return s;
+}
+
+static void stash_leave(struct usi_mag_stash *s)
+{
+    USI_ASSERT(s->n <= USI_MAG_STASH);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* changed before not busy */
+    s->busy = 0;
+}
+
+void usi_mag_stash_drain(struct usi_mag_stash *s)
+{
+    if (s->n == 0 || !stash_enter(s))
+        return;
+    usi_objects_unfill(&mag_caches[0], s->n, (void *const *)s->mags);
+    s->n = 0;
+    stash_leave(s);
+}
+
+/* A start magazine's object: from the stash, which takes USI_MAG_STASH when empty. */
+static struct usi_mag *mag_alloc(uint32_t cap)
+{
+    struct uslab_cache *mc = mag_cache(cap);
+    struct usi_mag_stash *s = mc == &mag_caches[0] ? stash_enter(tls_mag_stash) : NULL;
+    if (!s)
+        return usi_objects_alloc(mc);
+    if (s->n == 0)
+        s->n = (uint32_t)usi_objects_fill(mc, USI_MAG_STASH, (void **)s->mags, 0);
+    struct usi_mag *m = s->n ? s->mags[--s->n] : NULL;
+    stash_leave(s);
+    return m ? m : usi_objects_alloc(mc); /* sets errno */
+}
+
+/* Frees a magazine's object; a start magazine's goes to the stash, which gives back all it
+ * holds first when full. */
+static void mag_free(struct usi_mag *m)
+{
+    struct uslab_cache *mc = mag_cache(m->capacity);
+    struct usi_mag_stash *s = mc == &mag_caches[0] ? stash_enter(tls_mag_stash) : NULL;
+    if (!s) {
+        usi_objects_unfill(mc, 1, (void *const *)&m);
+        return;
+    }
+    if (s->n == USI_MAG_STASH) {
+        usi_objects_unfill(mc, s->n, (void *const *)s->mags);
+        s->n = 0;
+    }
+    s->mags[s->n++] = m;
+    stash_leave(s);
+}
+
 struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap)
 {
     (void)c;
-    struct usi_mag *m = usi_objects_alloc(mag_cache(cap));
+    struct usi_mag *m = mag_alloc(cap);
     if (!m)
         return NULL;
     m->next = NULL;
@@ -145,7 +211,7 @@ struct usi_mag *usi_mag_refit(struct uslab_cache *c, struct usi_mag *m, uint32_t
 void usi_mag_delete(struct usi_mag *m)
 {
     if (m && m != &usi_mag_empty)
-        usi_objects_unfill(mag_cache(m->capacity), 1, (void *const *)&m);
+        mag_free(m);
 }
 
 /* This thread's number for the in-flight lists (1, 2, ...; given at its first flush): a

@@ -29,6 +29,28 @@ extern struct usi_mag usi_mag_empty;
 void usi_depot_init(void); /* the internal caches magazines are made of */
 /* Sets up the magazine side of a cache descriptor: capacity and growth limit. */
 void usi_depot_init_cache(struct uslab_cache *c);
+/*
+ * A thread's stash of start magazines (objects of the USI_MAG_START_MAX-slot internal
+ * cache, which every class's first magazine of every thread comes from): taken from that
+ * cache USI_MAG_STASH at a time and given back as many at a time, so that a thread's first
+ * slow paths take its lock once in USI_MAG_STASH, not at each of them (3,000 live threads
+ * with 32 classes each: the most contended lock of `mt live`, issue 38). It lives in the
+ * thread cache (tcache.h), which names it to this layer for its exchanges only
+ * (usi_mag_stash_use). Invariant: n <= USI_MAG_STASH; mags[0 .. n) are start magazines no
+ * pair holds; `busy` while its thread changes it (a signal handler's exchange nested in
+ * that change goes to the internal cache).
+ */
+#define USI_MAG_STASH 8
+struct usi_mag_stash {
+    uint32_t n;
+    uint32_t busy;
+    struct usi_mag *mags[USI_MAG_STASH];
+};
+/* The stash of the calling thread's magazine calls from here on; NULL: none. */
+void usi_mag_stash_use(struct usi_mag_stash *s);
+/* Gives s's magazines back to their internal cache (its thread's exit; a fork child's
+ * orphaned thread cache, unless busy). */
+void usi_mag_stash_drain(struct usi_mag_stash *s);
 /* An empty magazine of cap slots (1 <= cap <= USI_MAG_MAX) for c, or NULL. */
 struct usi_mag *usi_mag_new_cap(struct uslab_cache *c, uint32_t cap);
 void usi_mag_delete(struct usi_mag *m);

@@ -174,6 +174,7 @@ static void release_internal(struct uslab_cache *c, void *arg)
 static size_t release_magazines(void)
 {
     size_t bytes = 0;
+    usi_tcache_flush_stash();
     usi_registry_for_each(release_internal, &bytes);
     return bytes;
 }

@@ -171,6 +171,7 @@ static inline uint32_t exchange_begin(struct usi_tcache *tc, uintptr_t id)
     usi_purge_no_start(1); /* a handler's kick meanwhile starts no thread (design §3) */
     if (depth == 0) {
         usi_lock(&tc->lock);
+        usi_mag_stash_use(&tc->mag_stash);
         state |= EXCHANGE_LOCKED;
     } else {
         __atomic_store_n(&tc->exchanging, (uint32_t)id, __ATOMIC_RELAXED); /* no lock */
@@ -188,10 +189,12 @@ static inline void exchange_end(struct usi_tcache *tc, uint32_t state)
     /* after every store to the pair (release) */
     if (state & EXCHANGE_MADE_ODD)
         __atomic_store_n(&tc->exchange_seq, tc->exchange_seq + 1, __ATOMIC_RELEASE); /* even */
-    if (state & EXCHANGE_LOCKED)
+    if (state & EXCHANGE_LOCKED) {
+        usi_mag_stash_use(NULL);
         usi_unlock(&tc->lock);
-    else
+    } else {
         __atomic_store_n(&tc->exchanging, state & EXCHANGE_ID_MASK, __ATOMIC_RELEASE);
+    }
     __atomic_signal_fence(__ATOMIC_SEQ_CST); /* released before uncounted */
     tls_exchange_depth--;
     usi_purge_no_start(-1);
@@ -391,7 +394,8 @@ static struct usi_tcache *tcache_map(uint32_t want_pairs)
     tc->npairs = (uint32_t)((bytes - sizeof *tc) / sizeof(struct usi_magpair));
     tc->pairs_bytes = tc->npairs * sizeof(struct usi_magpair);
     tc->exchanging = 0;
-    memset(tc->limbo, 0, sizeof tc->limbo); /* an exit inside a passage left one */
+    memset(tc->limbo, 0, sizeof tc->limbo);          /* an exit inside a passage left one */
+    memset(&tc->mag_stash, 0, sizeof tc->mag_stash); /* a grown cache's went to its copy */
     /* Its pairs are blank or clear (tcache_unmap). */
     return tc;
 }
@@ -468,6 +472,7 @@ static struct usi_tcache *tcache_get(uintptr_t id)
         memcpy(fresh->pair_pages, tc->pair_pages, sizeof fresh->pair_pages); /* same offsets */
         /* Passages under way (a callback grew it) end in the copy: they name their slot. */
         memcpy(fresh->limbo, tc->limbo, sizeof fresh->limbo);
+        fresh->mag_stash = tc->mag_stash; /* idle: no exchange is under way (above) */
         registry_remove(tc);
         usi_unlock(&tc->lock);
     }
@@ -921,6 +926,12 @@ void usi_tcache_flush_own(struct uslab_cache *c)
     usi_unlock(&tc->lock);
 }
 
+void usi_tcache_flush_stash(void)
+{
+    if (usi_tls != &sentinel.tc)
+        usi_mag_stash_drain(&usi_tls->mag_stash); /* not while busy: a handler nested */
+}
+
 void usi_tcache_flush_all(struct uslab_cache *c)
 {
     usi_lock(&registry_lock);
@@ -981,6 +992,7 @@ static void tcache_thread_exit(void *arg)
     usi_tls = &sentinel.tc;
     usi_objects_set_limbo(NULL); /* its passages from here on are not recorded (§12) */
     tcache_flush_every(tc, 1, 0);
+    usi_mag_stash_drain(&tc->mag_stash);
     usi_lock(&registry_lock);
     registry_remove(tc);
     int last = !registry || !registry->reg_next; /* at most one thread with a cache is left */
@@ -1065,6 +1077,7 @@ void usi_tcache_adopt_orphans(void)
             /* A pair its owner was changing when fork copied it is left alone: its
              * magazines are lost to the child, never put back twice (design §7). */
             tcache_flush_every(tc, 0, __atomic_load_n(&tc->exchanging, __ATOMIC_ACQUIRE));
+            usi_mag_stash_drain(&tc->mag_stash); /* unless its owner was changing it */
             registry_remove(tc);
             tcache_unmap(tc, 1);
         }

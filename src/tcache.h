@@ -91,6 +91,7 @@ struct usi_tcache {
      * pairs only on those pages and so never make the others resident (blank pairs). */
     uint64_t pair_pages[USI_TCACHE_PAGE_WORDS];
     struct usi_limbo limbo[USI_LIMBO_SLOTS]; /* the owner's objects in passage (objects.c) */
+    struct usi_mag_stash mag_stash; /* the owner's start magazines (depot.h), for its exchanges */
     struct usi_magpair pairs[];
 };
 _Static_assert((USI_RESERVED_IDS + 1) * sizeof(struct usi_magpair) <= UINT16_MAX,
@@ -120,6 +121,8 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p);
 size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs);
 /* Moves the calling thread's magazines of c to the depot. */
 void usi_tcache_flush_own(struct uslab_cache *c);
+/* Gives the calling thread's stash of start magazines back (a reap). */
+void usi_tcache_flush_stash(void);
 /* Moves every thread's magazines of c to c's depot (cache destroy). */
 void usi_tcache_flush_all(struct uslab_cache *c);
 /* free()'s exact double-free check, after the key matched (design §8): whether p, a
