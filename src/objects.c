@@ -284,6 +284,8 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
         usi_purge_starved();
         got += take_more(c, n - got, objs, got, lp, held);
     }
+    if (c->lattice)
+        usi_slab_handout(got, objs);
     if (USI_UNLIKELY(got < n))
         __atomic_store_n(&c->starved, USI_STARVED_SKIP, __ATOMIC_RELAXED);
     if (USI_UNLIKELY(__atomic_load_n(&usi_slab_surplus_seen, __ATOMIC_RELAXED)) &&

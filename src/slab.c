@@ -9,7 +9,7 @@
  * lowest-numbered free objects first (a word of the bitmap at a time; object 0 is the
  * highest in the span, usi_slab_object), so the pages of a fresh slab are touched only as
  * objects are used, from the page the lattice's tail marks are on down. Nothing of this layer
- * is in an object, so a write after free cannot steer it; only a malloc class's take and put
+ * is in an object, so a write after free cannot steer it; only a malloc class's put and handout
  * write the words of malloc's handout checks (the free mark, the key: design §3). Slabs of uslab's
  * internal caches (descriptors, magazines) keep a guard page at each end. This layer runs only when
  * a magazine is filled or emptied.
@@ -437,18 +437,18 @@ static inline void *take_index(struct uslab_cache *c, struct usi_slab *s, uint32
 
 /* What a take writes into each object of a lattice cache, for malloc's pop (design §3): no
  * free mark, the key. */
-static inline void handout_words(void *p, uintptr_t key)
+void usi_slab_handout(size_t n, void *const *objs)
 {
-    uintptr_t *w = p;
-    USI_VG_UNDEFINED(w, 2 * sizeof *w); /* memcheck: a block put back is no-access */
-    w[0] = 0;
-    w[1] = key;
+    uintptr_t key = usi_free_secret;
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t *w = objs[i];
+        USI_VG_UNDEFINED(w, 2 * sizeof *w); /* memcheck: a block put back is no-access */
+        w[0] = 0;
+        w[1] = key;
+    }
 }
 
-/* usi_slab_take, with key 0 (no words written) or usi_free_secret; inlined twice, so that
- * a cache without a lattice pays no test an object (slab_budget). */
-static inline __attribute__((always_inline)) size_t take_objects(struct uslab_cache *c, size_t n,
-                                                                 void **objs, uintptr_t key)
+size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
 {
     size_t got = 0;
     while (got < n) {
@@ -498,16 +498,12 @@ static inline __attribute__((always_inline)) size_t take_objects(struct uslab_ca
                     char *p = first - (size_t)low * stride;
                     for (; got < end; got++, p -= stride) {
                         objs[got] = p;
-                        if (key)
-                            handout_words(p, key);
                     }
                     left = take == 64 ? 0 : free_bits & ~((((uint64_t)1 << take) - 1) << low);
                 } else {
                     for (; got < end; got++) { /* one bound: the loop the compiler keeps tight */
                         char *p = first - (size_t)(uint32_t)__builtin_ctzll(left) * stride;
                         objs[got] = p;
-                        if (key)
-                            handout_words(p, key);
                         left &= left - 1;
                     }
                 }
@@ -530,12 +526,6 @@ static inline __attribute__((always_inline)) size_t take_objects(struct uslab_ca
     c->slab_inuse += got;
     c->slab_takes += got;
     return got;
-}
-
-size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
-{
-    /* debug caches have no lattice */
-    return c->lattice ? take_objects(c, n, objs, usi_free_secret) : take_objects(c, n, objs, 0);
 }
 
 /* Settles s after a run of puts into it: its list, and what an empty slab does next. */

@@ -27,14 +27,13 @@ static inline struct usi_slab *usi_slab_of_entry(uintptr_t entry)
 
 /* free()'s double-free key (design §8, docs/security.md §2.2), set once by init.c before
  * the first slab exists, never 0: a malloc block in a magazine holds it in its second
- * word (free stores it; usi_slab_take writes it into each object of a lattice cache it
- * hands out), and malloc's pop clears it. Random, so that no data a program writes into a
- * block it holds looks like it but by chance; the same for every block, as glibc's
- * tcache_key. */
+ * word (free stores it; usi_slab_handout writes it into each object of a lattice cache
+ * taken from its slabs), and malloc's pop clears it. Random, so that no data a program writes into
+ * a block it holds looks like it but by chance; the same for every block, as glibc's tcache_key. */
 extern uintptr_t usi_free_secret;
 /* The free mark of a lattice cache (malloc classes): usi_slab_put writes it into the first
  * word of each object it takes back, and slab creation into each point of the lattice past
- * the slab's last object; usi_slab_take clears it. malloc's pop refuses a block that
+ * the slab's last object; usi_slab_handout clears it. malloc's pop refuses a block that
  * carries it: a block freed again after it went back to its slab. Invariant: an object of
  * a lattice cache that was handed out and is back in its slab holds it, until purged. A
  * sign-extended 32-bit immediate, so that the pop compares it without a load. */
@@ -75,6 +74,11 @@ void usi_slab_geometry(struct uslab_cache *c);
  * Returns how many it took; fewer than n only when no span could be had. Caller holds
  * cache->lock. */
 size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs);
+/* What a take of a lattice cache's objects writes into each (malloc's pop checks them:
+ * no free mark, the key), once the taker owns them: after the cache lock is dropped, so
+ * that a fresh slab's first touches fault outside it (3,000 live threads: 12% of `mt
+ * live`'s time was such faults, under the lock every thread of the class waits for). */
+void usi_slab_handout(size_t n, void *const *objs);
 /* Returns raw objects to their slabs; checks each is a valid, allocated object of c and
  * reports misuse. Empty slabs beyond the reserve are unlinked onto *release, to be handed
  * to usi_slab_release after the lock is dropped. Returns the number of runs: objects that
