@@ -487,21 +487,23 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
                     continue;
                 }
                 char *first = usi_slab_object(c, s, w * 64) + c->obj_offset; /* going down */
-                size_t stride = c->stride, room = n - got, k = bit_count(free_bits);
-                size_t end = got + (k < room ? k : room);
+                size_t stride = c->stride, room = n - got, take;
                 uint32_t low = (uint32_t)__builtin_ctzll(free_bits);
                 uint64_t left = free_bits, above = free_bits >> low;
                 if ((above & (above + 1)) == 0) {
                     /* One run of free objects (a fresh slab's, a word freed whole): a stride
-                     * apart, no bit scan (13 -> 5 instructions an object, lua). */
-                    size_t take = end - got;
+                     * apart, no bit scan (13 -> 5 instructions an object, lua), and counted
+                     * without a population count. */
+                    size_t k = 64 - (size_t)__builtin_clzll(above);
+                    take = k < room ? k : room;
                     char *p = first - (size_t)low * stride;
-                    for (; got < end; got++, p -= stride) {
+                    for (size_t end = got + take; got < end; got++, p -= stride)
                         objs[got] = p;
-                    }
                     left = take == 64 ? 0 : free_bits & ~((((uint64_t)1 << take) - 1) << low);
                 } else {
-                    for (; got < end; got++) { /* one bound: the loop the compiler keeps tight */
+                    size_t k = bit_count(free_bits);
+                    take = k < room ? k : room;
+                    for (size_t end = got + take; got < end; got++) { /* one bound: tight */
                         char *p = first - (size_t)(uint32_t)__builtin_ctzll(left) * stride;
                         objs[got] = p;
                         left &= left - 1;
@@ -509,7 +511,7 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
                 }
                 uint64_t taken = free_bits & ~left;
                 s->alloc_map[w] |= taken;
-                s->inuse += (uint32_t)bit_count(taken);
+                s->inuse += (uint32_t)take;
                 uint32_t next = w * 64 + 64 - (uint32_t)__builtin_clzll(taken); /* one past */
                 if (next > s->bump)
                     s->bump = next; /* taken in ascending order: the highest so far */
