@@ -10,20 +10,23 @@
 # (`mt live`'s shape, below the headroom: no shedding), against BUDGET_LIVE_EXTRA. Slow
 # start freed and made a magazine at each level, and an empty depot took its lock: 104,197
 # instructions a thread against glibc's 34,018; 83,964 since session 35 (a magazine grows in
-# place, usi_mag_refit; an empty depot is seen without the lock); 75,500 since session 36
-# (start magazines from the thread's stash, 8 at a time: 80,798 the run before). USLAB_PURGE_DELAY is
+# place, usi_mag_refit; an empty depot is seen without the lock). Counted with valgrind's
+# --fair-sched=yes since session 36: without it the threads' order followed the host's load,
+# and one build gave 67,988 to 80,965 on a busy machine; with it, 81,472 +- 100. Session
+# 36: 91,000 before, 81,500 after (start magazines from the thread's stash, a fill counts its
+# run without a population count). USLAB_PURGE_DELAY is
 # raised for it: the count must not depend on how fast the machine runs valgrind.
 set -euo pipefail
 loop=$1
 preload=$2
 extra=${BUDGET_THREAD_EXTRA:-3500}
-live_extra=${BUDGET_LIVE_EXTRA:-47000}
+live_extra=${BUDGET_LIVE_EXTRA:-52000}
 command -v valgrind >/dev/null || { echo "valgrind is not installed"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 count() { # count <preload or empty> <threads> [blocks]
-    env ${1:+LD_PRELOAD=$1} valgrind --tool=callgrind --callgrind-out-file="$tmp/out" \
+    env ${1:+LD_PRELOAD=$1} valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$tmp/out" \
         "$loop" "$2" ${3:+"$3"} >"$tmp/stdout" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
     grep -qx ok "$tmp/stdout" || { cat "$tmp/stdout" "$tmp/err"; exit 1; }
     sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/err"
