@@ -483,6 +483,13 @@ void usi_depot_put(struct uslab_cache *c, struct usi_mag *m)
      * one hold of it where there were two (3,000 threads' exits: 2 magazines a class). */
     if (m->rounds && usi_depot_sheds(c)) /* may start shedding */
         usi_depot_shed(c, m);
+    if (m->rounds == 0 && __atomic_load_n(&c->depot_shedding, __ATOMIC_RELAXED)) {
+        /* Beyond the headroom an empty magazine goes back too, without the lock: into the
+         * caller's stash where it has one (a thread's exit: 3,000 threads left 2 empty
+         * magazines a class in the depots, each put a hold of the class lock). */
+        usi_mag_delete(m);
+        return;
+    }
     usi_lock(&c->lock);
     if (shedding_locked(c, m)) {
         usi_unlock(&c->lock);

@@ -70,7 +70,8 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
  * one is replaced by a new one of cap slots if one can be made), else a new one of cap
  * slots; NULL if the depot has none and none can be made. */
 struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap);
-/* put: to the depot; shed first (below) if usi_depot_sheds. */
+/* put: to the depot; shed first (below) if usi_depot_sheds, and then, empty, freed instead
+ * while the cache sheds. */
 void usi_depot_put(struct uslab_cache *c, struct usi_mag *m);
 /* Whether a full magazine of c is shed rather than kept (design §4, "Shedding"): c has no
  * constructor and no destructor and sheds already, or the idle memory is beyond its

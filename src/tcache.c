@@ -981,7 +981,9 @@ static void tcache_thread_exit(void *arg)
     usi_tls = &sentinel.tc;
     usi_objects_set_limbo(NULL); /* its passages from here on are not recorded (§12) */
     usi_lock(&tc->lock);
+    usi_mag_stash_use(&tc->mag_stash); /* the start magazines the flush frees */
     tcache_flush_every(tc, 0);
+    usi_mag_stash_use(NULL);
     usi_unlock(&tc->lock);
     usi_mag_stash_drain(&tc->mag_stash);
     usi_lock(&registry_lock);
