@@ -417,13 +417,6 @@ static void put_size(struct out *o, size_t v)
     put(o, sfx, *sfx ? 1 : 0);
 }
 
-size_t usi_settings_format_size(size_t v, char *buf, size_t len)
-{
-    struct out o = {buf, len, 0};
-    put_size(&o, v);
-    return o.used;
-}
-
 size_t usi_settings_values(const struct usi_setting *s, char *buf, size_t len)
 {
     struct out o = {buf, len, 0};

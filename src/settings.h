@@ -197,10 +197,9 @@ const struct usi_setting *usi_settings_lookup(const char *name, size_t len, int 
 /*
  * Text helpers for `uslab --help` and `uslab settings`; each writes a NUL-terminated
  * string (truncated to fit len > 0) and returns the length it wanted.
- *  format_size: 123, or with the largest of K, M, G dividing it exactly when >= 1M.
- *  values: what a setting accepts, e.g. "1024..65536", "0 or 1" (`code` in backquotes).
+ *  values: what a setting accepts, e.g. "1024..65536", "0 or 1" (`code` in backquotes),
+ *  sizes as 123, or with the largest of K, M, G dividing it exactly when >= 1M.
  */
-size_t usi_settings_format_size(size_t v, char *buf, size_t len);
 size_t usi_settings_values(const struct usi_setting *s, char *buf, size_t len);
 
 #pragma GCC visibility pop
