@@ -35,10 +35,10 @@ void usi_depot_init_cache(struct uslab_cache *c);
  * cache USI_MAG_STASH at a time and given back as many at a time, so that a thread's first
  * slow paths take its lock once in USI_MAG_STASH, not at each of them (3,000 live threads
  * with 32 classes each: the most contended lock of `mt live`, issue 38). It lives in the
- * thread cache (tcache.h), which names it to this layer for its exchanges only
- * (usi_mag_stash_use). Invariant: n <= USI_MAG_STASH; mags[0 .. n) are start magazines no
- * pair holds; `busy` while its thread changes it (a signal handler's exchange nested in
- * that change goes to the internal cache).
+ * thread cache (tcache.h), which names it to this layer for its exchanges and its exit's
+ * flush only (usi_mag_stash_use). Invariant: n <= USI_MAG_STASH; mags[0 .. n) are start magazines
+ * no pair holds; `busy` while its thread changes it (a signal handler's exchange nested in that
+ * change goes to the internal cache).
  */
 #define USI_MAG_STASH 8
 struct usi_mag_stash {
