@@ -110,7 +110,9 @@ def cases(bindir, full):
                     ["--rounds", "50"], ["--rounds", "200"]))
     out.append(Case("small", "25-1600", [b("small_bench")],
                     [("n%d_s%d_ns" % (n, s), "ns", "%d x 0x%x" % (n, s))
-                     for n in (25, 100, 600, 1600) for s in (0x10, 0x40, 0x70, 0x90)],
+                     for n in (25, 100, 600, 1600) for s in (0x10, 0x40, 0x70, 0x90)] +
+                    [("calloc_n100_s%d_ns" % s, "ns", "calloc 100 x 0x%x" % s)
+                     for s in (0x10, 0x40, 0x70, 0x90)],
                     ["--reps", "500"], ["--reps", "5000"]))
     out.append(Case("objcache", "conn", [b("objcache_bench")],
                     [("malloc_ns", "ns", "malloc+ctor+dtor+free"),

@@ -205,7 +205,7 @@ static inline int handout_ok(void *p, uintptr_t key)
 #endif
 }
 
-static void *refused(void *p);
+static void *refused(void *p) __attribute__((returns_nonnull));
 
 /* ---- USLAB_PROFILE: the sizes a program asks for (issue 13) ------------------------------ */
 
@@ -437,6 +437,31 @@ static inline struct usi_magpair *pair_at(struct usi_tcache *tc, unsigned offset
     return (struct usi_magpair *)(void *)((char *)tc->pairs + offset);
 }
 
+/* The block popped from the loaded magazine of mp and checked (handout_ok), or NULL when
+ * that magazine is empty: the fast path of malloc and calloc. */
+static inline __attribute__((always_inline)) void *pop_checked(struct usi_magpair *mp)
+{
+#ifdef USLAB_VALGRIND
+    void *p = usi_pair_pop(mp);
+    if (!p)
+        return NULL;
+    USI_VG_DEFINED(p, 2 * sizeof(uintptr_t));
+    if (USI_UNLIKELY(!handout_ok(p, mp->free_secret)))
+        p = refused(p);
+    USI_VG_HANDOUT_BLOCK(p);
+    return p;
+#else
+    void **t = mp->top;
+    if (USI_UNLIKELY(t == mp->base))
+        return NULL;
+    mp->top = --t;
+    void *p = *t;
+    if (USI_LIKELY(handout_ok(p, mp->free_secret)))
+        return p;
+    return refused(p);
+#endif
+}
+
 /* The fast path: one table load, the thread pointer, pop the loaded magazine, check the
  * block and clear its key (handout_ok). Aligned to a cache line, as free is: where the linker
  * happens to put them otherwise moves their time by about 10% between builds (fastpath_bench,
@@ -444,27 +469,9 @@ static inline struct usi_magpair *pair_at(struct usi_tcache *tc, unsigned offset
 static __attribute__((aligned(64))) void *usi_malloc(size_t size)
 {
     if (USI_LIKELY(size <= USI_SMALL_MAX)) {
-        struct usi_tcache *tc = usi_tls;
-        struct usi_magpair *mp = pair_at(tc, usi_tcache_size_offsets[size]);
-#ifdef USLAB_VALGRIND
-        void *p = usi_pair_pop(mp);
-        if (p) {
-            USI_VG_DEFINED(p, 2 * sizeof(uintptr_t));
-            if (USI_UNLIKELY(!handout_ok(p, mp->free_secret)))
-                p = refused(p);
-            USI_VG_HANDOUT_BLOCK(p);
+        void *p = pop_checked(pair_at(usi_tls, usi_tcache_size_offsets[size]));
+        if (USI_LIKELY(p != NULL))
             return p;
-        }
-#else
-        void **t = mp->top;
-        if (USI_LIKELY(t != mp->base)) {
-            mp->top = --t;
-            void *p = *t;
-            if (USI_LIKELY(handout_ok(p, mp->free_secret)))
-                return p;
-            return refused(p);
-        }
-#endif
     }
     return malloc_slow(size);
 }
@@ -685,6 +692,25 @@ static size_t usi_malloc_usable_size(void *p)
     return usi_sys_usable_size(p);
 }
 
+/* Zeroes a class block of `size` bytes (a multiple of 16; the block is 16-byte aligned).
+ * Below 64 bytes with 16-byte stores of its own: glibc's AVX-512 memset writes such a size
+ * with one masked 64-byte store, and the next handout's read of the block beside it waits
+ * for that store to reach the cache (docs/benchmarks.md, session 37). */
+static inline void clear_block(void *p, size_t size)
+{
+    typedef uint64_t usi_v16 __attribute__((vector_size(16), may_alias));
+    usi_v16 *q = p; /* aligned: every class is a multiple of 16 (usi_classes_check) */
+    if (size >= 64) {
+        memset(p, 0, size);
+        return;
+    }
+    q[0] = (usi_v16){0, 0}; /* the classes below 64 bytes: 16, 32 and 48 */
+    if (size > 16)
+        q[1] = (usi_v16){0, 0};
+    if (size > 32)
+        q[2] = (usi_v16){0, 0};
+}
+
 static void *usi_calloc(size_t n, size_t size)
 {
     size_t total;
@@ -698,18 +724,25 @@ static void *usi_calloc(size_t n, size_t size)
         large_allocated(total);
         return sys_tracked(usi_sys_calloc(n, size), total);
     }
-    void *p = usi_malloc(total);
-    if (!p)
+    void *p;
+    if (USI_LIKELY(total <= USI_SMALL_MAX) &&
+        (p = pop_checked(pair_at(usi_tls, usi_tcache_size_offsets[total])))) {
+        /* A block from a magazine: of a class without debugging (design §9) */
+        clear_block(p, usi_class_caches[usi_class_small[(total + 7) >> 3]].size);
+        return p;
+    }
+    if (!(p = malloc_slow(total)))
         return NULL;
     /* The whole block, as glibc's calloc clears its whole chunk: a program may use what
      * malloc_usable_size reports beyond the request (the audit of session 13: a block of a
      * freed one's class kept its old bytes there). */
     uintptr_t id = usi_pagemap_lookup(p) & USI_ID_MASK;
-    if (is_class_id(id) && USI_UNLIKELY(usi_class_caches[id].debug)) {
+    if (!is_class_id(id))
+        memset(p, 0, usi_sys_usable_size(p));
+    else if (USI_UNLIKELY(usi_class_caches[id].debug))
         memset(p, 0, total); /* Z's red zone after it stays (usi_debug_asked) */
-        return p;
-    }
-    memset(p, 0, is_class_id(id) ? usi_class_caches[id].size : usi_sys_usable_size(p));
+    else
+        clear_block(p, usi_class_caches[id].size);
     return p;
 }
 
