@@ -373,18 +373,37 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
     return m;
 }
 
-/* Shedding (design §4): a cache whose objects carry no state (no constructor, no
- * destructor: every malloc class) frees more than it allocates while the idle memory is
- * beyond the headroom. Its depot's objects go back to their slabs now, and so does every
- * full magazine given to it from then on, until an allocation slow path finds the depot
- * empty (usi_depot_demand): the depot holds nothing that would keep a slab from emptying,
- * and the slabs emptied beyond the headroom go back to the kernel in the same frees. Every
- * such cache joins in at its next free slow path once any of them saw the idle memory
- * beyond the headroom (an episode: shed_episodes moved since the cache's last demand), so
- * that the threads' pairs are small in every class when the frees stop: one class's
- * shedding brings the idle memory back under the headroom, and pairs of 256 blocks that no
- * later slow path shrank kept a slab each from emptying. A cache with a constructor keeps
- * its objects constructed (issue 36). */
+/* Whether a full magazine given to the depot now goes past it to the slabs (cache->lock
+ * held): a cache without constructor and destructor keeps USI_DEPOT_KEEP_FULL full ones
+ * (design §4, "Depot"). */
+static int past_depot_locked(const struct uslab_cache *c, const struct usi_mag *m)
+{
+    return m && m != &usi_mag_empty && m->rounds && !c->ctor && !c->dtor &&
+           c->depot_nfull >= USI_DEPOT_KEEP_FULL;
+}
+
+/* Sends m's objects past the depot to their slabs. Until the cache next fills from its
+ * slabs or sheds (depot_passed_end) they count as idle memory towards a shedding episode
+ * (usi_depot_sheds), as they did in the depot: a structure torn down makes the threads'
+ * magazines shrink beyond the headroom, whose objects would keep its slabs from emptying
+ * (design §4, "Shedding"). Not in usi_slab_surplus_bytes, which counts the slabs they
+ * empty. */
+static void depot_pass(struct uslab_cache *c, struct usi_mag *m)
+{
+    uint64_t bytes = (uint64_t)m->rounds * (c->stride + sizeof(void *));
+    __atomic_add_fetch(&c->depot_passed, bytes, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&usi_slab_passed_bytes, bytes, __ATOMIC_RELAXED);
+    usi_depot_shed(c, m);
+}
+
+static void depot_passed_end(struct uslab_cache *c)
+{
+    if (__atomic_load_n(&c->depot_passed, __ATOMIC_RELAXED))
+        __atomic_sub_fetch(&usi_slab_passed_bytes,
+                           __atomic_exchange_n(&c->depot_passed, 0, __ATOMIC_RELAXED),
+                           __ATOMIC_RELAXED);
+}
+
 static uint64_t shed_episodes;
 
 int usi_depot_sheds(struct uslab_cache *c)
@@ -393,7 +412,7 @@ int usi_depot_sheds(struct uslab_cache *c)
         return 0; /* a cache whose purges were faulted back keeps its memory (design §3) */
     if (__atomic_load_n(&c->depot_shedding, __ATOMIC_RELAXED))
         return 1;
-    if (usi_slab_over_headroom(c))
+    if (usi_slab_over_headroom(c) || usi_slab_idle_bytes() > USI_SLAB_HEADROOM)
         __atomic_add_fetch(&shed_episodes, 1, __ATOMIC_RELAXED);
     else if (__atomic_load_n(&shed_episodes, __ATOMIC_RELAXED) ==
              __atomic_load_n(&c->depot_demanded, __ATOMIC_RELAXED))
@@ -406,6 +425,7 @@ int usi_depot_sheds(struct uslab_cache *c)
 
 void usi_depot_demand(struct uslab_cache *c)
 {
+    depot_passed_end(c);
     if (!__atomic_load_n(&c->depot_shedding, __ATOMIC_RELAXED))
         return;
     __atomic_store_n(&c->depot_demanded, __atomic_load_n(&shed_episodes, __ATOMIC_RELAXED),
@@ -442,9 +462,10 @@ static int shedding_locked(const struct uslab_cache *c, const struct usi_mag *m)
 struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap)
 {
     usi_lock(&c->lock);
-    int shed = shedding_locked(c, give_full), kick = 0;
+    int shed = shedding_locked(c, give_full), pass = !shed && past_depot_locked(c, give_full);
+    int kick = 0;
     struct usi_mag *m = NULL;
-    if (!shed) { /* else, emptied, it is the one the caller gets */
+    if (!shed && !pass) { /* else, emptied, it is the one the caller gets */
         kick = give_full && give_full != &usi_mag_empty && depot_push_locked(c, give_full);
         m = c->depot_empty;
         if (m) {
@@ -455,8 +476,11 @@ struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_
         }
     }
     unlock_and_kick(c, kick);
-    if (shed) {
-        usi_depot_shed(c, give_full);
+    if (shed || pass) {
+        if (pass)
+            depot_pass(c, give_full);
+        else
+            usi_depot_shed(c, give_full);
         m = give_full;
     }
     if (m && m->capacity < cap)          /* a thread's slow start left it behind (design §4) */
@@ -589,6 +613,7 @@ static void free_mag_lists(struct uslab_cache *c, struct usi_mag *full, struct u
 
 void usi_depot_drain(struct uslab_cache *c, int wait_for_flushes)
 {
+    depot_passed_end(c); /* its objects go to the slabs too: the count starts again */
     for (;;) {
         usi_lock(&c->lock);
         struct usi_mag *full = c->depot_full, *empty = c->depot_empty;

@@ -119,6 +119,9 @@ struct uslab_cache {
     int depot_shedding;      /* full magazines go back to the slabs (depot.c; relaxed atomic) */
     uint64_t depot_demanded; /* shedding episodes when it last stopped (depot.c; atomic) */
     uint64_t depot_shed_ms;  /* when it last started shedding (depot.c; atomic) */
+    /* bytes of the objects sent past the depot to the slabs since the cache last filled
+     * from them or began to shed (depot.c; atomic) */
+    uint64_t depot_passed;
     uint64_t slabs_created, slabs_released;
     /* Cumulative counts for statistics (design §10), kept on slow paths only: objects taken
      * from and returned to the slabs (so slab_inuse = slab_takes - slab_puts), and objects in

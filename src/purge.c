@@ -695,8 +695,7 @@ void usi_purge_thread_exit(int last)
         usi_os_on_signal_stack())
         return;
     int large_freed = tls_large_freed || __atomic_load_n(&large.pending, __ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) <= USI_SLAB_HEADROOM &&
-        !large_freed) {
+    if (usi_slab_idle_bytes() <= USI_SLAB_HEADROOM && !large_freed) {
         usi_purge_poll(); /* a pass that came due anyway */
         return;
     }
@@ -705,7 +704,7 @@ void usi_purge_thread_exit(int last)
         usi_os_sleep_ms(1);
     USI_ASSERT_NO_LOCK();
     int e = errno;
-    if (__atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) > USI_SLAB_HEADROOM)
+    if (usi_slab_idle_bytes() > USI_SLAB_HEADROOM)
         purge_pass(usi_os_now_ms(), 0, USI_PASS_EXIT | (last ? USI_PASS_SHED : 0));
     /* A thread that freed glibc's blocks trims its own arena, by a sentinel of its own made
      * now: another thread's exit that trimmed while this one was still freeing used up its

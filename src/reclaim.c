@@ -76,8 +76,7 @@ struct pass {
 static void pass_one(struct uslab_cache *c, void *arg)
 {
     struct pass *p = arg;
-    if ((p->how & USI_PASS_EXIT) &&
-        __atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) <= USI_SLAB_HEADROOM)
+    if ((p->how & USI_PASS_EXIT) && usi_slab_idle_bytes() <= USI_SLAB_HEADROOM)
         return; /* a thread's exit: within the headroom, the rest waits for the delay */
     int user = (p->how & USI_PASS_USER) || !c->dtor;
     if (p->how & USI_PASS_STARVED) {

@@ -30,6 +30,7 @@
 
 uintptr_t usi_free_secret;
 uint64_t usi_slab_surplus_bytes;
+uint64_t usi_slab_passed_bytes;
 int usi_slab_surplus_seen;
 /* Bytes of slabs made so far, and their count when a surplus pass was last asked for. */
 static uint64_t slabs_made_bytes, surplus_mark;

@@ -52,6 +52,17 @@ extern int usi_slab_surplus_seen;
  * cache whose purges were faulted back (purge_mult > 1): it keeps its memory for the
  * multiplied delay. */
 #define USI_SLAB_HEADROOM ((uint64_t)8 << 20)
+/* Bytes of the objects that full magazines sent past their depots back to their slabs
+ * since their caches last filled from them or drained (depot.c; design §4, "Depot"), and
+ * idle memory as a shedding episode and a thread's exit see it: those objects, as they
+ * counted in the depots, and usi_slab_surplus_bytes. */
+extern uint64_t usi_slab_passed_bytes;
+static inline uint64_t usi_slab_idle_bytes(void)
+{
+    return __atomic_load_n(&usi_slab_surplus_bytes, __ATOMIC_RELAXED) +
+           __atomic_load_n(&usi_slab_passed_bytes, __ATOMIC_RELAXED);
+}
+
 /* usi_slab_surplus_bytes is beyond the headroom, and c's purges were not faulted back. */
 static inline int usi_slab_over_headroom(const struct uslab_cache *c)
 {

@@ -6,6 +6,13 @@
  * same on its own watermark, leaving the periodic interval alone. Deterministic: the
  * threads take turns (create, join) on the depot's own interface, and the reaps are called
  * directly.
+ *
+ * A free's exchange (usi_depot_get_empty) of a cache without constructor and destructor
+ * keeps USI_DEPOT_KEEP_FULL full magazines: the objects of any further one go past the
+ * depot to their slabs, counted (depot_passed) until the cache next fills from its slabs
+ * (usi_depot_demand). One with a constructor keeps every magazine, constructed. And what a
+ * program tears down it builds again in address order: 20,000 objects freed in a scattered
+ * order come back mostly side by side (the order of the frees before, design §4 "Depot").
  */
 #include "check.h"
 #include "depot.h"
@@ -64,6 +71,72 @@ static void cycle_in_thread(size_t k)
     CHECK(pthread_join(t, NULL) == 0, "pthread_join");
 }
 
+static int ctor_calls;
+static int ctor(void *obj, void *arg)
+{
+    (void)obj, (void)arg;
+    ctor_calls++;
+    return 0;
+}
+
+/* Full magazines given to the depot by a free's exchange: past USI_DEPOT_KEEP_FULL they go
+ * to the slabs for a cache without callbacks, and stay for one with a constructor. */
+static void bound(void)
+{
+    enum { N = 12 };
+    for (int with_ctor = 0; with_ctor < 2; with_ctor++) {
+        cache =
+            uslab_cache_create("depot-bound", 64, 0, with_ctor ? ctor : NULL, NULL, NULL, NULL, 0);
+        CHECK(cache != NULL, "create");
+        size_t per = cache->mag_capacity;
+        for (int i = 0; i < N; i++) {
+            struct usi_mag *full = full_magazine();
+            struct usi_mag *m = usi_depot_get_empty(cache, full, cache->mag_capacity);
+            CHECK(m != NULL && m->rounds == 0, "an empty magazine back");
+            int kept = with_ctor || i < USI_DEPOT_KEEP_FULL;
+            CHECK((m == full) == !kept, "magazine %d: %s", i, kept ? "kept" : "passed");
+            usi_mag_delete(m);
+        }
+        size_t keep = with_ctor ? N : USI_DEPOT_KEEP_FULL;
+        CHECK(nfull() == keep && inuse() == keep * per, "%s: %zu magazines kept, %zu objects out",
+              with_ctor ? "constructor" : "no callbacks", nfull(), inuse());
+        uint64_t passed = __atomic_load_n(&cache->depot_passed, __ATOMIC_RELAXED);
+        CHECK(passed == (with_ctor ? 0 : (N - keep) * per * (cache->stride + sizeof(void *))),
+              "%llu bytes counted as passed", (unsigned long long)passed);
+        usi_depot_demand(cache); /* an allocation that fills from the slabs ends the count */
+        CHECK(cache->depot_passed == 0, "passed bytes after a fill: %llu",
+              (unsigned long long)cache->depot_passed);
+        uslab_cache_destroy(cache);
+    }
+}
+
+/* Torn down in a scattered order, built again: most neighbours in the new order are
+ * neighbours in memory. Through the thread's magazines, as a program's frees go. */
+static void rebuilt_in_order(void)
+{
+    enum { OBJECTS = 20000 };
+    static void *objs[OBJECTS];
+    cache = uslab_cache_create("depot-rebuilt", 48, 0, NULL, NULL, NULL, NULL, 0);
+    CHECK(cache != NULL, "create");
+    for (int round = 0; round < 2; round++) {
+        size_t adjacent = 0;
+        for (long i = 0; i < OBJECTS; i++) {
+            CHECK((objs[i] = uslab_cache_alloc(cache)) != NULL, "alloc %ld", i);
+            if (i) {
+                intptr_t d = (char *)objs[i] - (char *)objs[i - 1];
+                adjacent += d == (intptr_t)cache->stride || d == -(intptr_t)cache->stride;
+            }
+        }
+        printf("round %d: %zu of %d allocations next to the one before\n", round, adjacent,
+               OBJECTS - 1);
+        CHECK(adjacent > OBJECTS * 3 / 4, "round %d: only %zu of %d allocations beside the last",
+              round, adjacent, OBJECTS);
+        for (long i = 0; i < OBJECTS; i++)
+            uslab_cache_free(cache, objs[(i * 7919) % OBJECTS]); /* 7919: prime to 20,000 */
+    }
+    uslab_cache_destroy(cache);
+}
+
 int main(void)
 {
     enum { N = 256, K = 16 };
@@ -104,5 +177,8 @@ int main(void)
     CHECK(reaped == K && nfull() == 0 && inuse() == 0, "idle interval: %zu reaped, %zu left",
           reaped, nfull());
     uslab_cache_destroy(cache);
+
+    bound();
+    rebuilt_in_order();
     TEST_DONE();
 }
