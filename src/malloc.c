@@ -692,58 +692,63 @@ static size_t usi_malloc_usable_size(void *p)
     return usi_sys_usable_size(p);
 }
 
-/* Zeroes a class block of `size` bytes (a multiple of 16; the block is 16-byte aligned).
- * Below 64 bytes with 16-byte stores of its own: glibc's AVX-512 memset writes such a size
- * with one masked 64-byte store, and the next handout's read of the block beside it waits
- * for that store to reach the cache (docs/benchmarks.md, session 37). */
-static inline void clear_block(void *p, size_t size)
+/* Zeroes a class block of `size` bytes (a multiple of 16) and returns it. Below 64 bytes
+ * with 16-byte stores of its own: glibc's AVX-512 memset writes such a size with one masked
+ * 64-byte store, and the next handout's read of the block beside it waits for that store to
+ * reach the cache (docs/benchmarks.md, session 37). */
+static inline void *clear_block(void *p, size_t size)
 {
     typedef uint64_t usi_v16 __attribute__((vector_size(16), may_alias));
     usi_v16 *q = p; /* aligned: every class is a multiple of 16 (usi_classes_check) */
-    if (size >= 64) {
-        memset(p, 0, size);
-        return;
-    }
+    if (size >= 64)
+        return memset(p, 0, size);
     q[0] = (usi_v16){0, 0}; /* the classes below 64 bytes: 16, 32 and 48 */
     if (size > 16)
         q[1] = (usi_v16){0, 0};
     if (size > 32)
         q[2] = (usi_v16){0, 0};
+    return p;
 }
 
-static void *usi_calloc(size_t n, size_t size)
+/* calloc of `total` bytes (n * size) but for a block popped from a magazine. */
+static USI_NOINLINE void *calloc_slow(size_t n, size_t size, size_t total)
 {
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) {
-        errno = ENOMEM;
-        return NULL;
-    }
     if (total > usi_options.max_slab_size) {
         if (USI_UNLIKELY(usi_options.profile))
             profile_record(total);
         large_allocated(total);
         return sys_tracked(usi_sys_calloc(n, size), total);
     }
-    void *p;
-    if (USI_LIKELY(total <= USI_SMALL_MAX) &&
-        (p = pop_checked(pair_at(usi_tls, usi_tcache_size_offsets[total])))) {
-        /* A block from a magazine: of a class without debugging (design §9) */
-        clear_block(p, usi_class_caches[usi_class_small[(total + 7) >> 3]].size);
-        return p;
-    }
-    if (!(p = malloc_slow(total)))
+    void *p = malloc_slow(total);
+    if (!p)
         return NULL;
     /* The whole block, as glibc's calloc clears its whole chunk: a program may use what
      * malloc_usable_size reports beyond the request (the audit of session 13: a block of a
      * freed one's class kept its old bytes there). */
     uintptr_t id = usi_pagemap_lookup(p) & USI_ID_MASK;
     if (!is_class_id(id))
-        memset(p, 0, usi_sys_usable_size(p));
-    else if (USI_UNLIKELY(usi_class_caches[id].debug))
-        memset(p, 0, total); /* Z's red zone after it stays (usi_debug_asked) */
-    else
-        clear_block(p, usi_class_caches[id].size);
-    return p;
+        return memset(p, 0, usi_sys_usable_size(p));
+    if (USI_UNLIKELY(usi_class_caches[id].debug))
+        return memset(p, 0, total); /* Z's red zone after it stays (usi_debug_asked) */
+    return clear_block(p, usi_class_caches[id].size);
+}
+
+/* malloc's pop, and the class's whole block cleared: a block from a magazine is of a class
+ * without debugging (design §9); the rest goes to calloc_slow (sizes up to 1 KiB are within
+ * every USLAB_MAX_SLAB_SIZE). */
+static void *usi_calloc(size_t n, size_t size)
+{
+    size_t total;
+    if (USI_UNLIKELY(__builtin_mul_overflow(n, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (USI_LIKELY(total <= USI_SMALL_MAX)) {
+        void *p = pop_checked(pair_at(usi_tls, usi_tcache_size_offsets[total]));
+        if (USI_LIKELY(p != NULL))
+            return clear_block(p, usi_class_caches[usi_class_small[(total + 7) >> 3]].size);
+    }
+    return calloc_slow(n, size, total);
 }
 
 /* What realloc asks for when a slab block grows: half as much again, within the small
