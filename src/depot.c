@@ -374,12 +374,13 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
 }
 
 /* Whether a full magazine given to the depot now goes past it to the slabs (cache->lock
- * held): a cache without constructor and destructor keeps USI_DEPOT_KEEP_FULL full ones
- * (design §4, "Depot"). */
+ * held): a cache without constructor and destructor keeps USI_DEPOT_KEEP_FULL full ones,
+ * and more up to USI_DEPOT_KEEP_BYTES of objects (design §4, "Depot"). */
 static int past_depot_locked(const struct uslab_cache *c, const struct usi_mag *m)
 {
     return m && m != &usi_mag_empty && m->rounds && !c->ctor && !c->dtor &&
-           c->depot_nfull >= USI_DEPOT_KEEP_FULL;
+           c->depot_nfull >= USI_DEPOT_KEEP_FULL &&
+           c->depot_rounds * c->stride >= USI_DEPOT_KEEP_BYTES;
 }
 
 /* Sends m's objects past the depot to their slabs. Until the cache next fills from its

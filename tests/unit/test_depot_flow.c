@@ -8,11 +8,12 @@
  * directly.
  *
  * A free's exchange (usi_depot_get_empty) of a cache without constructor and destructor
- * keeps USI_DEPOT_KEEP_FULL full magazines: the objects of any further one go past the
- * depot to their slabs, counted (depot_passed) until the cache next fills from its slabs
- * (usi_depot_demand). One with a constructor keeps every magazine, constructed. And what a
- * program tears down it builds again in address order: 20,000 objects freed in a scattered
- * order come back mostly side by side (the order of the frees before, design §4 "Depot").
+ * keeps USI_DEPOT_KEEP_FULL full magazines, more up to USI_DEPOT_KEEP_BYTES of objects: the
+ * objects of any further one go past the depot to their slabs, counted (depot_passed) until the
+ * cache next fills from its slabs (usi_depot_demand). One with a constructor keeps every magazine,
+ * constructed. And what a program tears down it builds again in address order: 40,000 objects freed
+ * in a scattered order come back mostly side by side (the order of the frees before, design §4
+ * "Depot").
  */
 #include "check.h"
 #include "depot.h"
@@ -79,11 +80,12 @@ static int ctor(void *obj, void *arg)
     return 0;
 }
 
-/* Full magazines given to the depot by a free's exchange: past USI_DEPOT_KEEP_FULL they go
- * to the slabs for a cache without callbacks, and stay for one with a constructor. */
+/* Full magazines given to the depot by a free's exchange: past USI_DEPOT_KEEP_FULL and
+ * USI_DEPOT_KEEP_BYTES they go to the slabs for a cache without callbacks, and stay for one
+ * with a constructor. */
 static void bound(void)
 {
-    enum { N = 12 };
+    enum { N = 24 };
     for (int with_ctor = 0; with_ctor < 2; with_ctor++) {
         cache =
             uslab_cache_create("depot-bound", 64, 0, with_ctor ? ctor : NULL, NULL, NULL, NULL, 0);
@@ -93,11 +95,14 @@ static void bound(void)
             struct usi_mag *full = full_magazine();
             struct usi_mag *m = usi_depot_get_empty(cache, full, cache->mag_capacity);
             CHECK(m != NULL && m->rounds == 0, "an empty magazine back");
-            int kept = with_ctor || i < USI_DEPOT_KEEP_FULL;
+            size_t held = (size_t)i * cache->mag_capacity * cache->stride; /* in the depot */
+            int kept = with_ctor || i < USI_DEPOT_KEEP_FULL || held < USI_DEPOT_KEEP_BYTES;
             CHECK((m == full) == !kept, "magazine %d: %s", i, kept ? "kept" : "passed");
             usi_mag_delete(m);
         }
-        size_t keep = with_ctor ? N : USI_DEPOT_KEEP_FULL;
+        size_t keep = with_ctor ? N : USI_DEPOT_KEEP_BYTES / (per * cache->stride);
+        CHECK(with_ctor || (keep >= USI_DEPOT_KEEP_FULL && keep < N),
+              "the bound within the test: %zu", keep);
         CHECK(nfull() == keep && inuse() == keep * per, "%s: %zu magazines kept, %zu objects out",
               with_ctor ? "constructor" : "no callbacks", nfull(), inuse());
         uint64_t passed = __atomic_load_n(&cache->depot_passed, __ATOMIC_RELAXED);
@@ -114,7 +119,7 @@ static void bound(void)
  * neighbours in memory. Through the thread's magazines, as a program's frees go. */
 static void rebuilt_in_order(void)
 {
-    enum { OBJECTS = 20000 };
+    enum { OBJECTS = 40000 };
     static void *objs[OBJECTS];
     cache = uslab_cache_create("depot-rebuilt", 48, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(cache != NULL, "create");
@@ -129,10 +134,10 @@ static void rebuilt_in_order(void)
         }
         printf("round %d: %zu of %d allocations next to the one before\n", round, adjacent,
                OBJECTS - 1);
-        CHECK(adjacent > OBJECTS * 3 / 4, "round %d: only %zu of %d allocations beside the last",
-              round, adjacent, OBJECTS);
+        CHECK(adjacent > OBJECTS / 2, "round %d: only %zu of %d allocations beside the last", round,
+              adjacent, OBJECTS);
         for (long i = 0; i < OBJECTS; i++)
-            uslab_cache_free(cache, objs[(i * 7919) % OBJECTS]); /* 7919: prime to 20,000 */
+            uslab_cache_free(cache, objs[(i * 7919) % OBJECTS]); /* 7919: prime to 40,000 */
     }
     uslab_cache_destroy(cache);
 }
