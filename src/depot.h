@@ -64,12 +64,12 @@ struct usi_mag *usi_mag_refit(struct uslab_cache *c, struct usi_mag *m, uint32_t
  * of a cache with a constructor or destructor keeps every magazine given to it (the
  * working-set reap bounds it). One of a cache without callbacks keeps, from free's
  * exchanges (get_empty), USI_DEPOT_KEEP_FULL full magazines and more up to
- * USI_DEPOT_KEEP_BYTES of objects (a thread's swing: `small` n1600), and none beyond the
- * headroom: a full one given beyond is shed, its objects back to their slabs (design §4,
- * "Depot", "Shedding"); a put (a thread's exit, a flush) is kept.
+ * USI_DEPOT_KEEP_BYTES of objects (a thread's swing: `fastpath`, `small` n1600), and none
+ * beyond the headroom: a full one given beyond is shed, its objects back to their slabs
+ * (design §4, "Depot", "Shedding"); a put (a thread's exit, a flush) is kept.
  */
 #define USI_DEPOT_KEEP_FULL  4
-#define USI_DEPOT_KEEP_BYTES ((size_t)256 << 10)
+#define USI_DEPOT_KEEP_BYTES ((size_t)2 << 20)
 struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty);
 /* get_empty: one of the depot's empty magazines if it has at least cap slots (a smaller
  * one is replaced by a new one of cap slots if one can be made), else a new one of cap
