@@ -405,6 +405,17 @@ static void depot_passed_end(struct uslab_cache *c)
                            __ATOMIC_RELAXED);
 }
 
+/* Shedding (design §4): a cache whose objects carry no state (no constructor, no
+ * destructor: every malloc class) frees more than it allocates while the idle memory
+ * (usi_slab_idle_bytes) is beyond the headroom. Its depot's objects go back to their slabs
+ * now, and so does every full magazine given to it from then on, until an allocation slow
+ * path finds the depot empty (usi_depot_demand): the depot holds nothing that would keep a slab
+ * from emptying, and the slabs emptied beyond the headroom go back to the kernel in the same frees.
+ * Every such cache joins in at its next free slow path once any of them saw the idle memory beyond
+ * the headroom (an episode: shed_episodes moved since the cache's last demand), so that the
+ * threads' pairs are small in every class when the frees stop: one class's shedding brings the idle
+ * memory back under the headroom, and pairs of 256 blocks that no later slow path shrank kept a
+ * slab each from emptying. A cache with a constructor keeps its objects constructed (issue 36). */
 static uint64_t shed_episodes;
 
 int usi_depot_sheds(struct uslab_cache *c)

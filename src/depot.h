@@ -81,7 +81,8 @@ void usi_depot_put(struct uslab_cache *c, struct usi_mag *m);
 /* Whether a full magazine of c is shed rather than kept (design §4, "Shedding"): c has no
  * constructor and no destructor and sheds already, or the idle memory is beyond its
  * headroom (usi_slab_over_headroom), when it starts to and its depot is drained. No lock
- * held. usi_depot_demand: an allocation slow path of c found no full magazine: it stops. */
+ * held. usi_depot_demand: an allocation slow path of c found no full magazine: it stops,
+ * and the objects c sent past its depot no longer count as idle (depot_passed). */
 int usi_depot_sheds(struct uslab_cache *c);
 void usi_depot_demand(struct uslab_cache *c);
 /* Puts m's objects back into their slabs; m stays the caller's, empty. Only for a cache
