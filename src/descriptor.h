@@ -174,6 +174,7 @@ struct usi_slab {
     uint32_t colour;
     uint32_t scan; /* bitmap word the next take looks at first */
     uint8_t list;
+    uint8_t guard_how;       /* how its guard pages were made (usi_pages_guard), if it has any */
     uint64_t empty_since_ms; /* when inuse last became 0 (usi_os_now_ms) */
 };
 

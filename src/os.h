@@ -71,8 +71,16 @@ int usi_os_is_mapped(const void *addr, size_t size);
 /* 1 if the process locks its new mappings (mlockall(MCL_FUTURE) in force: MADV_DONTNEED
  * fails on a fresh page), else 0. errno may change. */
 int usi_os_locks_future(void);
-/* Makes read/write memory inaccessible again (PROT_NONE): a guard page. 0, or -1. */
-int usi_os_guard(void *addr, size_t size);
+/* Makes read/write memory a guard page, where any access faults, `how`: by guard markers
+ * (USI_GUARD_MARKERS: MADV_GUARD_INSTALL, Linux 6.13; an older kernel, or a range mlockall
+ * locked, refuses them with EINVAL) or PROT_NONE (USI_GUARD_PROT). 0, or -1 with nothing
+ * changed. */
+#define USI_GUARD_MARKERS 0
+#define USI_GUARD_PROT    1
+int usi_os_guard(void *addr, size_t size, int how);
+/* Read/write again memory usi_os_guard made a guard page `how` (or that was never one). 0,
+ * or -1. */
+int usi_os_unguard(void *addr, size_t size, int how);
 /* Fresh zeroed read/write memory of size bytes (page multiple) with a PROT_NONE guard page
  * on each side, so that no linear overflow of a neighbouring mapping reaches it; NULL. */
 void *usi_os_map_guarded(size_t size);

@@ -417,9 +417,25 @@ int usi_os_locks_future(void)
     return locked;
 }
 
-int usi_os_guard(void *addr, size_t size)
+/* Guard markers (Linux 6.13): the page tables say "no access" and the mapping stays whole,
+ * under the mmap lock taken only to read. Older headers do not name the advice. */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE  103
+#endif
+
+int usi_os_guard(void *addr, size_t size, int how)
 {
+    if (how == USI_GUARD_MARKERS)
+        return madvise(addr, size, MADV_GUARD_INSTALL);
     return mprotect(addr, size, PROT_NONE);
+}
+
+int usi_os_unguard(void *addr, size_t size, int how)
+{
+    if (how == USI_GUARD_MARKERS)
+        return madvise(addr, size, MADV_GUARD_REMOVE);
+    return mprotect(addr, size, PROT_READ | PROT_WRITE);
 }
 
 void *usi_os_map_guarded(size_t size)

@@ -625,11 +625,12 @@ static void purge_one_resident(void)
     usi_unlock(&pages.lock);
 }
 
-void usi_pages_free_span(void *span, unsigned order, size_t guard)
+void usi_pages_free_span(void *span, unsigned order, size_t guard, int guard_how)
 {
     /* Guard pages back to read/write; where that fails, the whole span is replaced. */
-    int guarded = guard && (usi_os_quiet() || usi_os_commit(span, guard) != 0 ||
-                            usi_os_commit((char *)span + span_bytes(order) - guard, guard) != 0);
+    int guarded =
+        guard && (usi_os_quiet() || usi_os_unguard(span, guard, guard_how) != 0 ||
+                  usi_os_unguard((char *)span + span_bytes(order) - guard, guard, guard_how) != 0);
     /* Outside the lock: madvise can be slow, the fallbacks more so. */
     int how = span_discard(span, span_bytes(order), guarded);
     if (how == ABANDONED) {
@@ -659,9 +660,24 @@ size_t usi_pages_abandoned_bytes(void)
     return n;
 }
 
-int usi_pages_guard(void *addr, size_t size)
+/* Set once the kernel refused guard markers (older than 6.13, or mlockall). */
+static int markers_refused;
+
+int usi_pages_guard(void *span, size_t size, size_t guard, int *how)
 {
-    return usi_os_guard(addr, size);
+    char *last = (char *)span + size - guard;
+    for (int h = __atomic_load_n(&markers_refused, __ATOMIC_RELAXED) ? USI_GUARD_PROT
+                                                                     : USI_GUARD_MARKERS;
+         h <= USI_GUARD_PROT; h++) {
+        *how = h;
+        if (usi_os_guard(span, guard, h) != 0) {
+            if (h == USI_GUARD_MARKERS && errno == EINVAL)
+                __atomic_store_n(&markers_refused, 1, __ATOMIC_RELAXED);
+            continue; /* nothing made */
+        }
+        return usi_os_guard(last, guard, h); /* on failure the first stays, made `h` */
+    }
+    return -1;
 }
 
 void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t unit_tag)

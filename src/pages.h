@@ -121,14 +121,16 @@ void usi_pages_address_limit_changed(size_t limit, int alone);
 void *usi_pages_alloc_span(unsigned order);
 /* Purges the span and makes it available again, reading as zero; its page-map entries
  * must be clear. A span that can be neither purged, replaced nor zeroed is abandoned.
- * guard: bytes of guard page (PROT_NONE, usi_pages_guard) at each end, made read/write
- * again first, or 0. */
-void usi_pages_free_span(void *span, unsigned order, size_t guard);
+ * guard: bytes of guard page (usi_pages_guard, which returned `guard_how`) at each end, made
+ * read/write again first, or 0. */
+void usi_pages_free_span(void *span, unsigned order, size_t guard, int guard_how);
 /* Bytes of spans abandoned so far (design §2). */
 size_t usi_pages_abandoned_bytes(void);
-/* A guard page inside a span of an internal cache (design §3): PROT_NONE. 0, or -1 with
- * nothing changed. usi_pages_free_span takes the guards off. */
-int usi_pages_guard(void *addr, size_t size);
+/* The first and last `guard` bytes of a span of `size` bytes of an internal cache (design
+ * §3) made guard pages, both the same way, in *how: guard markers (USI_GUARD_MARKERS, os.h)
+ * where the kernel takes them, else PROT_NONE (USI_GUARD_PROT). 0, or -1 (some may be
+ * made). Either way usi_pages_free_span(span, order, guard, *how) takes them off. */
+int usi_pages_guard(void *span, size_t size, size_t guard, int *how);
 /* Sets the page-map entries and unit tags of every unit of the span. */
 void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t unit_tag);
 void usi_pages_prefork(void);

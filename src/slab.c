@@ -249,8 +249,9 @@ static struct usi_slab *slab_adopt(struct uslab_cache *c)
     return NULL;
 }
 
-/* A new span for a slab of c, its guard pages set (internal caches), or NULL. */
-static char *new_span(struct uslab_cache *c)
+/* A new span for a slab of c, its guard pages set (internal caches: how, in *guard_how),
+ * or NULL. */
+static char *new_span(struct uslab_cache *c, int *guard_how)
 {
     /* New memory while other caches keep much memory empty: once another
      * USI_SLAB_SURPLUS_MAX of slabs has been made since the last time, the objects layer asks
@@ -270,9 +271,8 @@ static char *new_span(struct uslab_cache *c)
     if (!span)
         return NULL;
     size_t guard = guard_bytes(c);
-    if (guard && (usi_pages_guard(span, guard) != 0 ||
-                  usi_pages_guard(span + c->slab_size - guard, guard) != 0)) {
-        usi_pages_free_span(span, c->slab_order, guard);
+    if (guard && usi_pages_guard(span, c->slab_size, guard, guard_how) != 0) {
+        usi_pages_free_span(span, c->slab_order, guard, *guard_how);
         return NULL;
     }
     /* reads as zero, even where objects of another cache were freed */
@@ -283,7 +283,8 @@ static char *new_span(struct uslab_cache *c)
 static struct usi_slab *slab_create(struct uslab_cache *c)
 {
     struct usi_slab *adopted = slab_adopt(c);
-    char *span = adopted ? adopted->span : new_span(c);
+    int guard_how = 0;
+    char *span = adopted ? adopted->span : new_span(c, &guard_how);
     if (!span)
         return NULL;
     if (adopted) /* no guard pages in a group; its old blocks' bytes count as defined */
@@ -294,6 +295,7 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     memset(s->alloc_map, 0, 8 * (size_t)bitmap_words(c));
     s->cache = c;
     s->span = span;
+    s->guard_how = (uint8_t)guard_how;
     if (c->flags & USI_CACHE_LATTICE) {
         uint32_t low = (uint32_t)(uintptr_t)span; /* the phase of the lattice in this span */
         s->colour = (uint32_t)((c->stride - low % c->stride) % c->stride);
@@ -884,7 +886,7 @@ size_t usi_slab_release(struct uslab_cache *c, struct usi_slab *list)
         struct usi_slab *next = list->next;
         char *span = list->span;
         usi_pages_set_owner(span, c->slab_order, 0, 0);
-        usi_pages_free_span(span, c->slab_order, guard);
+        usi_pages_free_span(span, c->slab_order, guard, list->guard_how);
         bytes += c->slab_size;
         list = next;
     }

@@ -2,8 +2,9 @@
 /*
  * test_guards.c - uslab's metadata is out of reach of a linear overflow (docs/security.md,
  * design §3, §4): slab headers and bitmaps are not in the spans, the slabs of the internal
- * caches (cache descriptors, magazines) have a PROT_NONE page at each end, and every thread
- * cache mapping has one on each side. A write into such a guard page faults.
+ * caches (cache descriptors, magazines, thread caches) have a guard page at each end (guard
+ * markers where the kernel has them, else PROT_NONE), and a thread cache mapped on its own
+ * has a PROT_NONE page on each side. A write into such a guard page faults.
  */
 #define _GNU_SOURCE
 #include "base.h"
@@ -11,6 +12,7 @@
 #include "debug.h"
 #include "depot.h"
 #include "descriptor.h"
+#include "os.h"
 #include "pages.h"
 #include "registry.h"
 #include "slab.h"
@@ -40,13 +42,6 @@ static void perms_of(const void *addr, char out[5])
         }
     }
     fclose(f);
-}
-
-static int is_guard(const void *addr)
-{
-    char p[5];
-    perms_of(addr, p);
-    return strcmp(p, "---p") == 0;
 }
 
 static int is_rw(const void *addr)
@@ -86,12 +81,21 @@ static void check_internal_span(const void *obj, const char *what)
     CHECK(c && (c->flags & USI_CACHE_INTERNAL), "%s: in an internal cache", what);
     CHECK(c->first_offset == USI_PAGE_SIZE, "%s: objects start after the guard page", what);
     char *last = span + c->slab_size - USI_PAGE_SIZE;
-    CHECK(is_guard(span) && is_guard(last), "%s (%s): guard pages at %p and %p", what, c->name,
-          (void *)span, (void *)last);
+    struct usi_slab *s = usi_slab_of_entry(usi_pagemap_lookup(obj));
+    CHECK(s->guard_how == USI_GUARD_MARKERS || s->guard_how == USI_GUARD_PROT, "%s: guarded", what);
+    /* Markers leave the mapping whole ("rw-p"); PROT_NONE splits it ("---p"). */
+    char p[5], q[5];
+    perms_of(span, p);
+    perms_of(last, q);
+    const char *want = s->guard_how == USI_GUARD_PROT ? "---p" : "rw-p";
+    CHECK(strcmp(p, want) == 0 && strcmp(q, want) == 0,
+          "%s (%s): guard pages at %p (%s) and %p (%s), made %s", what, c->name, (void *)span, p,
+          (void *)last, q, s->guard_how == USI_GUARD_PROT ? "PROT_NONE" : "by markers");
     CHECK(is_rw((const char *)obj), "%s: the object itself is read/write", what);
     CHECK((const char *)obj >= span + USI_PAGE_SIZE && (const char *)obj + c->stride <= last,
           "%s: between the guards", what);
-    CHECK(write_faults(span + USI_PAGE_SIZE - 1) && write_faults(last),
+    CHECK(write_faults(span + USI_PAGE_SIZE - 1) && write_faults(last) && write_faults(span) &&
+              write_faults(last + USI_PAGE_SIZE - 1),
           "%s: writes into the guard pages fault", what);
 }
 

@@ -160,7 +160,7 @@ static void test_spans(void)
     for (unsigned order = 0; order < USI_SPAN_ORDERS; order++) {
         char *s = spans[order][PER_ORDER - 1];
         size_t bytes = USI_UNIT_SIZE << order;
-        usi_pages_free_span(s, order, 0);
+        usi_pages_free_span(s, order, 0, 0);
         char *again = usi_pages_alloc_span(order);
         CHECK(again == s, "freed span of order %u is reused (%p, got %p)", order, (void *)s,
               (void *)again);
@@ -171,7 +171,7 @@ static void test_spans(void)
      * distinct. */
     for (unsigned order = 0; order < USI_SPAN_ORDERS; order++)
         for (int i = 0; i < PER_ORDER; i++)
-            usi_pages_free_span(spans[order][i], order, 0);
+            usi_pages_free_span(spans[order][i], order, 0, 0);
     struct ptrset seen;
     ptrset_init(&seen, 4096);
     for (int i = 0; i < 1024; i++) {
@@ -213,7 +213,7 @@ static void test_growth(void)
     printf("reservation grew from %zu to %zu MiB\n", before >> 20, after >> 20);
     CHECK(after >= before + (size_t)N * bytes / 2 && after > before, "the reservation grew");
     for (int i = 0; i < N; i++)
-        usi_pages_free_span(s[i], order, 0);
+        usi_pages_free_span(s[i], order, 0, 0);
 }
 
 /* Another mapping right after the reservation's end (another allocator's, as snmalloc's
@@ -263,7 +263,7 @@ static void test_grow_past_mapping(void)
         CHECK(sp && (sp + USI_UNIT_SIZE <= other || sp >= other + len), "span %d", i);
         for (size_t k = 0; k < USI_UNIT_SIZE; k += 4096)
             CHECK(sp[k] == 0, "span %d reads as zero", i);
-        usi_pages_free_span(sp, 0, 0);
+        usi_pages_free_span(sp, 0, 0, 0);
     }
     munmap(other, len);
 }

@@ -16,11 +16,15 @@
 #include "check.h"
 #include "faults.h"
 #include "init.h"
+#include "os.h"
 #include "pages.h"
 #include "uslab.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define ORDER 1 /* 128 KiB */
 
@@ -44,7 +48,7 @@ static unsigned char *cycle(const char *faults, unsigned char **freed)
     CHECK(s, "a span");
     memset(s, 0xa5, span_size());
     CHECK(uslab_faults_set(faults) == 0, "fault spec %s", faults);
-    usi_pages_free_span(s, ORDER, 0);
+    usi_pages_free_span(s, ORDER, 0, 0);
     CHECK(uslab_faults_set(NULL) == 0, "faults off");
     *freed = s;
     unsigned char *again = usi_pages_alloc_span(ORDER);
@@ -62,7 +66,7 @@ static void test_reused_zero(const char *name, const char *faults, const char *l
     CHECK(all_zero(s, span_size()), "%s: the reused span reads as zero", name);
     CHECK(usi_pages_abandoned_bytes() == abandoned, "%s: nothing abandoned", name);
     memset(s, 1, span_size()); /* writable, too */
-    usi_pages_free_span(s, ORDER, 0);
+    usi_pages_free_span(s, ORDER, 0, 0);
 }
 
 /* Pages of the span in memory (mincore). */
@@ -83,17 +87,17 @@ static void test_resident_purged_later(void)
     memset(a, 0xa5, span_size());
     memset(b, 0x5a, span_size());
     CHECK(uslab_faults_set("1,1,ar") == 0, "faults");
-    usi_pages_free_span(a, ORDER, 0);
+    usi_pages_free_span(a, ORDER, 0, 0);
     CHECK(uslab_faults_set(NULL) == 0, "faults off");
     CHECK(all_zero(a, span_size()), "zeroed by hand");
     CHECK(resident_pages(a) == span_size() / USI_PAGE_SIZE, "a span zeroed by hand: resident");
-    usi_pages_free_span(b, ORDER, 0); /* purged: and a with it */
+    usi_pages_free_span(b, ORDER, 0, 0); /* purged: and a with it */
     CHECK(resident_pages(b) == 0, "a purged span holds no memory");
     CHECK(resident_pages(a) == 0, "the span zeroed by hand is purged by the next purge");
     unsigned char *x = usi_pages_alloc_span(ORDER), *y = usi_pages_alloc_span(ORDER);
     CHECK(x && y && all_zero(x, span_size()) && all_zero(y, span_size()), "reused: zero");
-    usi_pages_free_span(x, ORDER, 0);
-    usi_pages_free_span(y, ORDER, 0);
+    usi_pages_free_span(x, ORDER, 0, 0);
+    usi_pages_free_span(y, ORDER, 0, 0);
 }
 
 static void test_abandon(void)
@@ -103,7 +107,7 @@ static void test_abandon(void)
     CHECK(usi_pages_abandoned_bytes() == abandoned + span_size(), "the span is abandoned");
     CHECK(s != freed, "an abandoned span is not handed out again");
     CHECK(all_zero(s, span_size()), "the span handed out instead reads as zero");
-    usi_pages_free_span(s, ORDER, 0);
+    usi_pages_free_span(s, ORDER, 0, 0);
     /* The hole is in the middle of the reservation: plug it, so that no later mapping of
      * this process lands there. */
     void *plug = mmap(freed, span_size(), PROT_NONE,
@@ -111,36 +115,74 @@ static void test_abandon(void)
     CHECK(plug == freed, "plug the hole at %p", (void *)freed);
 }
 
-/* A span of an internal cache has PROT_NONE guard pages (design §3). Freed while mprotect
- * fails, the guards cannot be taken off: a fresh mapping replaces the span (it could be
+/* Writing one byte at addr kills a child with SIGSEGV. */
+static int write_faults(volatile unsigned char *addr)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        *addr = 1;
+        _exit(0);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
+}
+
+/* A span of an internal cache has guard pages (design §3): guard markers where the kernel
+ * takes them, else PROT_NONE (here forced by failing madvise). Freed while the call that
+ * takes them off fails, the guards stay: a fresh mapping replaces the span (it could be
  * neither purged into a usable span nor zeroed by hand); failing that too, the span is
  * abandoned, never handed out with a guard page in it. */
 static void test_guarded(void)
 {
-    for (int fail_replace = 0; fail_replace < 2; fail_replace++) {
-        size_t abandoned = usi_pages_abandoned_bytes();
-        unsigned char *s = usi_pages_alloc_span(ORDER);
-        CHECK(s, "a span");
-        memset(s, 0xa5, span_size());
-        CHECK(usi_pages_guard(s, USI_PAGE_SIZE) == 0 &&
-                  usi_pages_guard(s + span_size() - USI_PAGE_SIZE, USI_PAGE_SIZE) == 0,
-              "guard pages");
-        CHECK(uslab_faults_set(fail_replace ? "1,1,pr" : "1,1,p") == 0, "faults");
-        usi_pages_free_span(s, ORDER, USI_PAGE_SIZE);
-        CHECK(uslab_faults_set(NULL) == 0, "faults off");
-        unsigned char *again = usi_pages_alloc_span(ORDER);
-        CHECK(again, "a span again");
-        if (fail_replace) {
-            CHECK(usi_pages_abandoned_bytes() == abandoned + span_size(), "abandoned");
-            CHECK(again != s, "a span with guard pages is not handed out again");
-        } else {
-            CHECK(again == s, "the replaced span is reused");
-            CHECK(usi_pages_abandoned_bytes() == abandoned, "nothing abandoned");
+    for (int prot = 0; prot < 2; prot++)
+        for (int fail_replace = 0; fail_replace < 2; fail_replace++) {
+            size_t abandoned = usi_pages_abandoned_bytes();
+            unsigned char *s = usi_pages_alloc_span(ORDER);
+            CHECK(s, "a span");
+            memset(s, 0xa5, span_size());
+            CHECK(uslab_faults_set(prot ? "1,1,a" : NULL) == 0, "faults");
+            int how;
+            CHECK(usi_pages_guard(s, span_size(), USI_PAGE_SIZE, &how) == 0, "guard pages");
+            CHECK(uslab_faults_set(NULL) == 0, "faults off");
+            CHECK(how == USI_GUARD_PROT || (!prot && how == USI_GUARD_MARKERS),
+                  "guard pages made %d", how);
+            CHECK(write_faults(s) && write_faults(s + USI_PAGE_SIZE - 1) &&
+                      write_faults(s + span_size() - USI_PAGE_SIZE) &&
+                      write_faults(s + span_size() - 1) && !write_faults(s + USI_PAGE_SIZE) &&
+                      !write_faults(s + span_size() - USI_PAGE_SIZE - 1),
+                  "the guard pages fault, and only they (made %d)", how);
+            const char *off = how == USI_GUARD_PROT ? "p" : "a";
+            char spec[16];
+            snprintf(spec, sizeof spec, "1,1,%s%s", off, fail_replace ? "r" : "");
+            CHECK(uslab_faults_set(spec) == 0, "faults");
+            usi_pages_free_span(s, ORDER, USI_PAGE_SIZE, how);
+            CHECK(uslab_faults_set(NULL) == 0, "faults off");
+            unsigned char *again = usi_pages_alloc_span(ORDER);
+            CHECK(again, "a span again");
+            if (fail_replace) {
+                CHECK(usi_pages_abandoned_bytes() == abandoned + span_size(), "abandoned");
+                CHECK(again != s, "a span with guard pages is not handed out again");
+            } else {
+                CHECK(again == s, "the replaced span is reused");
+                CHECK(usi_pages_abandoned_bytes() == abandoned, "nothing abandoned");
+            }
+            CHECK(all_zero(again, span_size()), "the span reads as zero");
+            memset(again, 1, span_size()); /* writable at both ends */
+            usi_pages_free_span(again, ORDER, 0, 0);
+            /* Guards taken off as they were made: the span is whole again. */
+            unsigned char *g = usi_pages_alloc_span(ORDER);
+            CHECK(g, "a third span");
+            CHECK(usi_pages_guard(g, span_size(), USI_PAGE_SIZE, &how) == 0, "guards");
+            usi_pages_free_span(g, ORDER, USI_PAGE_SIZE, how);
+            CHECK(usi_pages_abandoned_bytes() == abandoned + (fail_replace ? span_size() : 0),
+                  "guards taken off");
+            unsigned char *h = usi_pages_alloc_span(ORDER);
+            CHECK(h == g && all_zero(h, span_size()), "the span is reused, reading as zero");
+            memset(h, 2, span_size());
+            usi_pages_free_span(h, ORDER, 0, 0);
         }
-        CHECK(all_zero(again, span_size()), "the span reads as zero");
-        memset(again, 1, span_size()); /* writable at both ends */
-        usi_pages_free_span(again, ORDER, 0);
-    }
 }
 
 /* Slabs on spans freed under faults: objects and slab headers stay consistent. */
