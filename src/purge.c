@@ -699,9 +699,16 @@ void usi_purge_thread_exit(int last)
         usi_purge_poll(); /* a pass that came due anyway */
         return;
     }
-    /* After a pass that runs now (another thread's exit, say): what it left is seen. */
-    while (__atomic_exchange_n(&purger.running, 1, __ATOMIC_ACQUIRE))
+    /* After a pass that runs now (another thread's exit, say): what it left is seen. Only
+     * the last thread with a cache and a thread that freed glibc's blocks (its own arena's
+     * sentinel, below) wait for it; another finds its magazines in the depots that pass or
+     * the last exit's walks. 3,000 threads exiting at once each waited their turn, in 1 ms
+     * sleeps (`mt live`: 59 of them). */
+    while (__atomic_exchange_n(&purger.running, 1, __ATOMIC_ACQUIRE)) {
+        if (!last && !tls_large_freed)
+            return;
         usi_os_sleep_ms(1);
+    }
     USI_ASSERT_NO_LOCK();
     int e = errno;
     if (usi_slab_idle_bytes() > USI_SLAB_HEADROOM)
