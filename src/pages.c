@@ -660,7 +660,8 @@ size_t usi_pages_abandoned_bytes(void)
     return n;
 }
 
-/* Set once the kernel refused guard markers (older than 6.13, or mlockall). */
+/* Set once guard markers were refused: a kernel older than 6.13 or mlockall (EINVAL), a
+ * seccomp filter that allows only some advice (EPERM, as Chromium's baseline policy). */
 static int markers_refused;
 
 int usi_pages_guard(void *span, size_t size, size_t guard, int *how)
@@ -671,7 +672,7 @@ int usi_pages_guard(void *span, size_t size, size_t guard, int *how)
          h <= USI_GUARD_PROT; h++) {
         *how = h;
         if (usi_os_guard(span, guard, h) != 0) {
-            if (h == USI_GUARD_MARKERS && errno == EINVAL)
+            if (h == USI_GUARD_MARKERS)
                 __atomic_store_n(&markers_refused, 1, __ATOMIC_RELAXED);
             continue; /* nothing made */
         }
