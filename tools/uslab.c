@@ -126,7 +126,7 @@ static const struct tool_option profile_options[] = {
      "most 96 less the medium classes).",
      NULL},
     {"--max-size=BYTES",
-     "The largest class: a power of two from 1024 to 1M (default 1M, as the library's). The "
+     "The largest class: a power of two from 1024 to 1M (default 512K, as the library's). The "
      "classes up to 32 KiB are fitted; above, the medium classes are the default table's (2 "
      "per doubling). Larger requests go to glibc.",
      NULL},
@@ -931,7 +931,7 @@ static int write_classes(const char *file, const size_t *sizes, unsigned n, char
 static int cmd_profile(int argc, char **argv)
 {
     const char *preload = NULL, *out = "uslab-classes.txt";
-    size_t max_size = USI_CLASSES_MAX_SIZE;
+    size_t max_size = USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT;
     unsigned max_classes = 0;
     int i;
     for (i = 0; i < argc; i++) {
