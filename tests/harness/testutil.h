@@ -2,19 +2,21 @@
 /*
  * testutil.h - helpers shared by the object-cache tests: a seeded PRNG, object patterns
  * derived from an id (written into every byte of an object and verified later), resident
- * memory from /proc/self/statm, a set of live pointers, the process's thread count, and a
- * file writer for fake /proc and cgroup trees.
+ * memory from /proc/self/statm, a set of live pointers, the process's thread count, a
+ * file writer for fake /proc and cgroup trees, and a write that must fault.
  */
 #ifndef USLAB_TESTUTIL_H
 #define USLAB_TESTUTIL_H
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- PRNG: xoshiro-like splitmix64 stream, deterministic for a seed ------------------ */
@@ -227,6 +229,24 @@ static inline void test_put_file(const char *root, const char *rel, const char *
     }
     fputs(text, f);
     fclose(f);
+}
+
+/* ---- a write that must fault ----------------------------------------------------------- */
+
+/* Writing one byte at addr kills a child with SIGSEGV (a guard page). */
+static inline int write_faults(void *addr)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        abort();
+    if (pid == 0) {
+        *(volatile unsigned char *)addr = 1;
+        _exit(0);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) != pid)
+        abort();
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
 }
 
 #endif

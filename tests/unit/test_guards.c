@@ -17,6 +17,7 @@
 #include "registry.h"
 #include "slab.h"
 #include "tcache.h"
+#include "testutil.h"
 #include "uslab.h"
 
 #include <signal.h>
@@ -49,20 +50,6 @@ static int is_rw(const void *addr)
     char p[5];
     perms_of(addr, p);
     return strncmp(p, "rw", 2) == 0;
-}
-
-/* Writing one byte at addr kills a child with SIGSEGV. */
-static int write_faults(volatile char *addr)
-{
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        *addr = 1;
-        _exit(0);
-    }
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
-    return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
 }
 
 /* The span that holds p (a live object of some cache), with its cache. */

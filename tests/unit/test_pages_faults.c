@@ -18,6 +18,7 @@
 #include "init.h"
 #include "os.h"
 #include "pages.h"
+#include "testutil.h"
 #include "uslab.h"
 
 #include <stdio.h>
@@ -113,20 +114,6 @@ static void test_abandon(void)
     void *plug = mmap(freed, span_size(), PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     CHECK(plug == freed, "plug the hole at %p", (void *)freed);
-}
-
-/* Writing one byte at addr kills a child with SIGSEGV. */
-static int write_faults(volatile unsigned char *addr)
-{
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        *addr = 1;
-        _exit(0);
-    }
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
-    return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
 }
 
 /* A span of an internal cache has guard pages (design §3): guard markers where the kernel
