@@ -660,8 +660,8 @@ size_t usi_pages_abandoned_bytes(void)
     return n;
 }
 
-/* Set once guard markers were refused: a kernel older than 6.13 or mlockall (EINVAL), a
- * seccomp filter that allows only some advice (EPERM, as Chromium's baseline policy). */
+/* Set once guard markers were refused: a kernel older than 6.13 or mlockall (EINVAL), or a
+ * seccomp filter that allows only some advice (OpenSSH's pre-auth sandbox answers EINVAL). */
 static int markers_refused;
 
 int usi_pages_guard(void *span, size_t size, size_t guard, int *how)
