@@ -147,6 +147,23 @@
 #define ALLOW(nr)                                                                                  \
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
 
+/* The memory-only filters' calls but madvise (and futex, prctl): memory, the sleeps,
+ * write and the exits. */
+#ifdef __NR_brk
+#define ALLOW_BRK ALLOW(__NR_brk),
+#else
+#define ALLOW_BRK
+#endif
+#ifdef __NR_nanosleep
+#define ALLOW_NANOSLEEP ALLOW(__NR_nanosleep),
+#else
+#define ALLOW_NANOSLEEP
+#endif
+#define MEMORY_CALLS                                                                               \
+    ALLOW_BRK ALLOW(__NR_mmap), ALLOW(__NR_mprotect), ALLOW(__NR_munmap), ALLOW(__NR_mremap),      \
+        ALLOW_NANOSLEEP ALLOW(__NR_clock_nanosleep), ALLOW(__NR_clock_gettime), ALLOW(__NR_write), \
+        ALLOW(__NR_exit_group), ALLOW(__NR_exit)
+
 static void die(const char *what)
 {
     /* No stdio under the filter: write(2) only. */
@@ -174,23 +191,9 @@ static void install_filter_by(int allow_prctl, enum install how)
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-#ifdef __NR_brk
-        ALLOW(__NR_brk),
-#endif
-        ALLOW(__NR_mmap),
-        ALLOW(__NR_mprotect),
         ALLOW(__NR_madvise),
-        ALLOW(__NR_munmap),
-        ALLOW(__NR_mremap),
+        MEMORY_CALLS,
         ALLOW(how == BY_TSYNC ? __NR_mremap : __NR_futex),
-#ifdef __NR_nanosleep
-        ALLOW(__NR_nanosleep),
-#endif
-        ALLOW(__NR_clock_nanosleep),
-        ALLOW(__NR_clock_gettime),
-        ALLOW(__NR_write),
-        ALLOW(__NR_exit_group),
-        ALLOW(__NR_exit),
         ALLOW(allow_prctl ? __NR_prctl : __NR_exit),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
     };
@@ -228,21 +231,7 @@ static void install_advice_filter(void)
         ALLOW(MADV_DONTDUMP),
         ALLOW(MADV_WIPEONFORK),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
-#ifdef __NR_brk
-        ALLOW(__NR_brk),
-#endif
-        ALLOW(__NR_mmap),
-        ALLOW(__NR_mprotect),
-        ALLOW(__NR_munmap),
-        ALLOW(__NR_mremap),
-#ifdef __NR_nanosleep
-        ALLOW(__NR_nanosleep),
-#endif
-        ALLOW(__NR_clock_nanosleep),
-        ALLOW(__NR_clock_gettime),
-        ALLOW(__NR_write),
-        ALLOW(__NR_exit_group),
-        ALLOW(__NR_exit),
+        MEMORY_CALLS,
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
     };
     struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
