@@ -63,10 +63,11 @@ struct usi_mag *usi_mag_refit(struct uslab_cache *c, struct usi_mag *m, uint32_t
  * Depot exchanges, under cache->lock taken inside. None of them runs a callback. The depot
  * of a cache with a constructor or destructor keeps every magazine given to it (the
  * working-set reap bounds it). One of a cache without callbacks keeps, from free's
- * exchanges (get_empty), USI_DEPOT_KEEP_FULL full magazines and more up to
- * USI_DEPOT_KEEP_BYTES of objects (a thread's swing: `fastpath`, `small` n1600), and none
- * beyond the headroom: a full one given beyond is shed, its objects back to their slabs
- * (design §4, "Depot", "Shedding"); a put (a thread's exit, a flush) is kept.
+ * exchanges (get_empty), USI_DEPOT_KEEP_FULL full magazines, more up to
+ * USI_DEPOT_KEEP_BYTES of objects where a magazine's objects lie together (a thread's swing:
+ * `fastpath`, `small` n1600), none more where they lie scattered, and none beyond the
+ * headroom: a full one given beyond is shed, its objects back to their slabs (design §4,
+ * "Depot", "Shedding"); a put (a thread's exit, a flush) is kept.
  */
 #define USI_DEPOT_KEEP_FULL  4
 #define USI_DEPOT_KEEP_BYTES ((size_t)2 << 20)

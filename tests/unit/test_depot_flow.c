@@ -8,13 +8,14 @@
  * directly.
  *
  * A free's exchange (usi_depot_get_empty) of a cache without constructor and destructor
- * keeps USI_DEPOT_KEEP_FULL full magazines, more up to USI_DEPOT_KEEP_BYTES of objects: the
- * objects of any further one go past the depot to their slabs, counted (depot_passed) until
- * the cache next fills from its slabs (usi_depot_demand). One with a constructor keeps every
- * magazine, constructed. And what a program tears down it builds again in address order
- * beyond what the depot keeps: of 100,000 objects freed in a scattered order, more than a
- * quarter come back beside the one before (none did when the depot kept them all: the
- * order of the frees; design §4 "Depot").
+ * keeps USI_DEPOT_KEEP_FULL full magazines, more up to USI_DEPOT_KEEP_BYTES of objects where
+ * a magazine's objects lie together, none where they lie scattered: the objects of any
+ * further one go past the depot to their slabs, counted (depot_passed) until the cache next
+ * fills from its slabs (usi_depot_demand). One with a constructor keeps every magazine,
+ * constructed. And what a program tears down it builds again in address order: of 100,000
+ * objects (beyond the bytes kept) or 30,000 (1.4 MiB, within them) freed in a scattered
+ * order, more than a quarter come back beside the one before (none did when the depot kept
+ * them all: the order of the frees; design §4 "Depot").
  */
 #include "check.h"
 #include "depot.h"
@@ -34,6 +35,18 @@ static struct usi_mag *full_magazine(void)
     CHECK(m != NULL, "magazine");
     m->rounds = (uint32_t)usi_objects_fill(cache, m->capacity, m->objs, 0);
     CHECK(m->rounds == m->capacity, "fill");
+    return m;
+}
+
+/* A full magazine whose objects lie a 64 KiB unit apart: the pool's objects j, j + u,
+ * j + 2u... (u objects to a unit), the pool filled in address order. */
+static struct usi_mag *scattered_magazine(void **pool, size_t per_unit, size_t j)
+{
+    struct usi_mag *m = usi_mag_new_cap(cache, cache->mag_capacity);
+    CHECK(m != NULL, "magazine");
+    for (uint32_t i = 0; i < m->capacity; i++)
+        m->objs[i] = pool[j + i * per_unit];
+    m->rounds = m->capacity;
     return m;
 }
 
@@ -83,30 +96,52 @@ static int ctor(void *obj, void *arg)
 
 /* Full magazines given to the depot by a free's exchange: past USI_DEPOT_KEEP_FULL and
  * USI_DEPOT_KEEP_BYTES they go to the slabs for a cache without callbacks, and stay for one
- * with a constructor. */
+ * with a constructor; past USI_DEPOT_KEEP_FULL alone where their objects lie scattered. */
 static void bound(void)
 {
     enum { N = 80 };
-    for (int with_ctor = 0; with_ctor < 2; with_ctor++) {
+    for (int kind = 0; kind < 3; kind++) { /* together, scattered, with a constructor */
+        int with_ctor = kind == 2, scattered = kind == 1;
         /* 4 KiB objects: magazines of 8, so that the bytes kept are 64 magazines */
         cache = uslab_cache_create("depot-bound", 4096, 0, with_ctor ? ctor : NULL, NULL, NULL,
                                    NULL, 0);
         CHECK(cache != NULL, "create");
-        size_t per = cache->mag_capacity;
+        size_t per = cache->mag_capacity, per_unit = USI_UNIT_SIZE / cache->stride + 1;
+        /* scattered: magazine i takes the objects j, j + u... of group i / u (u = per_unit) */
+        size_t groups = (N + per_unit - 1) / per_unit, pooled = groups * per * per_unit;
+        static void *pool[N * 8 * 17];
+        static char used[N * 8 * 17];
+        CHECK(per == 8 && per_unit <= 17, "geometry: %zu a magazine, %zu a unit", per, per_unit);
+        if (scattered)
+            CHECK(usi_objects_fill(cache, pooled, pool, 0) == pooled, "the pool");
         for (int i = 0; i < N; i++) {
-            struct usi_mag *full = full_magazine();
+            size_t j = (size_t)i / per_unit * per * per_unit + (size_t)i % per_unit;
+            for (size_t k = 0; scattered && k < per; k++)
+                used[j + k * per_unit] = 1;
+            struct usi_mag *full =
+                scattered ? scattered_magazine(pool, per_unit, j) : full_magazine();
             struct usi_mag *m = usi_depot_get_empty(cache, full, cache->mag_capacity);
             CHECK(m != NULL && m->rounds == 0, "an empty magazine back");
             size_t held = (size_t)i * cache->mag_capacity * cache->stride; /* in the depot */
-            int kept = with_ctor || i < USI_DEPOT_KEEP_FULL || held < USI_DEPOT_KEEP_BYTES;
-            CHECK((m == full) == !kept, "magazine %d: %s", i, kept ? "kept" : "passed");
+            int kept =
+                with_ctor || i < USI_DEPOT_KEEP_FULL || (!scattered && held < USI_DEPOT_KEEP_BYTES);
+            CHECK((m == full) == !kept, "%s magazine %d: want it %s",
+                  scattered ? "a scattered" : "a", i, kept ? "kept" : "passed");
             usi_mag_delete(m);
         }
-        size_t keep = with_ctor ? N : USI_DEPOT_KEEP_BYTES / (per * cache->stride);
+        for (size_t i = 0; scattered && i < pooled; i++) /* the pool's rest goes back */
+            if (!used[i])
+                usi_objects_unfill(cache, 1, &pool[i]);
+        size_t keep = with_ctor   ? N
+                      : scattered ? USI_DEPOT_KEEP_FULL
+                                  : USI_DEPOT_KEEP_BYTES / (per * cache->stride);
         CHECK(with_ctor || (keep >= USI_DEPOT_KEEP_FULL && keep < N),
               "the bound within the test: %zu", keep);
         CHECK(nfull() == keep && inuse() == keep * per, "%s: %zu magazines kept, %zu objects out",
-              with_ctor ? "constructor" : "no callbacks", nfull(), inuse());
+              with_ctor   ? "constructor"
+              : scattered ? "scattered"
+                          : "no callbacks",
+              nfull(), inuse());
         uint64_t passed = __atomic_load_n(&cache->depot_passed, __ATOMIC_RELAXED);
         CHECK(passed == (with_ctor ? 0 : (N - keep) * per * (cache->stride + sizeof(void *))),
               "%llu bytes counted as passed", (unsigned long long)passed);
@@ -119,27 +154,28 @@ static void bound(void)
 
 /* Torn down in a scattered order, built again: most neighbours in the new order are
  * neighbours in memory. Through the thread's magazines, as a program's frees go. */
-static void rebuilt_in_order(void)
+static void rebuilt_in_order(long objects)
 {
     enum { OBJECTS = 100000 }; /* 4.7 MiB: within the headroom, beyond the bound */
     static void *objs[OBJECTS];
+    CHECK(objects <= OBJECTS, "%ld objects", objects);
     cache = uslab_cache_create("depot-rebuilt", 48, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(cache != NULL, "create");
     for (int round = 0; round < 2; round++) {
         size_t adjacent = 0;
-        for (long i = 0; i < OBJECTS; i++) {
+        for (long i = 0; i < objects; i++) {
             CHECK((objs[i] = uslab_cache_alloc(cache)) != NULL, "alloc %ld", i);
             if (i) {
                 intptr_t d = (char *)objs[i] - (char *)objs[i - 1];
                 adjacent += d == (intptr_t)cache->stride || d == -(intptr_t)cache->stride;
             }
         }
-        printf("round %d: %zu of %d allocations next to the one before\n", round, adjacent,
-               OBJECTS - 1);
-        CHECK(adjacent > OBJECTS / 4, "round %d: only %zu of %d allocations beside the last", round,
-              adjacent, OBJECTS);
-        for (long i = 0; i < OBJECTS; i++)
-            uslab_cache_free(cache, objs[(i * 7919) % OBJECTS]); /* 7919: prime to 100,000 */
+        printf("%ld objects, round %d: %zu allocations next to the one before\n", objects, round,
+               adjacent);
+        CHECK(adjacent > (size_t)objects / 4,
+              "round %d: only %zu of %ld allocations beside the last", round, adjacent, objects);
+        for (long i = 0; i < objects; i++) /* 7919: prime to 100,000 and 30,000 */
+            uslab_cache_free(cache, objs[(i * 7919) % objects]);
     }
     uslab_cache_destroy(cache);
 }
@@ -186,6 +222,7 @@ int main(void)
     uslab_cache_destroy(cache);
 
     bound();
-    rebuilt_in_order();
+    rebuilt_in_order(100000);
+    rebuilt_in_order(30000);
     TEST_DONE();
 }
