@@ -381,6 +381,8 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
  * of its frees. */
 static int mag_scattered(const struct usi_mag *m)
 {
+    if (m->rounds < 2)
+        return 0;
     uint32_t n = m->rounds - 1, step = n > 16 ? n / 16 : 1, tried = 0, changes = 0;
     for (uint32_t i = 0; i < n; i += step, tried++)
         changes += ((uintptr_t)m->objs[i] ^ (uintptr_t)m->objs[i + 1]) >> USI_UNIT_SHIFT != 0;
@@ -389,14 +391,14 @@ static int mag_scattered(const struct usi_mag *m)
 
 /* Whether a full magazine given to the depot now goes past it to the slabs (cache->lock
  * held): a cache without constructor and destructor keeps USI_DEPOT_KEEP_FULL full ones,
- * and more, up to USI_DEPOT_KEEP_BYTES of objects, where their objects lie together
- * (`scattered`, mag_scattered: read before the lock); scattered ones go to the slabs,
- * whose fills hand them out in address order (design §4, "Depot"). */
-static int past_depot_locked(const struct uslab_cache *c, const struct usi_mag *m, int scattered)
+ * and more, up to USI_DEPOT_KEEP_BYTES of objects, where their objects lie together;
+ * scattered ones (mag_scattered, looked at only then) go to the slabs, whose fills hand
+ * them out in address order (design §4, "Depot"). */
+static int past_depot_locked(const struct uslab_cache *c, const struct usi_mag *m)
 {
     return m && m != &usi_mag_empty && m->rounds && !c->ctor && !c->dtor &&
            c->depot_nfull >= USI_DEPOT_KEEP_FULL &&
-           (scattered || c->depot_rounds * c->stride >= USI_DEPOT_KEEP_BYTES);
+           (c->depot_rounds * c->stride >= USI_DEPOT_KEEP_BYTES || mag_scattered(m));
 }
 
 /* Sends m's objects past the depot to their slabs. Until the cache next fills from its
@@ -489,14 +491,8 @@ static int shedding_locked(const struct uslab_cache *c, const struct usi_mag *m)
 
 struct usi_mag *usi_depot_get_empty(struct uslab_cache *c, struct usi_mag *give_full, uint32_t cap)
 {
-    /* Counted only where the depot may be past its first magazines (read without the lock). */
-    int scattered = give_full && give_full != &usi_mag_empty && give_full->rounds > 1 && !c->ctor &&
-                    !c->dtor &&
-                    __atomic_load_n(&c->depot_nfull, __ATOMIC_RELAXED) >= USI_DEPOT_KEEP_FULL &&
-                    mag_scattered(give_full);
     usi_lock(&c->lock);
-    int shed = shedding_locked(c, give_full),
-        pass = !shed && past_depot_locked(c, give_full, scattered);
+    int shed = shedding_locked(c, give_full), pass = !shed && past_depot_locked(c, give_full);
     int kick = 0;
     struct usi_mag *m = NULL;
     if (!shed && !pass) { /* else, emptied, it is the one the caller gets */
