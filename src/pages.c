@@ -130,45 +130,31 @@ static size_t budget_left(void)
     return budget_of(unit_tags != NULL);
 }
 
-/* Maps side array i up to `units` units, in place after what it has (it never shrinks
- * but in side_undo). 0, or -1 with nothing changed. */
+/* Maps side array i up to `units` units, in place after what it has: the first three
+ * read/write at once, headers and bitmaps reserved. It never shrinks: a growth that fails
+ * after it keeps the extension for the next one, so no unmap (which may fail, leaving a
+ * mapping in the way of every later extension) is ever needed. 0, or -1 with nothing
+ * changed. */
 static int side_extend(int i, size_t units)
 {
     size_t len = page_up(units * side_unit[i]);
     if (len <= side_len[i])
         return 0;
     char *at = side_base[i] + side_len[i];
-    if (usi_os_reserve_at(at, len - side_len[i]) != 0)
+    if ((i < SIDE_META ? usi_os_map_at(at, len - side_len[i])
+                       : usi_os_reserve_at(at, len - side_len[i])) != 0)
         return -1;
-    if (i < SIDE_META && usi_os_commit(at, len - side_len[i]) != 0) {
-        usi_os_unmap(at, len - side_len[i]);
-        return -1;
-    }
     pages.side_bytes += len - side_len[i];
     side_len[i] = len;
     return 0;
 }
 
-static void side_undo(const size_t *old_len)
-{
-    for (int i = 0; i < NSIDES; i++)
-        if (side_len[i] > old_len[i]) {
-            usi_os_unmap(side_base[i] + old_len[i], side_len[i] - old_len[i]);
-            pages.side_bytes -= side_len[i] - old_len[i];
-            side_len[i] = old_len[i];
-        }
-}
-
-/* All side arrays up to `units`; 0, or -1 with nothing changed. */
+/* All side arrays up to `units`; 0, or -1 (those extended stay so). */
 static int sides_extend(size_t units)
 {
-    size_t old_len[NSIDES];
-    memcpy(old_len, side_len, sizeof old_len);
     for (int i = 0; i < NSIDES; i++)
-        if (side_extend(i, units) != 0) {
-            side_undo(old_len);
+        if (side_extend(i, units) != 0)
             return -1;
-        }
     return 0;
 }
 
@@ -378,11 +364,8 @@ static int grow(uintptr_t need)
     /* The side arrays' part for the new units, right after their ends (in their holes),
      * and the tag table's writable window over them. */
     size_t units = (at + want - usi_pagemap.base) >> USI_UNIT_SHIFT;
-    size_t old_len[NSIDES];
-    memcpy(old_len, side_len, sizeof old_len);
     if (sides_extend(units) != 0 || (unit_tags && tags_window(unit_tags, at, at + want) != 0)) {
-        side_undo(old_len);
-        usi_os_unmap((void *)at, want);
+        usi_os_unmap((void *)at, want); /* where that fails, the next growth skips it */
         return -1;
     }
     if (at != pages.end) {
