@@ -73,9 +73,10 @@ void usi_depot_init(void)
 
 /* Objects per magazine: 32 KiB of objects, at most USI_MAG_MAX (256) and at least 4 of
  * them: 256 up to 128-byte objects, 64 at 512 bytes, 4 from 8 KiB on (docs/design.md §4).
- * Medium malloc blocks: 512 KiB of them, 10 of 48 KiB down to 1 of 384 and 512 KiB, none
- * above (design §8). One block a magazine up to 256 KiB spent 60% of the `medium` bench
- * row in depot exchanges (1.5x its time); 512 KiB, 20% of it. */
+ * Medium malloc blocks: 512 KiB of them, 10 of 48 KiB down to 2 of 256 KiB (1 of 384 and
+ * 512 KiB where USLAB_MAX_SLAB_SIZE makes those classes), none above (design §8). One block a
+ * magazine up to 256 KiB spent 60% of the `medium` bench row in depot exchanges (1.5x its time);
+ * 512 KiB, 20% of it. */
 #define MEDIUM_MAG_BYTES ((size_t)512 << 10)
 static uint32_t magazine_capacity(size_t stride)
 {

@@ -16,7 +16,7 @@ static const char *const return_words[] = {"delay", "pressure", "both", NULL}; /
 
 const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
     [USI_SETTING_MAX_SLAB_SIZE] = {"USLAB_MAX_SLAB_SIZE", USI_SETTING_KIND_SIZE,
-                                   USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT, "512K",
+                                   USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT, "256K",
                                    USI_SETTINGS_MAX_SLAB_SIZE_MIN, USI_CLASSES_MAX_SIZE,
                                    "largest malloc size served by slabs; larger sizes go to "
                                    "glibc's allocator. A value between two size classes means "

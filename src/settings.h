@@ -40,7 +40,7 @@ enum usi_debug_letter_bits { USI_SETTINGS_DEBUG_LETTERS(USI_SETTINGS_LETTER_BIT)
 
 /* Defaults of the settings options.c keeps in struct usi_options: its static initialiser
  * and the table both use these. */
-#define USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT ((size_t)512 << 10)
+#define USI_SETTINGS_MAX_SLAB_SIZE_DEFAULT ((size_t)256 << 10)
 #define USI_SETTINGS_MAX_SLAB_SIZE_MIN     ((size_t)1024) /* == USI_SMALL_MAX */
 #define USI_SETTINGS_RESERVE_DEFAULT       ((size_t)256 << 30)
 #define USI_SETTINGS_EMPTY_SLABS_DEFAULT   ((size_t)1)

@@ -126,7 +126,7 @@ static const struct tool_option profile_options[] = {
      "most 96 less the medium classes).",
      NULL},
     {"--max-size=BYTES",
-     "The largest class: a power of two from 1024 to 1M (default 512K, as the library's). The "
+     "The largest class: a power of two from 1024 to 1M (default 256K, as the library's). The "
      "classes up to 32 KiB are fitted; above, the medium classes are the default table's (2 "
      "per doubling). Larger requests go to glibc.",
      NULL},

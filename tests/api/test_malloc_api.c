@@ -8,7 +8,7 @@
  * The expected size classes are computed here independently of src/sizeclass.c from the
  * documented rule: 16, 32, 48, ..., 128, then 8 classes per doubling up to 32 KiB, then 2
  * per doubling (medium blocks) up to USLAB_MAX_SLAB_SIZE (read from the environment like
- * the library does, default 512 KiB).
+ * the library does, default 256 KiB).
  */
 #include "check.h"
 #include "uslab.h"
@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-static size_t max_slab = (size_t)512 << 10;
+static size_t max_slab = (size_t)256 << 10;
 
 /* The largest class size <= max_slab, by the documented rule. */
 static size_t largest_class;

@@ -200,12 +200,12 @@ def case_steps(args, how):
               out.splitlines()[1].startswith("Name") and "Slabs/Part/Cpu" in out, "table header")
 
         # The whole process's totals, read from outside (issue 39): 20 glibc blocks of 2 MiB
-        # and 10 medium blocks of 512 KiB, counted and totalled, then gone once freed.
+        # and 20 medium blocks of 256 KiB, counted and totalled, then gone once freed.
         # (The program's own arrays may be glibc's blocks too: counted from a baseline.)
         mib = 1 << 20
         t0 = stats_json(args, p.pid)["totals"]
         p.step("malloc 2097152 20")
-        p.step("malloc 524288 10")
+        p.step("malloc 262144 20")
         t = stats_json(args, p.pid)["totals"]
         blocks, size = t["large_blocks"] - t0["large_blocks"], t["large_bytes"] - t0["large_bytes"]
         check(blocks == 20 and 40 * mib <= size < 41 * mib,
@@ -218,7 +218,7 @@ def case_steps(args, how):
                                     % t["large_blocks"], out, re.M),
               f"the table's totals: {out[-600:]}")
         p.step("mfree 2097152 20")
-        p.step("mfree 524288 10")
+        p.step("mfree 262144 20")
         t = stats_json(args, p.pid)["totals"]
         check(t["large_blocks"] == t0["large_blocks"] and t["large_bytes"] == t0["large_bytes"]
               and t["large_peak_bytes"] >= 40 * mib, f"totals after the frees: {t}, before {t0}")

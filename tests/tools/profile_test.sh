@@ -25,12 +25,12 @@ fit)
     grep -q "fitted classes" "$tmp/out" || fail "no summary: $(cat "$tmp/out")"
     f=$tmp/uslab-classes.txt
     [ "$(head -n 1 "$f")" = "uslab-classes 1" ] || fail "header: $(head -n 1 "$f")"
-    for s in 16 48 608 1024 2176 32768 65536 524288; do
+    for s in 16 48 608 1024 2176 32768 65536 262144; do
         tr ' ' '\n' <"$f" | grep -qx "$s" || fail "size $s not in $(cat "$f")"
     done
     # fitted up to 32 KiB; above, the medium classes, as the default table has them
     [ "$(tr ' ' '\n' <"$f" | grep -E '^[0-9]+$' | awk '$1 > 32768' | tr '\n' ' ')" = \
-        "49152 65536 98304 131072 196608 262144 393216 524288 " ] ||
+        "49152 65536 98304 131072 196608 262144 " ] ||
         fail "medium classes: $(cat "$f")"
     [ "$(usable 100000 USLAB_CLASSES="$f")" = 131072 ] || fail "fitted 100000: not a medium block"
     [ "$(usable 600)" = 640 ] || fail "default 600 -> $(usable 600)"

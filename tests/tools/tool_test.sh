@@ -145,7 +145,7 @@ help)
             grep -qF -- "$v" "$tmp/help" || fail "uslab $how does not mention $v"
         done
         # Every allocator setting with its default.
-        for d in 'default: 512K' 'default: 256G' 'default: 1' 'default: 1000' \
+        for d in 'default: 256K' 'default: 256G' 'default: 1' 'default: 1000' \
                  'default: 64M' 'uslab settings [--markdown]'; do
             grep -qF -- "$d" "$tmp/help" || fail "uslab $how does not give '$d'"
         done
