@@ -127,8 +127,8 @@ def cases(bindir, full):
                      ("nomagazine_ns", "ns", "uslab_cache NOMAGAZINE"),
                      ("cache_ctor_calls", "", "constructor calls (cache: 9,000 if kept)")],
                     ["--rounds", "30"], ["--rounds", "150"]))
-    # Blocks above the small classes: medium ones (to 1 MiB) in spans of their own, larger
-    # ones glibc's (design §8).
+    # Blocks above the small classes: medium ones (to 256 KiB by default) in spans of their
+    # own, larger ones glibc's (design §8).
     large = [("buffers", ["--steps", "600"], ["--steps", "2000"]),
              ("churn", ["--steps", "300"], ["--steps", "1000"]),
              ("mixed", ["--steps", "6000"], ["--steps", "20000"]),
