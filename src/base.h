@@ -23,6 +23,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* ThreadSanitizer builds: the asm orderings and uslab's own lock (usi_mutex) are invisible to
+ * it; they take atomics and a pthread mutex instead. */
+#if defined(__SANITIZE_THREAD__)
+#define USI_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define USI_TSAN 1
+#endif
+#endif
+#ifndef USI_TSAN
+#define USI_TSAN 0
+#endif
+#if USI_TSAN
+#include <pthread.h>
+#endif
+
 #pragma GCC visibility push(hidden)
 
 #define USI_LIKELY(x)   __builtin_expect(!!(x), 1)
@@ -79,6 +95,22 @@ static inline uint64_t usi_mix64(uint64_t z)
  * bound on thread caches (design §5) its magazines stay at that start capacity. */
 #define USI_MAG_START_BYTES 256
 #define USI_MAG_START_MAX   4
+
+/* Every uslab lock (design §6; taken with os.h's usi_lock). A futex word: 0 free, 1 held,
+ * 2 held and maybe waited for (Drepper, "Futexes Are Tricky", 2011, its mutex 2). All zero
+ * (USI_MUTEX_INIT, fresh memory) is free. Under ThreadSanitizer a pthread mutex. */
+#if USI_TSAN
+typedef pthread_mutex_t usi_mutex;
+#define USI_MUTEX_INIT PTHREAD_MUTEX_INITIALIZER
+#else
+typedef struct {
+    int word;
+} usi_mutex;
+#define USI_MUTEX_INIT                                                                             \
+    {                                                                                              \
+        0                                                                                          \
+    }
+#endif
 
 #pragma GCC visibility pop
 

@@ -110,7 +110,6 @@ uslab_cache_t *uslab_cache_create(const char *name, size_t size, size_t align, u
     if (usi_init_cache(c, name, size, align, ctor, dtor, reclaim, arg, flags, USI_RESERVED_IDS + 1,
                        USI_MAX_IDS - 1) != 0) {
         int e = errno;
-        pthread_mutex_destroy(&c->lock);
         usi_objects_unfill(&usi_descriptor_cache, 1, (void *const *)&c);
         errno = e;
         return NULL;
@@ -225,7 +224,6 @@ void uslab_cache_destroy(uslab_cache_t *c)
     usi_slab_release(c, release);
     if (ring)
         usi_os_unmap(ring, ring_bytes);
-    pthread_mutex_destroy(&c->lock);
     retire(c);
 }
 

@@ -584,7 +584,7 @@ struct large_entry {
 };
 
 static struct {
-    pthread_mutex_t lock;
+    usi_mutex lock;
     struct large_entry *slots;
     size_t cap, live, used; /* used: live + tombstones */
     int missed;             /* a block went untracked (no memory for the table, or a signal handler
@@ -592,7 +592,7 @@ static struct {
                              * not know may be that block, so its free is left unchecked, to glibc's own
                              * checks, not reported as an invalid pointer (atomic; session 16's audit:
                              * a correct program near its RLIMIT_DATA was aborted) */
-} large = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} large = {.lock = USI_MUTEX_INIT};
 
 /* Set while this thread holds large.lock: a signal handler that interrupted it and frees
  * (or allocates) must not wait for the lock its own thread holds. It skips the table
@@ -727,7 +727,7 @@ void usi_debug_prefork(void)
 void usi_debug_postfork(int child)
 {
     if (child)
-        pthread_mutex_init(&large.lock, NULL); /* as the pages lock: depth reset by os */
+        usi_mutex_init(&large.lock); /* as the pages lock: depth reset by os */
     else
         usi_unlock(&large.lock);
 }

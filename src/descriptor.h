@@ -11,6 +11,7 @@
 #ifndef USLAB_DESCRIPTOR_H
 #define USLAB_DESCRIPTOR_H
 
+#include "base.h"
 #include "uslab.h"
 
 #include <pthread.h>
@@ -98,7 +99,7 @@ struct uslab_cache {
      * no user code; the cache's next allocation slow path reaps them (design §4). Relaxed. */
     uint32_t reap_wanted;
 
-    pthread_mutex_t lock;
+    usi_mutex lock;
     uint32_t colour_next;
     struct usi_slab_list_head lists[USI_SLAB_NLISTS];
     struct usi_mag *depot_full, *depot_empty; /* depot_full: stored atomically (read unlocked) */

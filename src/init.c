@@ -38,7 +38,7 @@
 /* 0: not yet; 1: ready; -1: stepped aside (no room for slabs): every call goes to the
  * system allocator without a lock, errno untouched. Written under init_lock, once. */
 int usi_initialized;
-static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static usi_mutex init_lock = USI_MUTEX_INIT;
 
 struct uslab_cache usi_descriptor_cache;
 
@@ -153,7 +153,7 @@ static void postfork_child(void)
     if (!fork_took_locks())
         return; /* one thread: nothing held, nobody orphaned, no purger thread */
     usi_os_postfork_child();
-    pthread_mutex_init(&init_lock, NULL);
+    usi_mutex_init(&init_lock);
     usi_pages_postfork(1);
     usi_registry_postfork(1);
     usi_tcache_postfork(1);
@@ -172,7 +172,7 @@ static void postfork_child(void)
  * and the exit-time __cxa_finalize remove handlers by their owner, and uslab's stay.
  */
 static int fork_handlers_registered;
-static pthread_mutex_t fork_handlers_lock = PTHREAD_MUTEX_INITIALIZER;
+static usi_mutex fork_handlers_lock = USI_MUTEX_INIT;
 
 static void register_fork_handlers(void)
 {

@@ -77,7 +77,7 @@ int usi_live_snap_cache(const struct uslab_cache *c, struct usi_live_cache *r)
 {
     memset(r, 0, sizeof *r);
     uint64_t thread_cached = usi_tcache_cached_objects(c);
-    pthread_mutex_t *lock = (pthread_mutex_t *)&c->lock;
+    usi_mutex *lock = (usi_mutex *)&c->lock;
     usi_lock(lock);
     uint64_t out = snap_counts(c, r);
     usi_unlock(lock);
@@ -91,7 +91,7 @@ int usi_live_try_snap_cache(const struct uslab_cache *c, struct usi_live_cache *
     size_t thread_cached = 0;
     if (*threads && usi_tcache_try_cached_objects(c, ms, &thread_cached) != 0)
         *threads = 0;
-    pthread_mutex_t *lock = (pthread_mutex_t *)&c->lock;
+    usi_mutex *lock = (usi_mutex *)&c->lock;
     if (usi_trylock_for(lock, ms) != 0)
         return -1;
     uint64_t out = snap_counts(c, r);

@@ -89,7 +89,7 @@ void usi_objects_init_cache(struct uslab_cache *c, const char *name, size_t size
         c->colour_max = 0;
     c->empty_reserve = usi_cache_medium(c) ? 0 : usi_options.empty_reserve;
     c->purge_mult = 1;
-    pthread_mutex_init(&c->lock, NULL);
+    usi_mutex_init(&c->lock);
 }
 
 /* ---- the callbacks -------------------------------------------------------------------- */

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -968,6 +969,38 @@ uint32_t usi_os_gettid(void)
 }
 
 __thread unsigned usi_lock_depth __attribute__((tls_model("initial-exec")));
+
+#ifdef USLAB_ASSERTS
+__thread unsigned long usi_locks_taken __attribute__((tls_model("initial-exec")));
+void (*uslab_lock_hook)(const void *lock, int held);
+unsigned long uslab_locks_taken(void)
+{
+    return usi_locks_taken;
+}
+#endif
+
+#if !USI_TSAN
+/* errno kept: a lock leaves it alone, as glibc's do (EAGAIN, EINTR). */
+static void futex(usi_mutex *m, int op, int val)
+{
+    int e = errno;
+    OS_SYSCALL(SYS_futex, &m->word, op, val, NULL, NULL, 0);
+    errno = e;
+}
+
+void usi_lock_wait(usi_mutex *m)
+{
+    /* 2 before each sleep: the holder's unlock then wakes one waiter, which marks it 2 again
+     * (a waiter may still sleep behind it). A signal or a spurious wake just tries again. */
+    while (__atomic_exchange_n(&m->word, 2, __ATOMIC_ACQUIRE) != 0)
+        futex(m, FUTEX_WAIT_PRIVATE, 2);
+}
+
+void usi_lock_wake(usi_mutex *m)
+{
+    futex(m, FUTEX_WAKE_PRIVATE, 1);
+}
+#endif
 
 /* glibc's stdio list lock (exported by libc.so.6, recursive). A thread in fflush(NULL)
  * holds it while it waits for a FILE lock, whose holder may be in malloc: glibc's fork

@@ -35,7 +35,7 @@ static uint16_t *unit_tags; /* writable view of usi_unit_tags */
 
 /* Everything below is protected by pages.lock; it is the innermost lock (design §6). */
 static struct {
-    pthread_mutex_t lock;
+    usi_mutex lock;
     uintptr_t bump;                      /* next never-used address */
     uintptr_t committed;                 /* [base, committed) is read/write */
     uintptr_t end;                       /* [base, end) is reserved now; it grows up to max_end */
@@ -56,7 +56,7 @@ static struct {
     unsigned nskips;
     size_t side_bytes; /* side arrays mapped or reserved (as far as the reservation) */
     size_t abandoned;  /* bytes of spans that could not be made zero again (free_span) */
-} pages = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} pages = {.lock = USI_MUTEX_INIT};
 
 static inline size_t span_bytes(unsigned order)
 {
@@ -686,7 +686,7 @@ void usi_pages_prefork(void)
 void usi_pages_postfork(int child)
 {
     if (child)
-        pthread_mutex_init(&pages.lock, NULL);
+        usi_mutex_init(&pages.lock);
     else
         usi_unlock(&pages.lock);
 }

@@ -67,18 +67,6 @@ static inline uint64_t *usi_pages_bits(uintptr_t span)
 extern const uint16_t *usi_unit_tags; /* 2^(47-16) entries; see above */
 extern uintptr_t usi_unit_tag_mask;
 
-/* ThreadSanitizer does not see the ordering of the asm below: it gets the atomic path. */
-#if defined(__SANITIZE_THREAD__)
-#define USI_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define USI_TSAN 1
-#endif
-#endif
-#ifndef USI_TSAN
-#define USI_TSAN 0
-#endif
-
 static inline unsigned usi_unit_tag(const void *p)
 {
     /* Both words change once, when the table is mapped (usi_pages_try_tags): the table

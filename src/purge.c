@@ -51,6 +51,28 @@ static struct {
                   * vfork, has a copy of this state, or shares it, but not the thread */
 } purger = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
+/* The purger's lock waits on a condition variable: a pthread mutex, counted as the others
+ * (os.h's usi_lock). */
+static void purger_lock(void)
+{
+    pthread_mutex_lock(&purger.lock);
+    USI_LOCK_DEPTH_ADD(1);
+}
+
+static int purger_trylock(void)
+{
+    if (pthread_mutex_trylock(&purger.lock) != 0)
+        return -1;
+    USI_LOCK_DEPTH_ADD(1);
+    return 0;
+}
+
+static void purger_unlock(void)
+{
+    USI_LOCK_DEPTH_ADD(-1);
+    pthread_mutex_unlock(&purger.lock);
+}
+
 /* This thread's depth in sections where it must not start the purger thread: its own
  * magazine exchanges (tcache.c), which pthread_create's mallocs would nest into from a
  * handler that interrupted one. */
@@ -494,7 +516,7 @@ static void *purger_main(void *arg)
     usi_os_helper_thread(1); /* not the program's: usi_os_runtime_freeres */
     uint64_t tick = tick_ms();
     for (;;) {
-        usi_lock(&purger.lock);
+        purger_lock();
         /* A kick that found the lock busy set `pending` without a signal: the idle wait
          * is a tick long, so it is seen within one. */
         while (!__atomic_load_n(&purger.pending, __ATOMIC_ACQUIRE) && !watching()) {
@@ -507,7 +529,7 @@ static void *purger_main(void *arg)
         usi_os_realtime_after(tick, &until);
         while (pthread_cond_timedwait(&purger.wake, &purger.lock, &until) == 0)
             ;
-        usi_unlock(&purger.lock);
+        purger_unlock();
         USI_ASSERT_NO_LOCK();
         /* Never two passes at a time (pressure.c relies on it): an inline pass scheduled
          * before this thread started may still run on a slow path. */
@@ -613,10 +635,10 @@ void usi_purge_kick(void)
     /* Pending first; the signal tried, not waited for: a signal handler's malloc may kick
      * while its thread holds the lock. Unsignalled, the thread sees it within a tick. */
     __atomic_store_n(&purger.pending, 1, __ATOMIC_RELEASE);
-    if (usi_trylock(&purger.lock) != 0)
+    if (purger_trylock() != 0)
         return;
     pthread_cond_signal(&purger.wake);
-    usi_unlock(&purger.lock);
+    purger_unlock();
 }
 
 void usi_purge_surplus(void)

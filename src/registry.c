@@ -28,8 +28,7 @@
 struct uslab_cache *usi_caches[USI_MAX_IDS];
 
 /* Taken before any other uslab lock (design §6), never held across a callback. */
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t unpinned = PTHREAD_COND_INITIALIZER;
+static usi_mutex registry_lock = USI_MUTEX_INIT;
 /* Written under registry_lock, read without it (relaxed) by the purger (design §3). */
 static unsigned reclaimers;
 /* One above the highest id ever published (ids are given lowest first, so a program's
@@ -67,15 +66,16 @@ int usi_registry_add(struct uslab_cache *c, unsigned lo, unsigned hi)
     return 0;
 }
 
-/* Waits until no walk holds a pin on c, under the registry lock (cancellation off: a
- * pending cancel must not take the caller out with the lock held). */
+/* Waits until no walk holds a pin on c, under the registry lock, which it drops while it
+ * sleeps a millisecond at a time (a walk's pin lasts a pass over one cache; the sleep is no
+ * cancellation point). */
 static void wait_unpinned(struct uslab_cache *c)
 {
-    int cancel;
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-    while (c->pins)
-        pthread_cond_wait(&unpinned, &registry_lock);
-    pthread_setcancelstate(cancel, NULL);
+    while (c->pins) {
+        usi_unlock(&registry_lock);
+        usi_os_sleep_ms(1);
+        usi_lock(&registry_lock);
+    }
 }
 
 void usi_registry_remove(struct uslab_cache *c)
@@ -122,8 +122,8 @@ void usi_registry_unpin(struct uslab_cache *c)
 {
     usi_lock(&registry_lock);
     /* A count from before a fork was reset in the child (usi_registry_postfork). */
-    if (c->pins && --c->pins == 0)
-        pthread_cond_broadcast(&unpinned);
+    if (c->pins)
+        c->pins--;
     usi_unlock(&registry_lock);
 }
 
@@ -190,7 +190,7 @@ void usi_registry_postfork(int child)
         if (!c)
             continue;
         if (child) {
-            pthread_mutex_init(&c->lock, NULL);
+            usi_mutex_init(&c->lock);
             /* The walks and flushes of other threads did not survive the fork. */
             c->pins = 0;
             c->depot_flushing = 0;
@@ -198,10 +198,8 @@ void usi_registry_postfork(int child)
             usi_unlock(&c->lock);
         }
     }
-    if (child) {
-        pthread_mutex_init(&registry_lock, NULL);
-        pthread_cond_init(&unpinned, NULL);
-    } else {
+    if (child)
+        usi_mutex_init(&registry_lock);
+    else
         usi_unlock(&registry_lock);
-    }
 }

@@ -46,7 +46,7 @@ static struct {
     struct usi_tcache tc;
     struct usi_magpair pairs[SENTINEL_PAIRS];
 } sentinel = {
-    .tc = {.lock = PTHREAD_MUTEX_INITIALIZER,
+    .tc = {.lock = USI_MUTEX_INIT,
            .pairs_bytes = SENTINEL_PAIRS * sizeof(struct usi_magpair),
            .npairs = SENTINEL_PAIRS},
     .pairs = {[0 ... SENTINEL_PAIRS - 1] = {.top = usi_mag_empty.objs,
@@ -63,7 +63,7 @@ static __thread int tls_exiting __attribute__((tls_model("initial-exec")));
 
 /* Lock order: the cache registry's lock, registry_lock (of thread caches), then a tcache
  * lock, then cache locks (docs/design.md §6). */
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static usi_mutex registry_lock = USI_MUTEX_INIT;
 static struct usi_tcache *registry;
 static pthread_key_t exit_key;
 
@@ -389,7 +389,7 @@ static struct usi_tcache *tcache_map(uint32_t want_pairs)
     }
     if (!tc)
         return NULL;
-    pthread_mutex_init(&tc->lock, NULL);
+    usi_mutex_init(&tc->lock);
     tc->map_bytes = bytes;
     tc->npairs = (uint32_t)((bytes - sizeof *tc) / sizeof(struct usi_magpair));
     tc->pairs_bytes = tc->npairs * sizeof(struct usi_magpair);
@@ -1048,9 +1048,9 @@ void usi_tcache_postfork(int child)
         usi_unlock(&registry_lock);
         return;
     }
-    pthread_mutex_init(&registry_lock, NULL);
+    usi_mutex_init(&registry_lock);
     for (struct usi_tcache *tc = registry; tc; tc = tc->reg_next)
-        pthread_mutex_init(&tc->lock, NULL);
+        usi_mutex_init(&tc->lock);
     /* The interrupted exchange goes on in the child once the handler returns, and
      * releases the lock it took (or takes it first: then it finds it free). A handler
      * that came between the sequence's last store and the unlock is not told apart: that

@@ -73,7 +73,7 @@ static inline struct usi_mag *usi_pair_loaded(const struct usi_magpair *mp)
  * using. Invariant: npairs > USI_RESERVED_IDS, pairs_bytes = npairs * sizeof(pair).
  */
 struct usi_tcache {
-    pthread_mutex_t lock;
+    usi_mutex lock;
     struct usi_tcache *reg_next, *reg_prev; /* registry, under the tcache registry lock */
     size_t map_bytes;                       /* 0 for the static sentinel */
     size_t pairs_bytes;                     /* npairs * sizeof(struct usi_magpair) */

@@ -9,8 +9,8 @@
  * uslab_cache_destroy aborted with "live objects" (session 13's audit stress: 49 of 200
  * children).
  *
- * This program defines pthread_mutex_unlock itself, so that the statically linked
- * library's calls come here: armed, the worker's first unlock inside an exchange (its
+ * The test build's lock hook (os.h's uslab_lock_hook) runs after every uslab lock and unlock:
+ * armed, the worker's first unlock inside an exchange (its
  * thread cache's `exchange_seq` is odd; the depot's lock, say, released mid-exchange, not
  * the thread cache's own) tells the main thread to fork and waits 5 ms there. After that free
  * returns, the worker waits for the fork, so the child's copy of it is between two frees. The child
@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
+#include "os.h"
 #include "tcache.h"
 #include "uslab.h"
 
@@ -32,18 +33,16 @@
 #define ROUNDS  20
 #define OBJECTS 700 /* several magazines' worth: frees exchange with the depot */
 
-static int (*real_unlock)(pthread_mutex_t *);
 static pthread_t worker_thread;
 static int armed, go_fork, forked, paused_in_exchange; /* atomic */
 static uslab_cache_t *cache;
 static void *held[OBJECTS];
 static long next_free; /* atomic: the index the worker frees next */
 
-int pthread_mutex_unlock(pthread_mutex_t *m)
+static void unlocked(const void *m, int taken)
 {
-    if (!real_unlock) /* the library's constructor locks before main */
-        real_unlock = (int (*)(pthread_mutex_t *))dlsym(RTLD_NEXT, "pthread_mutex_unlock");
-    int rc = real_unlock(m);
+    if (taken)
+        return;
     if (__atomic_load_n(&armed, __ATOMIC_ACQUIRE) && pthread_equal(pthread_self(), worker_thread) &&
         (usi_tls->exchange_seq & 1) && m != &usi_tls->lock) {
         __atomic_store_n(&armed, 0, __ATOMIC_RELAXED);
@@ -51,7 +50,6 @@ int pthread_mutex_unlock(pthread_mutex_t *m)
         __atomic_store_n(&go_fork, 1, __ATOMIC_RELEASE);
         usleep(5000); /* mid-exchange: the main thread forks now */
     }
-    return rc;
 }
 
 static void *worker(void *arg)
@@ -101,6 +99,7 @@ int main(void)
     alarm(120);
     cache = uslab_cache_create("mid-exchange", 48, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(cache, "uslab_cache_create");
+    uslab_lock_hook = unlocked;
     CHECK(pthread_create(&worker_thread, NULL, worker, NULL) == 0, "pthread_create");
     int forks = 0;
     for (int round = 0; round < ROUNDS; round++) {

@@ -5,13 +5,14 @@
  * and whose malloc needs another class not set up yet would wait for the lock for ever; it
  * gets that one block from glibc instead.
  *
- * This program defines pthread_mutex_lock itself, so that the statically linked library's
- * calls come here: armed, the first lock taken (init_lock, in usi_class_setup) raises
+ * The test build's lock hook (os.h's uslab_lock_hook) runs after every uslab lock and
+ * unlock: armed, the first lock taken (init_lock, in usi_class_setup) raises
  * SIGUSR1 once it is held, and the handler mallocs a size of a second class not set up
  * yet. A hang is caught by SIGALRM.
  */
 #define _GNU_SOURCE
 #include "check.h"
+#include "os.h"
 #include "pages.h"
 #include "sizeclass.h"
 #include "uslab.h"
@@ -22,21 +23,17 @@
 #include <string.h>
 #include <unistd.h>
 
-static int (*real_lock)(pthread_mutex_t *);
 static volatile sig_atomic_t armed, raised;
 static void *volatile handler_block;
 
-int pthread_mutex_lock(pthread_mutex_t *m)
+static void locked(const void *m, int taken)
 {
-    if (!real_lock) /* the library's constructor locks before main */
-        real_lock = (int (*)(pthread_mutex_t *))dlsym(RTLD_NEXT, "pthread_mutex_lock");
-    int rc = real_lock(m);
-    if (armed) {
+    (void)m;
+    if (taken && armed) {
         armed = 0;
         raised = 1;
         raise(SIGUSR1); /* the handler runs now, with the lock held */
     }
-    return rc;
 }
 
 #define FIRST  3000 /* two classes no allocation of the start-up touched */
@@ -60,7 +57,7 @@ static void on_alarm(int sig)
 
 int main(void)
 {
-    CHECK(real_lock, "glibc's pthread_mutex_lock not found (or never called)");
+    uslab_lock_hook = locked;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_usr1;

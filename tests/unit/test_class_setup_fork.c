@@ -7,8 +7,8 @@
  * (its first malloc of a new class hung), or a class registered but not marked ready,
  * whose set-up the child then ran again ("its cache id is taken").
  *
- * This program defines pthread_mutex_unlock itself, so that the statically linked library's
- * calls come here: the worker's first unlock in the first allocation of each class (the
+ * The test build's lock hook (os.h's uslab_lock_hook) runs after every uslab lock and unlock: the
+ * worker's first unlock in the first allocation of each class (the
  * registry's, in usi_class_setup: the class has its id, and is not marked ready yet) tells
  * the main thread, then waits 5 ms, holding init_lock, while the main thread forks. Each child
  * allocates a block of every class (and sets up those nobody had) under a 20 s alarm.
@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "check.h"
 #include "options.h"
+#include "os.h"
 #include "pages.h"
 #include "sizeclass.h"
 #include "uslab.h"
@@ -27,22 +28,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int (*real_unlock)(pthread_mutex_t *);
 static pthread_t worker_thread;
 static int worker_armed, in_setup, worker_done;
 
-int pthread_mutex_unlock(pthread_mutex_t *m)
+static void unlocked(const void *m, int taken)
 {
-    if (!real_unlock) /* the library's constructor locks before main */
-        real_unlock = (int (*)(pthread_mutex_t *))dlsym(RTLD_NEXT, "pthread_mutex_unlock");
-    int rc = real_unlock(m);
+    if (taken)
+        return;
+    (void)m;
     if (__atomic_load_n(&worker_armed, __ATOMIC_ACQUIRE) &&
         pthread_equal(pthread_self(), worker_thread)) {
         __atomic_store_n(&worker_armed, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&in_setup, 1, __ATOMIC_RELEASE);
         usleep(5000); /* the main thread forks now */
     }
-    return rc;
 }
 
 #define CLASSES 12
@@ -92,6 +91,7 @@ int main(void)
         CHECK(!usi_class_caches[id].class_ready, "class %u was set up before its first use", id);
         CHECK(k == 0 || id != usi_sizeclass_of_large(size_of_class(k - 1)), "two sizes, one class");
     }
+    uslab_lock_hook = unlocked;
     CHECK(pthread_create(&worker_thread, NULL, worker, NULL) == 0, "pthread_create");
     int forks = 0;
     while (!__atomic_load_n(&worker_done, __ATOMIC_ACQUIRE)) {

@@ -176,7 +176,7 @@ static void test_slab_check(void)
     struct uslab_cache *c =
         uslab_cache_create("check", 48, 0, NULL, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
     void *objs[6];
-    pthread_mutex_lock(&c->lock);
+    usi_lock(&c->lock);
     CHECK(usi_slab_take(c, 6, objs) == 6, "take 6");
     struct usi_slab *release = NULL;
     usi_slab_put(c, 2, objs + 4, &release); /* two on the free list */
@@ -218,7 +218,7 @@ static void test_slab_check(void)
     CHECK(usi_slab_check(c, s) == NULL, "sound again");
     usi_slab_put(c, 4, objs, &release);
     check_all_slabs(c, "all back");
-    pthread_mutex_unlock(&c->lock);
+    usi_unlock(&c->lock);
     uslab_cache_destroy(c);
 }
 
@@ -236,9 +236,9 @@ static struct uslab_cache *medium_class(size_t size)
 static void *take_one(struct uslab_cache *c)
 {
     void *p = NULL;
-    pthread_mutex_lock(&c->lock);
+    usi_lock(&c->lock);
     CHECK(usi_slab_take(c, 1, &p) == 1, "take from %s", c->name);
-    pthread_mutex_unlock(&c->lock);
+    usi_unlock(&c->lock);
     return p;
 }
 
@@ -249,9 +249,9 @@ static void put_one(struct uslab_cache *c, void *p)
     struct usi_slab *release = NULL;
     if (c->lattice)
         ((uintptr_t *)p)[1] = usi_free_secret;
-    pthread_mutex_lock(&c->lock);
+    usi_lock(&c->lock);
     usi_slab_put(c, 1, &p, &release);
-    pthread_mutex_unlock(&c->lock);
+    usi_unlock(&c->lock);
     usi_slab_release(c, release);
 }
 
@@ -277,9 +277,9 @@ static void test_span_group(void)
     CHECK((usi_pagemap_lookup(q) & USI_ID_MASK) == c64->id, "the span's owner is the new class");
     CHECK(!usi_pages_have_tags() || usi_unit_tag(q) == c64->unit_tag,
           "and free's unit tag names its pair");
-    pthread_mutex_lock(&c64->lock);
+    usi_lock(&c64->lock);
     check_all_slabs(c64, "adopted");
-    pthread_mutex_unlock(&c64->lock);
+    usi_unlock(&c64->lock);
     /* Written through, it is a whole block of its new class. */
     memset(q, 0xa5, 65536);
     put_one(c64, q);
@@ -314,14 +314,14 @@ static void test_lists(void)
     size_t n = 3 * per + per / 2;
     void **objs = malloc(n * sizeof *objs);
     CHECK(objs, "malloc");
-    pthread_mutex_lock(&c->lock);
+    usi_lock(&c->lock);
     CHECK(usi_slab_take(c, n, objs) == n, "take");
     CHECK(c->lists[USI_SLAB_FULL].count == 3, "3 full slabs, got %zu",
           c->lists[USI_SLAB_FULL].count);
     CHECK(c->lists[USI_SLAB_PARTIAL].count == 1, "1 partial slab");
     CHECK(c->lists[USI_SLAB_EMPTY].count == 0, "no empty slab");
     CHECK(c->slab_inuse == n, "slab_inuse");
-    pthread_mutex_unlock(&c->lock);
+    usi_unlock(&c->lock);
     struct ptrset set;
     ptrset_init(&set, n);
     for (size_t i = 0; i < n; i++) {
@@ -330,14 +330,14 @@ static void test_lists(void)
         pattern_fill(objs[i], 512, i);
     }
     ptrset_free(&set);
-    pthread_mutex_lock(&c->lock);
+    usi_lock(&c->lock);
     check_all_slabs(c, "all taken");
-    pthread_mutex_unlock(&c->lock);
+    usi_unlock(&c->lock);
     for (size_t i = 0; i < n; i++)
         CHECK(pattern_check(objs[i], 512, i) == (size_t)-1, "contents of %zu", i);
     /* Give back one object of the first full slab: it becomes partial. */
     struct usi_slab *release = NULL;
-    pthread_mutex_lock(&c->lock);
+    usi_lock(&c->lock);
     usi_slab_put(c, 1, objs, &release);
     CHECK(c->lists[USI_SLAB_FULL].count == 2 && c->lists[USI_SLAB_PARTIAL].count == 2,
           "full -> partial");
@@ -379,7 +379,7 @@ static void test_lists(void)
     CHECK(c->lists[USI_SLAB_EMPTY].count == c->empty_reserve, "empty reserve %zu, kept %zu",
           c->empty_reserve, c->lists[USI_SLAB_EMPTY].count);
     check_all_slabs(c, "after the purge");
-    pthread_mutex_unlock(&c->lock);
+    usi_unlock(&c->lock);
     size_t released = 0;
     for (struct usi_slab *s = release; s; s = s->next)
         released++;
@@ -412,7 +412,7 @@ static void test_take_order(void)
     uint32_t *want = malloc(n * sizeof *want);
     CHECK(objs && want, "malloc");
     static const uint32_t chunks[] = {1, 3, 60, 64, 7, 200, 64, 1, 63};
-    pthread_mutex_lock(&c->lock);
+    usi_lock(&c->lock);
     struct usi_slab *s = NULL;
     for (uint32_t round = 0; round < 2; round++) {
         uint32_t count = 0;
@@ -464,7 +464,7 @@ static void test_take_order(void)
         objs[i] = usi_slab_object(c, s, i) + c->obj_offset;
     usi_slab_put(c, n, objs, &release);
     check_all_slabs(c, "all back");
-    pthread_mutex_unlock(&c->lock);
+    usi_unlock(&c->lock);
     free(objs);
     free(want);
     uslab_cache_destroy(c);

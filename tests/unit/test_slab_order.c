@@ -7,6 +7,7 @@
  */
 #include "check.h"
 #include "descriptor.h"
+#include "os.h"
 #include "pages.h"
 #include "slab.h"
 #include "uslab.h"
@@ -40,7 +41,7 @@ static void check_order(struct uslab_cache *c)
     uint32_t *seen = calloc(n, sizeof *seen);
     CHECK(objs && seen, "test memory");
 
-    pthread_mutex_lock(&c->lock);
+    usi_lock(&c->lock);
     CHECK(c->lists[USI_SLAB_PARTIAL].count == 0 && c->lists[USI_SLAB_EMPTY].count == 0,
           "%s starts with no partial or empty slab", c->name);
     CHECK(usi_slab_take(c, total, objs) == total, "take %zu objects of %s", total, c->name);
@@ -73,7 +74,7 @@ static void check_order(struct uslab_cache *c)
         usi_slab_put(c, 1, &objs[i], &release);
     release = NULL;
     usi_slab_detach_empty(c, 0, &release);
-    pthread_mutex_unlock(&c->lock);
+    usi_unlock(&c->lock);
     usi_slab_release(c, release);
     free(seen);
     free(objs);
