@@ -209,8 +209,10 @@ static inline int usi_trylock_for(usi_mutex *m, unsigned ms)
         usi_os_sleep_ms(1);
     }
 }
-/* *ts = CLOCK_REALTIME now plus ms: a deadline for pthread_cond_timedwait. */
-void usi_os_realtime_after(uint64_t ms, struct timespec *ts);
+/* Sleeps while *word is val, at most ms milliseconds (0: no limit), until a
+ * usi_os_futex_wake of n waiters on it; a signal may end it sooner. Both keep errno. */
+void usi_os_futex_wait(int *word, int val, unsigned ms);
+void usi_os_futex_wake(int *word, int n);
 uint32_t usi_os_gettid(void);
 /* After fork, in the child: the thread holds no uslab lock any more. */
 void usi_os_postfork_child(void);

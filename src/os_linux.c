@@ -937,15 +937,19 @@ uint64_t usi_os_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-void usi_os_realtime_after(uint64_t ms, struct timespec *ts)
+void usi_os_futex_wait(int *word, int val, unsigned ms)
 {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += (time_t)(ms / 1000);
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    int e = errno; /* EAGAIN, EINTR, ETIMEDOUT: the caller looks at the word again */
+    OS_SYSCALL(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, ms ? &ts : NULL, NULL, 0);
+    errno = e;
+}
+
+void usi_os_futex_wake(int *word, int n)
+{
+    int e = errno;
+    OS_SYSCALL(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+    errno = e;
 }
 
 void usi_os_sleep_ms(size_t ms)
@@ -980,25 +984,17 @@ unsigned long uslab_locks_taken(void)
 #endif
 
 #if !USI_TSAN
-/* errno kept: a lock leaves it alone, as glibc's do (EAGAIN, EINTR). */
-static void futex(usi_mutex *m, int op, int val)
-{
-    int e = errno;
-    OS_SYSCALL(SYS_futex, &m->word, op, val, NULL, NULL, 0);
-    errno = e;
-}
-
 void usi_lock_wait(usi_mutex *m)
 {
     /* 2 before each sleep: the holder's unlock then wakes one waiter, which marks it 2 again
      * (a waiter may still sleep behind it). A signal or a spurious wake just tries again. */
     while (__atomic_exchange_n(&m->word, 2, __ATOMIC_ACQUIRE) != 0)
-        futex(m, FUTEX_WAIT_PRIVATE, 2);
+        usi_os_futex_wait(&m->word, 2, 0);
 }
 
 void usi_lock_wake(usi_mutex *m)
 {
-    futex(m, FUTEX_WAKE_PRIVATE, 1);
+    usi_os_futex_wake(&m->word, 1);
 }
 #endif
 

@@ -16,14 +16,13 @@
  * callbacks to their caches' next allocation slow path, objects.c), since the caller may
  * hold its own locks. USLAB_PURGER=thread asks for a background thread instead, as
  * jemalloc's background_thread: started at the first kick, it runs a pass every half delay
- * while anything is pending, sleeps on a condition variable otherwise, and lives as long
- * as the process (its caveats: design §3). Under USLAB_RETURN=pressure|both, while some
- * cache has a reclaim callback (the registry counts them), passes are due every tick even
- * with nothing pending: each reads the pressure. USLAB_PURGE_DELAY=0 purges at once and
- * needs neither.
+ * while anything is pending, sleeps on its `pending` word otherwise (a futex that a kick
+ * sets and wakes, with no lock), and lives as long as the process (its caveats: design §3). Under
+ * USLAB_RETURN=pressure|both, while some cache has a reclaim callback (the registry counts them),
+ * passes are due every tick even with nothing pending: each reads the pressure. USLAB_PURGE_DELAY=0
+ * purges at once and needs neither.
  *
- * The purger's lock is a leaf: it is never held while taking another, and never during the
- * pass. The pass itself (reclaim.c, above the depot) is handed in at initialisation, so
+ * The pass itself (reclaim.c, above the depot) is handed in at initialisation, so
  * this file calls nothing above it.
  */
 #include "purge.h"
@@ -40,38 +39,15 @@
 #include <signal.h>
 
 static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    int pending; /* the thread: something may be waiting to be given back (atomic) */
+    int pending; /* the thread: something may be waiting to be given back (atomic; the futex
+                  * word it sleeps on while 0) */
     int thread;  /* the thread: 0 none yet, 1 asked for or running, -1 never in this
                   * process (it could not start) (atomic; reset in a fork child) */
     int running; /* a pass runs on some thread, inline or the purger (atomic) */
     int pid;     /* the process whose thread it is (atomic; written before the thread is
                   * asked for): a child made by clone without the fork handlers, or by
                   * vfork, has a copy of this state, or shares it, but not the thread */
-} purger = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
-
-/* The purger's lock waits on a condition variable: a pthread mutex, counted as the others
- * (os.h's usi_lock). */
-static void purger_lock(void)
-{
-    pthread_mutex_lock(&purger.lock);
-    USI_LOCK_DEPTH_ADD(1);
-}
-
-static int purger_trylock(void)
-{
-    if (pthread_mutex_trylock(&purger.lock) != 0)
-        return -1;
-    USI_LOCK_DEPTH_ADD(1);
-    return 0;
-}
-
-static void purger_unlock(void)
-{
-    USI_LOCK_DEPTH_ADD(-1);
-    pthread_mutex_unlock(&purger.lock);
-}
+} purger;
 
 /* This thread's depth in sections where it must not start the purger thread: its own
  * magazine exchanges (tcache.c), which pthread_create's mallocs would nest into from a
@@ -509,27 +485,18 @@ static void schedule_inline(void)
 static void *purger_main(void *arg)
 {
     (void)arg;
-    /* Never cancelled in a wait (pthread_cond_wait is a cancellation point) with a lock
-     * held: nobody outside uslab has its handle, but a cancel of every thread may come. */
+    /* Never cancelled in a pass's callback: nobody outside uslab has its handle, but a
+     * cancel of every thread may come. */
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
     tls_purger = 1;
     usi_os_helper_thread(1); /* not the program's: usi_os_runtime_freeres */
     uint64_t tick = tick_ms();
     for (;;) {
-        purger_lock();
-        /* A kick that found the lock busy set `pending` without a signal: the idle wait
-         * is a tick long, so it is seen within one. */
-        while (!__atomic_load_n(&purger.pending, __ATOMIC_ACQUIRE) && !watching()) {
-            struct timespec idle;
-            usi_os_realtime_after(tick, &idle);
-            pthread_cond_timedwait(&purger.wake, &purger.lock, &idle);
-        }
+        /* A kick sets `pending` and wakes this sleep; watching, the sleep is a tick long. */
+        while (!__atomic_load_n(&purger.pending, __ATOMIC_ACQUIRE) && !watching())
+            usi_os_futex_wait(&purger.pending, 0, (unsigned)tick);
         __atomic_store_n(&purger.pending, 0, __ATOMIC_RELAXED);
-        struct timespec until; /* a tick between passes */
-        usi_os_realtime_after(tick, &until);
-        while (pthread_cond_timedwait(&purger.wake, &purger.lock, &until) == 0)
-            ;
-        purger_unlock();
+        usi_os_sleep_ms(tick); /* a tick between passes */
         USI_ASSERT_NO_LOCK();
         /* Never two passes at a time (pressure.c relies on it): an inline pass scheduled
          * before this thread started may still run on a slow path. */
@@ -632,13 +599,9 @@ void usi_purge_kick(void)
         schedule_inline();
         return;
     }
-    /* Pending first; the signal tried, not waited for: a signal handler's malloc may kick
-     * while its thread holds the lock. Unsignalled, the thread sees it within a tick. */
+    /* No lock: a signal handler's malloc may kick from anywhere. */
     __atomic_store_n(&purger.pending, 1, __ATOMIC_RELEASE);
-    if (purger_trylock() != 0)
-        return;
-    pthread_cond_signal(&purger.wake);
-    purger_unlock();
+    usi_os_futex_wake(&purger.pending, 1);
 }
 
 void usi_purge_surplus(void)
@@ -760,8 +723,6 @@ void usi_purge_watch(void)
 
 void usi_purge_postfork_child(void)
 {
-    pthread_mutex_init(&purger.lock, NULL);
-    pthread_cond_init(&purger.wake, NULL);
     /* The thread did not survive the fork; the child starts its own at its first kick. */
     purger.thread = 0;
     purger.pending = 0;
