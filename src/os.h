@@ -25,14 +25,15 @@
  * live update there (usi_purge_poll): those take locks the thread may hold. */
 extern __thread unsigned usi_lock_depth __attribute__((tls_model("initial-exec")));
 #ifdef USLAB_ASSERTS
-/* Test builds: the locks this thread has taken (uslab_locks_taken), and a function a test
- * may set, called as each lock has been taken (held 1) or released (0): a test that forks,
- * or raises a signal, while the thread is inside uslab with its state half changed. */
+/* Test builds: the locks this thread has taken (uslab_locks_taken), and a function called
+ * as each lock has been taken (held 1) or released (0). That one is an empty weak function,
+ * which a test linked with the static library replaces by defining its own: a test that
+ * forks, or raises a signal, while the thread is inside uslab with its state half changed.
+ * Not a function pointer: glibc removed __malloc_hook, a writable one, as an attack target. */
 extern __thread unsigned long usi_locks_taken __attribute__((tls_model("initial-exec")));
-USLAB_API extern void (*uslab_lock_hook)(const void *lock, int held);
-#define USI_LOCK_HOOK(m, held)                                                                     \
-    (USI_UNLIKELY(uslab_lock_hook != NULL) ? uslab_lock_hook(m, held) : (void)0)
-#define USI_LOCK_DEPTH_ADD(n) (usi_lock_depth += (unsigned)(n), usi_locks_taken += (n) > 0)
+void usi_test_lock_hook(const void *lock, int held);
+#define USI_LOCK_HOOK(m, held) usi_test_lock_hook(m, held)
+#define USI_LOCK_DEPTH_ADD(n)  (usi_lock_depth += (unsigned)(n), usi_locks_taken += (n) > 0)
 #else
 #define USI_LOCK_HOOK(m, held) ((void)0)
 #define USI_LOCK_DEPTH_ADD(n)  (usi_lock_depth += (unsigned)(n))

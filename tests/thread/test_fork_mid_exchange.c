@@ -9,13 +9,14 @@
  * uslab_cache_destroy aborted with "live objects" (session 13's audit stress: 49 of 200
  * children).
  *
- * The test build's lock hook (os.h's uslab_lock_hook) runs after every uslab lock and unlock:
- * armed, the worker's first unlock inside an exchange (its
- * thread cache's `exchange_seq` is odd; the depot's lock, say, released mid-exchange, not
- * the thread cache's own) tells the main thread to fork and waits 5 ms there. After that free
- * returns, the worker waits for the fork, so the child's copy of it is between two frees. The child
- * frees the objects the worker had not freed yet and destroys the cache, which must find no live
- * object (an abort is the failure), then checks that every object is back.
+ * The test build's lock hook (os.h's usi_test_lock_hook, defined here) runs after every
+ * uslab lock and unlock: armed, the worker's first unlock inside an exchange (its thread
+ * cache's `exchange_seq` is odd; the depot's lock, say, released mid-exchange, not the
+ * thread cache's own) tells the main thread to fork and waits 5 ms there. After that free
+ * returns, the worker waits for the fork, so the child's copy of it is between two frees.
+ * The child frees the objects the worker had not freed yet and destroys the cache, which
+ * must find no live object (an abort is the failure), then checks that every object is
+ * back.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -39,7 +40,7 @@ static uslab_cache_t *cache;
 static void *held[OBJECTS];
 static long next_free; /* atomic: the index the worker frees next */
 
-static void unlocked(const void *m, int taken)
+void usi_test_lock_hook(const void *m, int taken)
 {
     if (taken)
         return;
@@ -99,7 +100,6 @@ int main(void)
     alarm(120);
     cache = uslab_cache_create("mid-exchange", 48, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(cache, "uslab_cache_create");
-    uslab_lock_hook = unlocked;
     CHECK(pthread_create(&worker_thread, NULL, worker, NULL) == 0, "pthread_create");
     int forks = 0;
     for (int round = 0; round < ROUNDS; round++) {

@@ -5,8 +5,8 @@
  * and whose malloc needs another class not set up yet would wait for the lock for ever; it
  * gets that one block from glibc instead.
  *
- * The test build's lock hook (os.h's uslab_lock_hook) runs after every uslab lock and
- * unlock: armed, the first lock taken (init_lock, in usi_class_setup) raises
+ * The test build's lock hook (os.h's usi_test_lock_hook, defined here) runs after every
+ * uslab lock and unlock: armed, the first lock taken (init_lock, in usi_class_setup) raises
  * SIGUSR1 once it is held, and the handler mallocs a size of a second class not set up
  * yet. A hang is caught by SIGALRM.
  */
@@ -26,7 +26,7 @@
 static volatile sig_atomic_t armed, raised;
 static void *volatile handler_block;
 
-static void locked(const void *m, int taken)
+void usi_test_lock_hook(const void *m, int taken)
 {
     (void)m;
     if (taken && armed) {
@@ -57,7 +57,6 @@ static void on_alarm(int sig)
 
 int main(void)
 {
-    uslab_lock_hook = locked;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_usr1;

@@ -7,11 +7,12 @@
  * (its first malloc of a new class hung), or a class registered but not marked ready,
  * whose set-up the child then ran again ("its cache id is taken").
  *
- * The test build's lock hook (os.h's uslab_lock_hook) runs after every uslab lock and unlock: the
- * worker's first unlock in the first allocation of each class (the
- * registry's, in usi_class_setup: the class has its id, and is not marked ready yet) tells
- * the main thread, then waits 5 ms, holding init_lock, while the main thread forks. Each child
- * allocates a block of every class (and sets up those nobody had) under a 20 s alarm.
+ * The test build's lock hook (os.h's usi_test_lock_hook, defined here) runs after every
+ * uslab lock and unlock: the worker's first unlock in the first allocation of each class
+ * (the registry's, in usi_class_setup: the class has its id, and is not marked ready yet)
+ * tells the main thread, then waits 5 ms, holding init_lock, while the main thread forks.
+ * Each child allocates a block of every class (and sets up those nobody had) under a 20 s
+ * alarm.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -31,7 +32,7 @@
 static pthread_t worker_thread;
 static int worker_armed, in_setup, worker_done;
 
-static void unlocked(const void *m, int taken)
+void usi_test_lock_hook(const void *m, int taken)
 {
     if (taken)
         return;
@@ -91,7 +92,6 @@ int main(void)
         CHECK(!usi_class_caches[id].class_ready, "class %u was set up before its first use", id);
         CHECK(k == 0 || id != usi_sizeclass_of_large(size_of_class(k - 1)), "two sizes, one class");
     }
-    uslab_lock_hook = unlocked;
     CHECK(pthread_create(&worker_thread, NULL, worker, NULL) == 0, "pthread_create");
     int forks = 0;
     while (!__atomic_load_n(&worker_done, __ATOMIC_ACQUIRE)) {
