@@ -17,13 +17,13 @@
  * hold its own locks. USLAB_PURGER=thread asks for a background thread instead, as
  * jemalloc's background_thread: started at the first kick, it runs a pass every half delay
  * while anything is pending, sleeps on its `pending` word otherwise (a futex that a kick
- * sets and wakes, with no lock), and lives as long as the process (its caveats: design §3). Under
- * USLAB_RETURN=pressure|both, while some cache has a reclaim callback (the registry counts them),
- * passes are due every tick even with nothing pending: each reads the pressure. USLAB_PURGE_DELAY=0
- * purges at once and needs neither.
+ * sets and wakes, with no lock), and lives as long as the process (its caveats: design
+ * §3). Under USLAB_RETURN=pressure|both, while some cache has a reclaim callback (the
+ * registry counts them), passes are due every tick even with nothing pending: each reads
+ * the pressure. USLAB_PURGE_DELAY=0 purges at once and needs neither.
  *
- * The pass itself (reclaim.c, above the depot) is handed in at initialisation, so
- * this file calls nothing above it.
+ * The pass itself (reclaim.c, above the depot) is handed in at initialisation, so this
+ * file calls nothing above it.
  */
 #include "purge.h"
 #include "base.h"
