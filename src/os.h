@@ -296,7 +296,7 @@ void usi_os_helper_thread(int delta);
  * fail at random. spec: "rate[,seed[,calls]]" as USLAB_FAULTS, or NULL: no more faults.
  * Returns 0, or -1 (EINVAL) for a bad spec. Exported for the tests, not in uslab.h. */
 USLAB_API int uslab_faults_set(const char *spec);
-/* Failures injected so far into the calls of these letters ("mrpauh"). */
+/* Failures injected so far into the calls of these letters ("mrpauhg"). */
 USLAB_API unsigned long uslab_faults_injected(const char *calls);
 #endif
 #ifdef USLAB_ASSERTS

@@ -138,24 +138,26 @@ int usi_os_private_setting(const char *name, size_t len)
  *   r  mmap with MAP_FIXED over memory in use (usi_os_replace)
  *   p  mprotect    a  madvise    u  munmap
  *   h  an injected MAP_FIXED failure first unmaps the range, as some kernels do
+ *   g  an injected madvise failure is EAGAIN (a kernel shortage, transient), not EINVAL
  * The n-th decision of the process fails when the top half of splitmix64(seed + n) is
  * below rate * 2^32: deterministic for a seed and an order of calls. One atomic counter,
  * no lock and no allocation, so it works from inside malloc and in a fork child.
  */
-static const char fault_letters[] = "mrpauh"; /* letter i is bit i of the mask */
+static const char fault_letters[] = "mrpauhg"; /* letter i is bit i of the mask */
 #define FAULT_MMAP     0x01u
 #define FAULT_REPLACE  0x02u
 #define FAULT_MPROTECT 0x04u
 #define FAULT_MADVISE  0x08u
 #define FAULT_MUNMAP   0x10u
 #define FAULT_HOLE     0x20u
+#define FAULT_AGAIN    0x40u
 #define FAULT_DEFAULT  0x1fu
 
 static struct {
     uint64_t config; /* threshold << 8 | mask: one word, so a change is seen whole */
     uint64_t seed;
     uint64_t decided;          /* decisions made: n of the next one */
-    unsigned long injected[6]; /* failures injected, per letter */
+    unsigned long injected[7]; /* failures injected, per letter */
     int env_read;              /* USLAB_FAULTS read (or overridden) */
 } faults;
 
@@ -279,7 +281,8 @@ static int faulty_mprotect(void *addr, size_t len, int prot)
 
 static int faulty_madvise(void *addr, size_t len, int advice)
 {
-    return fault(FAULT_MADVISE, EINVAL) ? -1 : madvise(addr, len, advice);
+    int again = (__atomic_load_n(&faults.config, __ATOMIC_RELAXED) & FAULT_AGAIN) != 0;
+    return fault(FAULT_MADVISE, again ? EAGAIN : EINVAL) ? -1 : madvise(addr, len, advice);
 }
 
 static int faulty_munmap(void *addr, size_t len)

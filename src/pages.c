@@ -644,7 +644,8 @@ size_t usi_pages_abandoned_bytes(void)
 }
 
 /* Set once guard markers were refused: a kernel older than 6.13 or mlockall (EINVAL), or a
- * seccomp filter that allows only some advice (OpenSSH's pre-auth sandbox answers EINVAL). */
+ * seccomp filter that allows only some advice (OpenSSH's pre-auth sandbox answers EINVAL;
+ * another may answer EPERM). A shortage (EAGAIN, ENOMEM) refuses only that span's. */
 static int markers_refused;
 
 int usi_pages_guard(void *span, size_t size, size_t guard, int *how)
@@ -655,7 +656,7 @@ int usi_pages_guard(void *span, size_t size, size_t guard, int *how)
          h <= USI_GUARD_PROT; h++) {
         *how = h;
         if (usi_os_guard(span, guard, h) != 0) {
-            if (h == USI_GUARD_MARKERS)
+            if (h == USI_GUARD_MARKERS && (errno == EINVAL || errno == EPERM))
                 __atomic_store_n(&markers_refused, 1, __ATOMIC_RELAXED);
             continue; /* nothing made */
         }

@@ -8,8 +8,9 @@
 #define USLAB_FAULTS_H
 
 /* "rate[,seed[,calls]]" as USLAB_FAULTS (calls: letters of mmap, MAP_FIXED replacement,
- * mprotect, madvise, munmap: "mrpau", plus "h": a failed replacement unmaps first), or NULL
- * to stop the faults. Returns 0, or -1 for a bad spec. */
+ * mprotect, madvise, munmap: "mrpau", plus "h": a failed replacement unmaps first, and "g":
+ * a failed madvise says EAGAIN, not EINVAL), or NULL to stop the faults. Returns 0, or -1
+ * for a bad spec. */
 int uslab_faults_set(const char *spec);
 /* Failures injected so far into the calls of these letters. */
 unsigned long uslab_faults_injected(const char *calls);

@@ -172,6 +172,38 @@ static void test_guarded(void)
         }
 }
 
+/* Guard markers that fail for want of kernel memory (EAGAIN, the fault switch's "g") are
+ * refused for that span only: it gets PROT_NONE guards, and the next span markers again.
+ * Before, any failure made every later span take PROT_NONE guards, a mapping split in
+ * three each. Runs first: a refusal (EINVAL, test_guarded) is for good. */
+static void test_markers_shortage(void)
+{
+    unsigned char *probe = usi_pages_alloc_span(ORDER);
+    CHECK(probe, "a span");
+    int how;
+    CHECK(usi_pages_guard(probe, span_size(), USI_PAGE_SIZE, &how) == 0, "guards");
+    usi_pages_free_span(probe, ORDER, USI_PAGE_SIZE, how);
+    if (how != USI_GUARD_MARKERS) {
+        printf("guard markers: not on this kernel, shortage case skipped\n");
+        return;
+    }
+    unsigned long injected = uslab_faults_injected("a");
+    unsigned char *s = usi_pages_alloc_span(ORDER);
+    CHECK(s, "a span");
+    CHECK(uslab_faults_set("1,1,ag") == 0, "faults");
+    int rc = usi_pages_guard(s, span_size(), USI_PAGE_SIZE, &how);
+    CHECK(uslab_faults_set(NULL) == 0, "faults off");
+    CHECK(uslab_faults_injected("a") > injected, "a marker was refused (EAGAIN)");
+    CHECK(rc == 0 && how == USI_GUARD_PROT, "that span's guards are PROT_NONE (%d)", how);
+    CHECK(write_faults(s) && write_faults(s + span_size() - 1), "and fault");
+    usi_pages_free_span(s, ORDER, USI_PAGE_SIZE, how);
+    unsigned char *t = usi_pages_alloc_span(ORDER);
+    CHECK(t, "a span");
+    CHECK(usi_pages_guard(t, span_size(), USI_PAGE_SIZE, &how) == 0, "guards");
+    CHECK(how == USI_GUARD_MARKERS, "the next span's guards are markers again (%d)", how);
+    usi_pages_free_span(t, ORDER, USI_PAGE_SIZE, how);
+}
+
 /* Slabs on spans freed under faults: objects and slab headers stay consistent. */
 static void test_slabs(void)
 {
@@ -203,6 +235,7 @@ static void test_slabs(void)
 int main(void)
 {
     CHECK(usi_ensure_init() == 0, "init");
+    test_markers_shortage();
     test_guarded();
     test_reused_zero("purge", "1,1,a", "a");
     test_reused_zero("zero", "1,1,ar", "r");
