@@ -14,7 +14,6 @@
 #include "base.h"
 #include "uslab.h"
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 

@@ -12,7 +12,6 @@
 #include "descriptor.h"
 #include "objects.h"
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
