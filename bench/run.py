@@ -440,12 +440,16 @@ def rows_for(results, names):
                 yield c, key, unit, label, stats
 
 
+# Every peer the ratio to the best peer looks at: Debian's and the newest, built from their
+# sources (an --extra build is uslab under another name, never a peer).
+PEER_NAMES = [name for name, _ in PEERS] + [name for name, _, _ in BUILT_PEERS]
+
+
 def ratios(stats):
     """uslab / glibc and uslab / best peer (all metrics here: lower is better)."""
     u = stats.get("uslab")
     g = stats.get("glibc")
-    peers = [stats[p]["median"] for p in ("mimalloc", "jemalloc", "tcmalloc")
-             if stats.get(p) and stats[p]["median"] > 0]
+    peers = [stats[p]["median"] for p in PEER_NAMES if stats.get(p) and stats[p]["median"] > 0]
     rg = u["median"] / g["median"] if u and g and g["median"] else None
     rp = u["median"] / min(peers) if u and peers else None
     return rg, rp
@@ -541,8 +545,7 @@ def write_csv(results, names, outdir):
                     if not s:
                         continue
                     rg = s["median"] / glibc["median"] if glibc and glibc["median"] else ""
-                    bp = [stats[p]["median"] for p in ("mimalloc", "jemalloc", "tcmalloc")
-                          if p != a and stats.get(p)]
+                    bp = [stats[p]["median"] for p in PEER_NAMES if p != a and stats.get(p)]
                     rp = s["median"] / min(bp) if bp and min(bp) else ""
                     rss = c["maxrss_kb"].get(a, [])
                     f.write("%s,%s,%s,%s,%s,%d,%g,%g,%g,%g,%g,%.1f,%s,%s,%s\n" % (
