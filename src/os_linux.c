@@ -1634,14 +1634,24 @@ size_t usi_sys_usable_size(const void *p)
  * 2.4x mimalloc on mstress, 5.6x on bench/'s `large`). Raised thresholds keep it; uslab's
  * purger gives it back with malloc_trim once the large blocks have been idle for the purge
  * delay (purge.c, which tunes only a program that churns large blocks). Not when the user
- * tuned glibc's malloc (GLIBC_TUNABLES, MALLOC_*_ variables: theirs wins), nor in libuslab,
- * whose system allocator is also the program's. */
+ * set one of the thresholds uslab sets (GLIBC_TUNABLES' mmap_threshold, trim_threshold,
+ * top_pad or mmap_max, or their MALLOC_*_ variables: theirs wins); glibc's other tunables
+ * (hugetlb, tcache_count, arena_max, ...) leave it on. Nor in libuslab, whose system
+ * allocator is also the program's. */
 int usi_sys_may_tune_for_large(void)
 {
 #ifdef USLAB_PRELOAD
+    static const char *const thresholds[] = {
+        "mmap_threshold=", "trim_threshold=", "top_pad=", "mmap_max="};
     const char *t = usi_os_getenv("GLIBC_TUNABLES");
-    return !((t && strstr(t, "glibc.malloc.")) || usi_os_getenv("MALLOC_TRIM_THRESHOLD_") ||
-             usi_os_getenv("MALLOC_MMAP_THRESHOLD_") || usi_os_getenv("MALLOC_TOP_PAD_"));
+    for (const char *p = t; p && (p = strstr(p, "glibc.malloc.")) != NULL;) {
+        p += sizeof "glibc.malloc." - 1;
+        for (size_t i = 0; i < sizeof thresholds / sizeof thresholds[0]; i++)
+            if (strncmp(p, thresholds[i], strlen(thresholds[i])) == 0)
+                return 0;
+    }
+    return !(usi_os_getenv("MALLOC_TRIM_THRESHOLD_") || usi_os_getenv("MALLOC_MMAP_THRESHOLD_") ||
+             usi_os_getenv("MALLOC_TOP_PAD_") || usi_os_getenv("MALLOC_MMAP_MAX_"));
 #else
     return 0;
 #endif
