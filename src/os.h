@@ -106,8 +106,11 @@ void *usi_os_reserve(size_t *size, size_t align, size_t min);
 int usi_os_reserve_at(void *addr, size_t size);
 int usi_os_commit(void *addr, size_t size); /* make reserved memory read/write */
 int usi_os_purge(void *addr, size_t size);  /* give pages back; 0, or -1: see below */
-void *usi_os_map(size_t size);              /* fresh zeroed read/write memory */
-void *usi_os_map_zero_ro(size_t size);      /* read-only zeros, no commit charge */
+/* Advises transparent huge pages for [addr, addr + size) (MADV_HUGEPAGE), or against them
+ * (`huge` 0: MADV_NOHUGEPAGE). Advice only: errno is kept, a failure changes nothing. */
+void usi_os_huge_pages(void *addr, size_t size, int huge);
+void *usi_os_map(size_t size);         /* fresh zeroed read/write memory */
+void *usi_os_map_zero_ro(size_t size); /* read-only zeros, no commit charge */
 void usi_os_unmap(void *addr, size_t size);
 /* usi_os_purge (MADV_DONTNEED) returns 0, and the pages read as zero; or -1 (e.g. EINVAL:
  * the range is locked by mlock or mlockall), and the contents may be unchanged, in part or

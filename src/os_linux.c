@@ -92,26 +92,33 @@ long usi_os_syscall(long n, long a, long b, long c, long d, long e, long f)
 
 /*
  * No transparent huge pages in uslab's own mappings (the range of slabs, its side arrays,
- * spans mapped again): a slab keeps only the pages its objects were handed out on, many
- * classes each have a span of their own, and the purger gives idle spans back 64 KiB at
- * a time. Where THP is "always", khugepaged makes any 2 MiB block with one page in it
- * wholly resident (max_ptes_none 511), which undoes both: a small program's slabs took
- * 2.4 MB resident, then 6.3 MB once collapsed (design §2). Advice only: a failure changes
- * nothing else. The real madvise, never an injected failure (tests' fault sequences stay
- * those of the calls that matter), and not under strict seccomp mode, where it would kill.
+ * spans mapped again) but where the pages layer asks for them (its chunks of dense spans,
+ * design §2): a slab keeps only the pages its objects were handed out on, many classes
+ * each have a span of their own, and the purger gives idle spans back 64 KiB at a time.
+ * Where THP is "always", khugepaged makes any 2 MiB block with one page in it wholly
+ * resident (max_ptes_none 511), which undoes both: a small program's slabs took 2.4 MB
+ * resident, then 6.3 MB once collapsed (design §2). Advice only: a failure changes nothing
+ * else. The real madvise, never an injected failure (tests' fault sequences stay those of
+ * the calls that matter), and not under strict seccomp mode, where it would kill.
  */
-static void no_huge_pages(void *addr, size_t len)
+void usi_os_huge_pages(void *addr, size_t size, int huge)
 {
-#ifdef MADV_NOHUGEPAGE
+#if defined(MADV_NOHUGEPAGE) && defined(MADV_HUGEPAGE)
     if (!usi_os_quiet()) {
         int saved = errno;
-        (void)madvise(addr, len, MADV_NOHUGEPAGE);
+        (void)madvise(addr, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
         errno = saved;
     }
 #else
     (void)addr;
-    (void)len;
+    (void)size;
+    (void)huge;
 #endif
+}
+
+static void no_huge_pages(void *addr, size_t len)
+{
+    usi_os_huge_pages(addr, len, 0);
 }
 
 int usi_os_private_setting(const char *name, size_t len)

@@ -5,7 +5,8 @@
  * any pointer, the slab that owns it in O(1), or that uslab did not hand it out.
  *
  * Spans come from per-order free lists, then from a bump pointer over the reservation,
- * then by splitting a larger free span. Alignment gaps left by the bump pointer are put on
+ * then by splitting a larger free span; past 16 MiB, dense ones from chunks of huge pages
+ * (thp_take). Alignment gaps left by the bump pointer are put on
  * the smaller orders' free lists, so no address space is lost. Free-list links live in a
  * side array (usi_pagemap.link), never in the purged span, so a free span stays unbacked.
  * A freed span always reads as zero when reused, even where the kernel refuses to purge it
@@ -57,6 +58,36 @@ static struct {
     size_t side_bytes; /* side arrays mapped or reserved (as far as the reservation) */
     size_t abandoned;  /* bytes of spans that could not be made zero again (free_span) */
 } pages = {.lock = USI_MUTEX_INIT};
+
+/*
+ * Chunks of huge pages for dense spans (design §2). Once THP_FROM bytes of the range are
+ * committed, a span the slab layer fills from one end (`dense`: a small class's, an object
+ * cache's) comes from a chunk, a 2 MiB span advised MADV_HUGEPAGE, so that its memory
+ * faults in a huge page at a time (lua 22.2k -> 8.9k page faults); other spans (medium
+ * blocks, written in part; internal caches, whose guard pages would split the mapping)
+ * never come from one. A chunk whose span is purged while others of it are in use is
+ * advised MADV_NOHUGEPAGE first (khugepaged would make the purged pages resident again),
+ * and MADV_HUGEPAGE again once all of it is free. Chunks are never given back to the free
+ * lists; their free units are purged. Under pages.lock.
+ * Invariants: used[i] has a bit per unit of chunk i handed out; nroom counts the chunks
+ * whose used is not full; split[i] iff chunk i is advised MADV_NOHUGEPAGE; every unit of
+ * chunk i has the free-span link THP_LINK | i (never on a free list, its link is free).
+ */
+#define THP_ORDER  5 /* a chunk: span_bytes(5), one huge page */
+#define THP_UNITS  (1u << THP_ORDER)
+#define THP_FROM   ((size_t)16 << 20) /* committed before the first chunk is made */
+#define THP_CHUNKS 4096               /* at most 8 GiB in chunks */
+#define THP_SCAN   64                 /* chunks looked at for room before a new one */
+#define THP_LINK   0x80000000u
+_Static_assert(USI_UNIT_SIZE << THP_ORDER == (size_t)2 << 20, "a chunk is a 2 MiB huge page");
+_Static_assert(THP_UNITS == 32, "a chunk's units are the bits of a uint32_t");
+static struct {
+    uint32_t unit[THP_CHUNKS]; /* the chunk's first unit */
+    uint32_t used[THP_CHUNKS];
+    uint8_t split[THP_CHUNKS];
+    unsigned n, cur, nroom; /* chunks made, the one tried first, those with room */
+    int refused;            /* the process locks its future mappings: no chunks */
+} thp;
 
 static inline size_t span_bytes(unsigned order)
 {
@@ -525,11 +556,71 @@ static uintptr_t bump_take(unsigned order)
     return start;
 }
 
-void *usi_pages_alloc_span(unsigned order)
+static inline uintptr_t thp_chunk(unsigned i)
+{
+    return usi_pagemap.base + ((uintptr_t)thp.unit[i] << USI_UNIT_SHIFT);
+}
+
+/* The bits of chunk `i`'s used word for the span at unit u of `order` units. */
+static inline uint32_t thp_bits(unsigned i, uint32_t u, unsigned order)
+{
+    return (uint32_t)((((uint64_t)1 << (1u << order)) - 1) << (u - thp.unit[i]));
+}
+
+/* A dense span of `order` (< THP_ORDER) from a chunk with room, or from a new chunk; 0
+ * where there is none (below THP_FROM, no chunk left, the pages refused). */
+static uintptr_t thp_take(unsigned order)
+{
+    if (thp.refused || pages.committed - usi_pagemap.base < THP_FROM)
+        return 0;
+    unsigned n = 1u << order;
+    uint32_t mask = (uint32_t)(((uint64_t)1 << n) - 1);
+    for (unsigned k = 0; thp.nroom && k < thp.n && k < THP_SCAN; k++) {
+        unsigned i = (thp.cur + thp.n - k) % thp.n; /* the newest first */
+        for (unsigned at = 0; thp.used[i] != UINT32_MAX && at < THP_UNITS; at += n)
+            if (!(thp.used[i] & (mask << at))) {
+                thp.used[i] |= mask << at;
+                thp.nroom -= thp.used[i] == UINT32_MAX;
+                thp.cur = i;
+                return thp_chunk(i) + ((uintptr_t)at << USI_UNIT_SHIFT);
+            }
+    }
+    if (thp.n == THP_CHUNKS)
+        return 0;
+    if (usi_os_locks_future()) { /* every committed page is resident anyway (design §2) */
+        thp.refused = 1;
+        return 0;
+    }
+    uintptr_t c = free_pop(THP_ORDER);
+    if (!c)
+        c = bump_take(THP_ORDER);
+    if (!c)
+        return 0;
+    usi_os_huge_pages((void *)c, span_bytes(THP_ORDER), 1);
+    unsigned i = thp.cur = thp.n++;
+    thp.unit[i] = unit_of(c);
+    thp.used[i] = mask;
+    thp.split[i] = 0;
+    thp.nroom += mask != UINT32_MAX;
+    for (uint32_t u = 0; u < THP_UNITS; u++)
+        usi_pagemap.link[thp.unit[i] + u] = THP_LINK | i;
+    return c;
+}
+
+/* The chunk of a span being freed, or -1: not a chunk's. */
+static int thp_chunk_of(uintptr_t span)
+{
+    uint32_t link = usi_pagemap.link[unit_of(span)];
+    return link & THP_LINK ? (int)(link & ~THP_LINK) : -1;
+}
+
+void *usi_pages_alloc_span(unsigned order, int dense)
 {
     int saved_errno = errno; /* the system calls of a growth or commit may set it */
     usi_lock(&pages.lock);
-    uintptr_t s = span_pop(pages.resident_head, order); /* backed already: first */
+    uintptr_t s = dense && order < THP_ORDER ? thp_take(order) : 0;
+    if (!s)
+        s = span_pop(pages.resident_head, order); /* backed already: first */
     if (!s)
         s = free_pop(order);
     if (!s)
@@ -614,8 +705,32 @@ void usi_pages_free_span(void *span, unsigned order, size_t guard, int guard_how
     int guarded =
         guard && (usi_os_quiet() || usi_os_unguard(span, guard, guard_how) != 0 ||
                   usi_os_unguard((char *)span + span_bytes(order) - guard, guard, guard_how) != 0);
+    /* A chunk's span: no huge pages for the chunk while part of it is in use, before the
+     * purge (khugepaged would fill it in again). */
+    int chunk = thp_chunk_of((uintptr_t)span);
+    if (chunk >= 0) {
+        usi_lock(&pages.lock);
+        uint32_t bits = thp_bits((unsigned)chunk, unit_of((uintptr_t)span), order);
+        USI_ASSERT((thp.used[chunk] & bits) == bits);
+        if ((thp.used[chunk] & ~bits) && !thp.split[chunk]) {
+            thp.split[chunk] = 1;
+            usi_os_huge_pages((void *)thp_chunk((unsigned)chunk), span_bytes(THP_ORDER), 0);
+        }
+        usi_unlock(&pages.lock);
+    }
     /* Outside the lock: madvise can be slow, the fallbacks more so. */
     int how = span_discard(span, span_bytes(order), guarded);
+    if (chunk >= 0 && how != ABANDONED) { /* back to its chunk, reading as zero */
+        usi_lock(&pages.lock);
+        thp.nroom += thp.used[chunk] == UINT32_MAX;
+        thp.used[chunk] &= ~thp_bits((unsigned)chunk, unit_of((uintptr_t)span), order);
+        if (!thp.used[chunk] && thp.split[chunk]) {
+            thp.split[chunk] = 0;
+            usi_os_huge_pages((void *)thp_chunk((unsigned)chunk), span_bytes(THP_ORDER), 1);
+        }
+        usi_unlock(&pages.lock);
+        return;
+    }
     if (how == ABANDONED) {
         /* Neither zero nor surely ours: never reused; only its address space is lost. */
         usi_lock(&pages.lock);

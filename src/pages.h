@@ -104,9 +104,10 @@ void usi_pages_before_mlockall(int flags);
  * table is unmapped (design §2). */
 void usi_pages_address_limit_changed(size_t limit, int alone);
 /* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero (fresh,
- * purged, or zeroed by hand where the purge failed: design §2). NULL (ENOMEM) when the
+ * purged, or zeroed by hand where the purge failed: design §2). `dense`: its user writes it
+ * from one end on, so it may lie in a chunk of huge pages. NULL (ENOMEM) when the
  * reservation is exhausted or the kernel refuses to commit more of it. */
-void *usi_pages_alloc_span(unsigned order);
+void *usi_pages_alloc_span(unsigned order, int dense);
 /* Purges the span and makes it available again, reading as zero; its page-map entries
  * must be clear. A span that can be neither purged, replaced nor zeroed is abandoned.
  * guard: bytes of guard page (usi_pages_guard, which returned `guard_how`) at each end, made

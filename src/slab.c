@@ -267,10 +267,12 @@ static char *new_span(struct uslab_cache *c, int *guard_how)
                                         __ATOMIC_RELAXED))
             __atomic_store_n(&usi_slab_surplus_seen, 1, __ATOMIC_RELAXED);
     }
-    char *span = usi_pages_alloc_span(c->slab_order);
+    size_t guard = guard_bytes(c);
+    /* dense: handed out from one end (a medium block is written in part; guard pages
+     * would split a chunk's mapping) */
+    char *span = usi_pages_alloc_span(c->slab_order, !usi_cache_medium(c) && !guard);
     if (!span)
         return NULL;
-    size_t guard = guard_bytes(c);
     if (guard && usi_pages_guard(span, c->slab_size, guard, guard_how) != 0) {
         usi_pages_free_span(span, c->slab_order, guard, *guard_how);
         return NULL;

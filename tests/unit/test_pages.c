@@ -107,7 +107,7 @@ static void test_spans(void)
     for (unsigned order = 0; order < USI_SPAN_ORDERS; order++) {
         size_t bytes = USI_UNIT_SIZE << order;
         for (int i = 0; i < PER_ORDER; i++) {
-            char *s = usi_pages_alloc_span(order);
+            char *s = usi_pages_alloc_span(order, 0);
             CHECK(s, "span of order %u", order);
             spans[order][i] = s;
             CHECK((uintptr_t)s % bytes == 0, "span %p of order %u aligned to its size", (void *)s,
@@ -161,7 +161,7 @@ static void test_spans(void)
         char *s = spans[order][PER_ORDER - 1];
         size_t bytes = USI_UNIT_SIZE << order;
         usi_pages_free_span(s, order, 0, 0);
-        char *again = usi_pages_alloc_span(order);
+        char *again = usi_pages_alloc_span(order, 0);
         CHECK(again == s, "freed span of order %u is reused (%p, got %p)", order, (void *)s,
               (void *)again);
         CHECK(again[0] == 0 && again[255] == 0 && again[bytes - 1] == 0, "reused span reads zero");
@@ -175,7 +175,7 @@ static void test_spans(void)
     struct ptrset seen;
     ptrset_init(&seen, 4096);
     for (int i = 0; i < 1024; i++) {
-        char *s = usi_pages_alloc_span(0);
+        char *s = usi_pages_alloc_span(0, 0);
         CHECK(s && (uintptr_t)s % USI_UNIT_SIZE == 0, "order-0 span");
         CHECK(ptrset_insert(&seen, s), "order-0 span handed out twice");
         CHECK(s[0] == 0 && s[USI_UNIT_SIZE - 1] == 0, "span reads zero");
@@ -194,7 +194,7 @@ static void test_growth(void)
     char *s[N];
     size_t before = usi_pages_reserved_bytes();
     for (int i = 0; i < N; i++) {
-        s[i] = usi_pages_alloc_span(order);
+        s[i] = usi_pages_alloc_span(order, 0);
         CHECK(s[i] != NULL, "span %d of 8 MiB (reserved %zu MiB)", i,
               usi_pages_reserved_bytes() >> 20);
         CHECK(usi_pages_in_range(s[i]) && usi_pages_in_range(s[i] + bytes - 1),
@@ -259,7 +259,7 @@ static void test_grow_past_mapping(void)
     /* Fresh spans from the rest before the mapping read as zero (they went on the free
      * lists when the range moved on). */
     for (int i = 0; i < 64; i++) {
-        char *sp = usi_pages_alloc_span(0);
+        char *sp = usi_pages_alloc_span(0, 0);
         CHECK(sp && (sp + USI_UNIT_SIZE <= other || sp >= other + len), "span %d", i);
         for (size_t k = 0; k < USI_UNIT_SIZE; k += 4096)
             CHECK(sp[k] == 0, "span %d reads as zero", i);

@@ -45,14 +45,14 @@ static int all_zero(const unsigned char *p, size_t n)
 /* Frees a span full of 0xa5 under `faults`, then allocates again with no faults. */
 static unsigned char *cycle(const char *faults, unsigned char **freed)
 {
-    unsigned char *s = usi_pages_alloc_span(ORDER);
+    unsigned char *s = usi_pages_alloc_span(ORDER, 0);
     CHECK(s, "a span");
     memset(s, 0xa5, span_size());
     CHECK(uslab_faults_set(faults) == 0, "fault spec %s", faults);
     usi_pages_free_span(s, ORDER, 0, 0);
     CHECK(uslab_faults_set(NULL) == 0, "faults off");
     *freed = s;
-    unsigned char *again = usi_pages_alloc_span(ORDER);
+    unsigned char *again = usi_pages_alloc_span(ORDER, 0);
     CHECK(again, "a span again");
     return again;
 }
@@ -83,7 +83,7 @@ static size_t resident_pages(const void *span)
 
 static void test_resident_purged_later(void)
 {
-    unsigned char *a = usi_pages_alloc_span(ORDER), *b = usi_pages_alloc_span(ORDER);
+    unsigned char *a = usi_pages_alloc_span(ORDER, 0), *b = usi_pages_alloc_span(ORDER, 0);
     CHECK(a && b, "two spans");
     memset(a, 0xa5, span_size());
     memset(b, 0x5a, span_size());
@@ -95,7 +95,7 @@ static void test_resident_purged_later(void)
     usi_pages_free_span(b, ORDER, 0, 0); /* purged: and a with it */
     CHECK(resident_pages(b) == 0, "a purged span holds no memory");
     CHECK(resident_pages(a) == 0, "the span zeroed by hand is purged by the next purge");
-    unsigned char *x = usi_pages_alloc_span(ORDER), *y = usi_pages_alloc_span(ORDER);
+    unsigned char *x = usi_pages_alloc_span(ORDER, 0), *y = usi_pages_alloc_span(ORDER, 0);
     CHECK(x && y && all_zero(x, span_size()) && all_zero(y, span_size()), "reused: zero");
     usi_pages_free_span(x, ORDER, 0, 0);
     usi_pages_free_span(y, ORDER, 0, 0);
@@ -126,7 +126,7 @@ static void test_guarded(void)
     for (int prot = 0; prot < 2; prot++)
         for (int fail_replace = 0; fail_replace < 2; fail_replace++) {
             size_t abandoned = usi_pages_abandoned_bytes();
-            unsigned char *s = usi_pages_alloc_span(ORDER);
+            unsigned char *s = usi_pages_alloc_span(ORDER, 0);
             CHECK(s, "a span");
             memset(s, 0xa5, span_size());
             CHECK(uslab_faults_set(prot ? "1,1,a" : NULL) == 0, "faults");
@@ -146,7 +146,7 @@ static void test_guarded(void)
             CHECK(uslab_faults_set(spec) == 0, "faults");
             usi_pages_free_span(s, ORDER, USI_PAGE_SIZE, how);
             CHECK(uslab_faults_set(NULL) == 0, "faults off");
-            unsigned char *again = usi_pages_alloc_span(ORDER);
+            unsigned char *again = usi_pages_alloc_span(ORDER, 0);
             CHECK(again, "a span again");
             if (fail_replace) {
                 CHECK(usi_pages_abandoned_bytes() == abandoned + span_size(), "abandoned");
@@ -159,13 +159,13 @@ static void test_guarded(void)
             memset(again, 1, span_size()); /* writable at both ends */
             usi_pages_free_span(again, ORDER, 0, 0);
             /* Guards taken off as they were made: the span is whole again. */
-            unsigned char *g = usi_pages_alloc_span(ORDER);
+            unsigned char *g = usi_pages_alloc_span(ORDER, 0);
             CHECK(g, "a third span");
             CHECK(usi_pages_guard(g, span_size(), USI_PAGE_SIZE, &how) == 0, "guards");
             usi_pages_free_span(g, ORDER, USI_PAGE_SIZE, how);
             CHECK(usi_pages_abandoned_bytes() == abandoned + (fail_replace ? span_size() : 0),
                   "guards taken off");
-            unsigned char *h = usi_pages_alloc_span(ORDER);
+            unsigned char *h = usi_pages_alloc_span(ORDER, 0);
             CHECK(h == g && all_zero(h, span_size()), "the span is reused, reading as zero");
             memset(h, 2, span_size());
             usi_pages_free_span(h, ORDER, 0, 0);
@@ -178,7 +178,7 @@ static void test_guarded(void)
  * three each. Runs first: a refusal (EINVAL, test_guarded) is for good. */
 static void test_markers_shortage(void)
 {
-    unsigned char *probe = usi_pages_alloc_span(ORDER);
+    unsigned char *probe = usi_pages_alloc_span(ORDER, 0);
     CHECK(probe, "a span");
     int how;
     CHECK(usi_pages_guard(probe, span_size(), USI_PAGE_SIZE, &how) == 0, "guards");
@@ -188,7 +188,7 @@ static void test_markers_shortage(void)
         return;
     }
     unsigned long injected = uslab_faults_injected("a");
-    unsigned char *s = usi_pages_alloc_span(ORDER);
+    unsigned char *s = usi_pages_alloc_span(ORDER, 0);
     CHECK(s, "a span");
     CHECK(uslab_faults_set("1,1,ag") == 0, "faults");
     int rc = usi_pages_guard(s, span_size(), USI_PAGE_SIZE, &how);
@@ -197,7 +197,7 @@ static void test_markers_shortage(void)
     CHECK(rc == 0 && how == USI_GUARD_PROT, "that span's guards are PROT_NONE (%d)", how);
     CHECK(write_faults(s) && write_faults(s + span_size() - 1), "and fault");
     usi_pages_free_span(s, ORDER, USI_PAGE_SIZE, how);
-    unsigned char *t = usi_pages_alloc_span(ORDER);
+    unsigned char *t = usi_pages_alloc_span(ORDER, 0);
     CHECK(t, "a span");
     CHECK(usi_pages_guard(t, span_size(), USI_PAGE_SIZE, &how) == 0, "guards");
     CHECK(how == USI_GUARD_MARKERS, "the next span's guards are markers again (%d)", how);

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_pages_thp.c - chunks of huge pages for dense spans (docs/design.md §2): below 16 MiB
+ * committed no span is advised MADV_HUGEPAGE; past it, dense spans come from 2 MiB chunks
+ * that are (VmFlags "hg"), other spans never do; a chunk is advised MADV_NOHUGEPAGE ("nh")
+ * before a span of it is purged while others are in use, and MADV_HUGEPAGE again once all
+ * of it is free; chunk spans read as zero when reused. The advice is read back from
+ * /proc/self/smaps, which says the same whatever the machine's THP mode; a kernel without
+ * THP advice (no "hg" in any VmFlags after the first chunk) skips (77).
+ */
+#include "base.h"
+#include "check.h"
+#include "pages.h"
+#include "testutil.h"
+#include "uslab.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define CHUNK ((uintptr_t)2 << 20)
+
+/* The VmFlags of the mapping that holds addr ("" where none does), in flags[size]. */
+static void vm_flags(uintptr_t addr, char *flags, size_t size)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    CHECK(f, "open /proc/self/smaps");
+    char line[512];
+    int inside = 0;
+    flags[0] = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = addr >= lo && addr < hi;
+            continue;
+        }
+        if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            size_t n = strlen(line + 8);
+            n = n < size - 1 ? n : size - 1;
+            memcpy(flags, line + 8, n);
+            flags[n] = 0;
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static int advised(uintptr_t addr, const char *flag)
+{
+    char flags[256], word[8];
+    vm_flags(addr, flags, sizeof flags);
+    snprintf(word, sizeof word, " %s", flag);
+    return strstr(flags, word) != NULL;
+}
+
+static void check_zero(const unsigned char *s, size_t bytes)
+{
+    for (size_t off = 0; off < bytes; off += 4096)
+        CHECK(s[off] == 0 && s[off + 4095] == 0, "span %p reads zero at %zu", (const void *)s, off);
+}
+
+int main(void)
+{
+    /* Whether this kernel takes the advice at all (CONFIG_TRANSPARENT_HUGEPAGE). */
+    void *probe = mmap(NULL, 2 * CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(probe != MAP_FAILED, "mmap");
+    int takes = madvise(probe, 2 * CHUNK, MADV_HUGEPAGE) == 0 && advised((uintptr_t)probe, "hg");
+    munmap(probe, 2 * CHUNK);
+    if (!takes) {
+        printf("skipped: this kernel takes no MADV_HUGEPAGE\n");
+        return 77;
+    }
+    void *p = uslab_malloc(1); /* initialises uslab */
+    CHECK(p, "first malloc");
+    uslab_free(p);
+    /* Below 16 MiB committed: a dense span is an ordinary one. */
+    unsigned char *small = usi_pages_alloc_span(0, 1);
+    CHECK(small, "dense span");
+    small[0] = 1;
+    CHECK(!advised((uintptr_t)small, "hg"), "a dense span below 16 MiB is advised huge pages");
+    usi_pages_free_span(small, 0, 0, 0);
+    /* Past it: commit 24 MiB with ordinary spans of the largest order. */
+    void *big[3];
+    for (int i = 0; i < 3; i++) {
+        big[i] = usi_pages_alloc_span(USI_SPAN_ORDERS - 1, 0);
+        CHECK(big[i], "span of order %d", USI_SPAN_ORDERS - 1);
+        CHECK(!advised((uintptr_t)big[i], "hg"), "an ordinary span is advised huge pages");
+    }
+    unsigned char *a = usi_pages_alloc_span(0, 1), *b = usi_pages_alloc_span(1, 1);
+    CHECK(a && b, "dense spans");
+    uintptr_t chunk = (uintptr_t)a & ~(CHUNK - 1);
+    CHECK(advised(chunk, "hg"), "a dense span past 16 MiB is not advised huge pages");
+    CHECK(((uintptr_t)b & ~(CHUNK - 1)) == chunk, "two dense spans in two chunks");
+    CHECK((uintptr_t)b % (USI_UNIT_SIZE << 1) == 0, "a chunk's span of order 1 is aligned");
+    check_zero(a, USI_UNIT_SIZE);
+    check_zero(b, USI_UNIT_SIZE << 1);
+    memset(a, 0xa5, USI_UNIT_SIZE);
+    memset(b, 0x5a, USI_UNIT_SIZE << 1);
+    /* Every order below a chunk's comes from one; a chunk's order and a medium span do not. */
+    unsigned char *o4 = usi_pages_alloc_span(4, 1), *o5 = usi_pages_alloc_span(5, 1);
+    unsigned char *m = usi_pages_alloc_span(0, 0);
+    CHECK(o4 && o5 && m, "spans");
+    CHECK(advised((uintptr_t)o4, "hg"), "a dense span of order 4 is not in a chunk");
+    CHECK(!advised((uintptr_t)o5, "hg"), "a dense span of a chunk's size is advised huge pages");
+    CHECK(!advised((uintptr_t)m, "hg"), "a span that is not dense is advised huge pages");
+    /* A span purged while the chunk's other spans are in use: no huge pages for the chunk. */
+    usi_pages_free_span(a, 0, 0, 0);
+    CHECK(advised(chunk, "nh") && !advised(chunk, "hg"), "chunk still advised huge pages");
+    CHECK(b[0] == 0x5a && b[(USI_UNIT_SIZE << 1) - 1] == 0x5a, "the other span kept its data");
+    /* The freed span is the chunk's again, and reads as zero. */
+    unsigned char *again = usi_pages_alloc_span(0, 1);
+    CHECK(again == a, "the chunk's free unit not reused: %p, not %p", (void *)again, (void *)a);
+    check_zero(again, USI_UNIT_SIZE);
+    /* All of the chunk free: huge pages again. */
+    CHECK(((uintptr_t)o4 & ~(CHUNK - 1)) == chunk, "the span of order 4 not in the chunk");
+    usi_pages_free_span(again, 0, 0, 0);
+    usi_pages_free_span(b, 1, 0, 0);
+    CHECK(advised(chunk, "nh"), "a chunk with a span in use advised huge pages again");
+    usi_pages_free_span(o4, 4, 0, 0);
+    CHECK(advised(chunk, "hg"), "an empty chunk is not advised huge pages again");
+    unsigned char *c = usi_pages_alloc_span(0, 1);
+    CHECK(c && ((uintptr_t)c & ~(CHUNK - 1)) == chunk, "the empty chunk not reused");
+    check_zero(c, USI_UNIT_SIZE);
+    /* Thirty-two spans of order 0 fill a chunk; the next one starts another. */
+    unsigned char *s[40];
+    for (int i = 0; i < 40; i++) {
+        s[i] = usi_pages_alloc_span(0, 1);
+        CHECK(s[i] && advised((uintptr_t)s[i], "hg"), "dense span %d not in a chunk", i);
+        check_zero(s[i], USI_UNIT_SIZE);
+        s[i][0] = (unsigned char)i;
+    }
+    for (int i = 0; i < 40; i++)
+        for (int j = 0; j < i; j++)
+            CHECK(s[i] != s[j] && s[i] != c, "span %d handed out twice", i);
+    for (int i = 0; i < 40; i++) {
+        CHECK(s[i][0] == (unsigned char)i, "span %d lost its data", i);
+        usi_pages_free_span(s[i], 0, 0, 0);
+    }
+    usi_pages_free_span(c, 0, 0, 0);
+    usi_pages_free_span(o5, 5, 0, 0);
+    usi_pages_free_span(m, 0, 0, 0);
+    for (int i = 0; i < 3; i++)
+        usi_pages_free_span(big[i], USI_SPAN_ORDERS - 1, 0, 0);
+    /* Blocks through malloc still work over chunks. */
+    void *blocks[20000];
+    for (int i = 0; i < 20000; i++) {
+        blocks[i] = uslab_malloc(64 + (size_t)(i % 7) * 16);
+        CHECK(blocks[i], "malloc %d", i);
+        memset(blocks[i], i & 0xff, 64);
+    }
+    /* The slab layer's: a small class's new slabs come from chunks, a medium block's never. */
+    CHECK(advised((uintptr_t)blocks[19999], "hg"), "a small class's new slab not in a chunk");
+    void *medium = uslab_malloc(100 << 10);
+    CHECK(medium && !advised((uintptr_t)medium, "hg"), "a medium block in a chunk");
+    uslab_free(medium);
+    for (int i = 0; i < 20000; i++) {
+        CHECK(((unsigned char *)blocks[i])[63] == (i & 0xff), "block %d lost its data", i);
+        uslab_free(blocks[i]);
+    }
+    printf("pages thp ok\n");
+    return 0;
+}
