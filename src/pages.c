@@ -699,48 +699,86 @@ static void purge_one_resident(void)
     usi_unlock(&pages.lock);
 }
 
+/* A span neither zero nor surely ours: never reused; only its address space is lost. */
+static void abandon(void *span, size_t bytes)
+{
+    usi_lock(&pages.lock);
+    int first = pages.abandoned == 0;
+    pages.abandoned += bytes;
+    usi_unlock(&pages.lock);
+    if (first)
+        usi_report_note("span %p (%zu KiB) could not be purged, replaced or zeroed; its address "
+                        "space is abandoned",
+                        span, bytes >> 10);
+}
+
+/*
+ * A span of chunk i back, purged. While other spans of the chunk are in use the chunk gets no
+ * huge pages (khugepaged would make the purged pages resident again), and its free units,
+ * resident in the huge page its first span faulted, are purged with it, under the lock (no
+ * other thread takes them meanwhile; at most once a chunk until it empties). The last span of
+ * a chunk purges the whole chunk, which is taken whole meanwhile, and the chunk gets huge
+ * pages again. A purge that fails leaves zeros: a chunk's free units were never written or
+ * were purged already. Where the span cannot be made zero again it stays taken.
+ */
+static void thp_give(unsigned i, uintptr_t span, unsigned order)
+{
+    uintptr_t c = thp_chunk(i);
+    usi_lock(&pages.lock);
+    uint32_t bits = thp_bits(i, unit_of(span), order), used = thp.used[i];
+    USI_ASSERT((used & bits) == bits);
+    int whole = (used & ~bits) == 0;
+    if (!whole && !thp.split[i]) {
+        thp.split[i] = 1;
+        usi_os_huge_pages((void *)c, span_bytes(THP_ORDER), 0);
+        for (uint32_t u = 0; u < THP_UNITS; u++) /* the free units, a run at a time */
+            if (!((used >> u) & 1)) {
+                uint32_t end = u;
+                while (end < THP_UNITS && !((used >> end) & 1))
+                    end++;
+                (void)usi_os_purge((void *)(c + ((uintptr_t)u << USI_UNIT_SHIFT)),
+                                   (size_t)(end - u) << USI_UNIT_SHIFT);
+                u = end;
+            }
+    }
+    if (whole) { /* taken whole while it is purged */
+        thp.nroom -= used != UINT32_MAX;
+        thp.used[i] = UINT32_MAX;
+    }
+    usi_unlock(&pages.lock);
+    int how = whole ? span_discard((void *)c, span_bytes(THP_ORDER), 0)
+                    : span_discard((void *)span, span_bytes(order), 0);
+    if (how == ABANDONED) { /* stays taken: never reused */
+        abandon(whole ? (void *)c : (void *)span,
+                whole ? span_bytes(THP_ORDER) : span_bytes(order));
+        return;
+    }
+    usi_lock(&pages.lock);
+    thp.nroom += thp.used[i] == UINT32_MAX;
+    thp.used[i] = whole ? 0 : thp.used[i] & ~bits;
+    if (!thp.used[i] && thp.split[i]) {
+        thp.split[i] = 0;
+        usi_os_huge_pages((void *)c, span_bytes(THP_ORDER), 1);
+    }
+    usi_unlock(&pages.lock);
+}
+
 void usi_pages_free_span(void *span, unsigned order, size_t guard, int guard_how)
 {
     /* Guard pages back to read/write; where that fails, the whole span is replaced. */
     int guarded =
         guard && (usi_os_quiet() || usi_os_unguard(span, guard, guard_how) != 0 ||
                   usi_os_unguard((char *)span + span_bytes(order) - guard, guard, guard_how) != 0);
-    /* A chunk's span: no huge pages for the chunk while part of it is in use, before the
-     * purge (khugepaged would fill it in again). */
+    /* A chunk's span (thp_give) */
     int chunk = thp_chunk_of((uintptr_t)span);
     if (chunk >= 0) {
-        usi_lock(&pages.lock);
-        uint32_t bits = thp_bits((unsigned)chunk, unit_of((uintptr_t)span), order);
-        USI_ASSERT((thp.used[chunk] & bits) == bits);
-        if ((thp.used[chunk] & ~bits) && !thp.split[chunk]) {
-            thp.split[chunk] = 1;
-            usi_os_huge_pages((void *)thp_chunk((unsigned)chunk), span_bytes(THP_ORDER), 0);
-        }
-        usi_unlock(&pages.lock);
+        thp_give((unsigned)chunk, (uintptr_t)span, order);
+        return;
     }
     /* Outside the lock: madvise can be slow, the fallbacks more so. */
     int how = span_discard(span, span_bytes(order), guarded);
-    if (chunk >= 0 && how != ABANDONED) { /* back to its chunk, reading as zero */
-        usi_lock(&pages.lock);
-        thp.nroom += thp.used[chunk] == UINT32_MAX;
-        thp.used[chunk] &= ~thp_bits((unsigned)chunk, unit_of((uintptr_t)span), order);
-        if (!thp.used[chunk] && thp.split[chunk]) {
-            thp.split[chunk] = 0;
-            usi_os_huge_pages((void *)thp_chunk((unsigned)chunk), span_bytes(THP_ORDER), 1);
-        }
-        usi_unlock(&pages.lock);
-        return;
-    }
     if (how == ABANDONED) {
-        /* Neither zero nor surely ours: never reused; only its address space is lost. */
-        usi_lock(&pages.lock);
-        int first = pages.abandoned == 0;
-        pages.abandoned += span_bytes(order);
-        usi_unlock(&pages.lock);
-        if (first)
-            usi_report_note("span %p (%zu KiB) could not be purged, replaced or zeroed; its "
-                            "address space is abandoned",
-                            span, span_bytes(order) >> 10);
+        abandon(span, span_bytes(order));
         return;
     }
     usi_lock(&pages.lock);

@@ -54,6 +54,17 @@ static int advised(uintptr_t addr, const char *flag)
     return strstr(flags, word) != NULL;
 }
 
+/* Pages of [addr, addr + len) resident (mincore). */
+static size_t resident_pages(uintptr_t addr, size_t len)
+{
+    unsigned char vec[CHUNK / 4096];
+    CHECK(len <= CHUNK && mincore((void *)addr, len, vec) == 0, "mincore");
+    size_t n = 0;
+    for (size_t i = 0; i < len / 4096; i++)
+        n += vec[i] & 1;
+    return n;
+}
+
 static void check_zero(const unsigned char *s, size_t bytes)
 {
     for (size_t off = 0; off < bytes; off += 4096)
@@ -87,6 +98,15 @@ int main(void)
         CHECK(big[i], "span of order %d", USI_SPAN_ORDERS - 1);
         CHECK(!advised((uintptr_t)big[i], "hg"), "an ordinary span is advised huge pages");
     }
+    /* A fresh chunk's only span, written and freed: nothing of the chunk stays resident (its
+     * first write may have faulted the whole huge page). */
+    unsigned char *only = usi_pages_alloc_span(0, 1);
+    CHECK(only && advised((uintptr_t)only, "hg"), "a dense span past 16 MiB not in a chunk");
+    memset(only, 7, USI_UNIT_SIZE);
+    usi_pages_free_span(only, 0, 0, 0);
+    CHECK(resident_pages((uintptr_t)only & ~(CHUNK - 1), CHUNK) == 0,
+          "a chunk whose only span was freed holds %zu pages",
+          resident_pages((uintptr_t)only & ~(CHUNK - 1), CHUNK));
     unsigned char *a = usi_pages_alloc_span(0, 1), *b = usi_pages_alloc_span(1, 1);
     CHECK(a && b, "dense spans");
     uintptr_t chunk = (uintptr_t)a & ~(CHUNK - 1);
@@ -107,6 +127,10 @@ int main(void)
     /* A span purged while the chunk's other spans are in use: no huge pages for the chunk. */
     usi_pages_free_span(a, 0, 0, 0);
     CHECK(advised(chunk, "nh") && !advised(chunk, "hg"), "chunk still advised huge pages");
+    /* and its free units, resident where a huge page held them, are purged with it */
+    CHECK(resident_pages(chunk, USI_UNIT_SIZE) == 0, "the purged span is resident");
+    CHECK(resident_pages(chunk + 4 * USI_UNIT_SIZE, 12 * USI_UNIT_SIZE) == 0,
+          "a chunk's free units are resident after its first purge");
     CHECK(b[0] == 0x5a && b[(USI_UNIT_SIZE << 1) - 1] == 0x5a, "the other span kept its data");
     /* The freed span is the chunk's again, and reads as zero. */
     unsigned char *again = usi_pages_alloc_span(0, 1);
@@ -119,6 +143,8 @@ int main(void)
     CHECK(advised(chunk, "nh"), "a chunk with a span in use advised huge pages again");
     usi_pages_free_span(o4, 4, 0, 0);
     CHECK(advised(chunk, "hg"), "an empty chunk is not advised huge pages again");
+    CHECK(resident_pages(chunk, CHUNK) == 0, "an empty chunk holds %zu pages",
+          resident_pages(chunk, CHUNK));
     unsigned char *c = usi_pages_alloc_span(0, 1);
     CHECK(c && ((uintptr_t)c & ~(CHUNK - 1)) == chunk, "the empty chunk not reused");
     check_zero(c, USI_UNIT_SIZE);
