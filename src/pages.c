@@ -712,14 +712,42 @@ static void abandon(void *span, size_t bytes)
                         span, bytes >> 10);
 }
 
+/* Under pages.lock: chunk i, in use, gets no more huge pages, and its free units (resident
+ * in the huge page its first span faulted) are purged, a run at a time; at most once a chunk
+ * until it empties. A purge that fails leaves zeros: a chunk's free units were never
+ * written or were purged already. */
+static void thp_split(unsigned i)
+{
+    uintptr_t c = thp_chunk(i);
+    uint32_t used = thp.used[i];
+    thp.split[i] = 1;
+    usi_os_huge_pages((void *)c, span_bytes(THP_ORDER), 0);
+    for (uint32_t u = 0; u < THP_UNITS; u++)
+        if (!((used >> u) & 1)) {
+            uint32_t end = u;
+            while (end < THP_UNITS && !((used >> end) & 1))
+                end++;
+            (void)usi_os_purge((void *)(c + ((uintptr_t)u << USI_UNIT_SHIFT)),
+                               (size_t)(end - u) << USI_UNIT_SHIFT);
+            u = end;
+        }
+}
+
+void usi_pages_trim(void)
+{
+    usi_lock(&pages.lock);
+    for (unsigned i = 0; i < thp.n; i++)
+        if (thp.used[i] && thp.used[i] != UINT32_MAX && !thp.split[i])
+            thp_split(i);
+    usi_unlock(&pages.lock);
+}
+
 /*
- * A span of chunk i back, purged. While other spans of the chunk are in use the chunk gets no
- * huge pages (khugepaged would make the purged pages resident again), and its free units,
- * resident in the huge page its first span faulted, are purged with it, under the lock (no
- * other thread takes them meanwhile; at most once a chunk until it empties). The last span of
- * a chunk purges the whole chunk, which is taken whole meanwhile, and the chunk gets huge
- * pages again. A purge that fails leaves zeros: a chunk's free units were never written or
- * were purged already. Where the span cannot be made zero again it stays taken.
+ * A span of chunk i back, purged. While other spans of the chunk are in use the chunk is
+ * split first (thp_split, under the lock: no other thread takes its free units meanwhile;
+ * khugepaged would make the purged pages resident again). The last span of a chunk purges
+ * the whole chunk, which is taken whole meanwhile, and the chunk gets huge pages again.
+ * Where the span cannot be made zero again it stays taken.
  */
 static void thp_give(unsigned i, uintptr_t span, unsigned order)
 {
@@ -728,19 +756,8 @@ static void thp_give(unsigned i, uintptr_t span, unsigned order)
     uint32_t bits = thp_bits(i, unit_of(span), order), used = thp.used[i];
     USI_ASSERT((used & bits) == bits);
     int whole = (used & ~bits) == 0;
-    if (!whole && !thp.split[i]) {
-        thp.split[i] = 1;
-        usi_os_huge_pages((void *)c, span_bytes(THP_ORDER), 0);
-        for (uint32_t u = 0; u < THP_UNITS; u++) /* the free units, a run at a time */
-            if (!((used >> u) & 1)) {
-                uint32_t end = u;
-                while (end < THP_UNITS && !((used >> end) & 1))
-                    end++;
-                (void)usi_os_purge((void *)(c + ((uintptr_t)u << USI_UNIT_SHIFT)),
-                                   (size_t)(end - u) << USI_UNIT_SHIFT);
-                u = end;
-            }
-    }
+    if (!whole && !thp.split[i])
+        thp_split(i);
     if (whole) { /* taken whole while it is purged */
         thp.nroom -= used != UINT32_MAX;
         thp.used[i] = UINT32_MAX;

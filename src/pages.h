@@ -113,6 +113,8 @@ void *usi_pages_alloc_span(unsigned order, int dense);
  * guard: bytes of guard page (usi_pages_guard, which returned `guard_how`) at each end, made
  * read/write again first, or 0. */
 void usi_pages_free_span(void *span, unsigned order, size_t guard, int guard_how);
+/* Every chunk in use with free units gives them back (an explicit reap: design §2). */
+void usi_pages_trim(void);
 /* Bytes of spans abandoned so far (design §2). */
 size_t usi_pages_abandoned_bytes(void);
 /* The first and last `guard` bytes of a span of `size` bytes of an internal cache (design

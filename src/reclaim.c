@@ -14,6 +14,7 @@
 #include "descriptor.h"
 #include "objects.h"
 #include "os.h"
+#include "pages.h"
 #include "purge.h"
 #include "registry.h"
 #include "sizeclass.h"
@@ -170,11 +171,14 @@ static void release_internal(struct uslab_cache *c, void *arg)
         *(size_t *)arg += release_empty(c, 1, 0, 0, 0, NULL);
 }
 
+/* What every explicit reap gives back besides its caches' slabs: the internal caches' empty
+ * slabs, and the free units of chunks in use (their huge pages held them, design §2). */
 static size_t release_magazines(void)
 {
     size_t bytes = 0;
     usi_tcache_flush_stash();
     usi_registry_for_each(release_internal, &bytes);
+    usi_pages_trim();
     return bytes;
 }
 

@@ -4,7 +4,8 @@
  * committed no span is advised MADV_HUGEPAGE; past it, dense spans come from 2 MiB chunks
  * that are (VmFlags "hg"), other spans never do; a chunk is advised MADV_NOHUGEPAGE ("nh")
  * before a span of it is purged while others are in use, and MADV_HUGEPAGE again once all
- * of it is free; chunk spans read as zero when reused. The advice is read back from
+ * of it is free, the free units purged in both cases and by an explicit reap (usi_pages_trim);
+ * chunk spans read as zero when reused. The advice is read back from
  * /proc/self/smaps, which says the same whatever the machine's THP mode; a kernel without
  * THP advice (no "hg" in any VmFlags after the first chunk) skips (77).
  */
@@ -107,6 +108,19 @@ int main(void)
     CHECK(resident_pages((uintptr_t)only & ~(CHUNK - 1), CHUNK) == 0,
           "a chunk whose only span was freed holds %zu pages",
           resident_pages((uintptr_t)only & ~(CHUNK - 1), CHUNK));
+    /* An explicit reap (usi_pages_trim) takes a chunk in use its huge pages, and purges its
+     * free units. */
+    unsigned char *keep = usi_pages_alloc_span(0, 1);
+    uintptr_t kc = (uintptr_t)keep & ~(CHUNK - 1);
+    CHECK(keep && advised(kc, "hg"), "a dense span past 16 MiB not in a chunk");
+    memset(keep, 9, USI_UNIT_SIZE);
+    usi_pages_trim();
+    CHECK(advised(kc, "nh"), "a trimmed chunk still advised huge pages");
+    CHECK(resident_pages(kc, CHUNK) <= USI_UNIT_SIZE / 4096, "a trimmed chunk holds %zu pages",
+          resident_pages(kc, CHUNK));
+    CHECK(keep[0] == 9 && keep[USI_UNIT_SIZE - 1] == 9, "the trim lost the span's data");
+    usi_pages_free_span(keep, 0, 0, 0);
+    CHECK(advised(kc, "hg") && resident_pages(kc, CHUNK) == 0, "an emptied chunk");
     unsigned char *a = usi_pages_alloc_span(0, 1), *b = usi_pages_alloc_span(1, 1);
     CHECK(a && b, "dense spans");
     uintptr_t chunk = (uintptr_t)a & ~(CHUNK - 1);
