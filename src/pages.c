@@ -69,15 +69,14 @@ static struct {
  * advised MADV_NOHUGEPAGE first (khugepaged would make the purged pages resident again),
  * and MADV_HUGEPAGE again once all of it is free. Chunks are never given back to the free
  * lists; their free units are purged. Under pages.lock.
- * Invariants: used[i] has a bit per unit of chunk i handed out; nroom counts the chunks
- * whose used is not full; split[i] iff chunk i is advised MADV_NOHUGEPAGE; every unit of
+ * Invariants: used[i] has a bit per unit of chunk i handed out; bit i of room is set iff
+ * used[i] is not full; split[i] iff chunk i is advised MADV_NOHUGEPAGE; every unit of
  * chunk i has the free-span link THP_LINK | i (never on a free list, its link is free).
  */
 #define THP_ORDER  5 /* a chunk: span_bytes(5), one huge page */
 #define THP_UNITS  (1u << THP_ORDER)
 #define THP_FROM   ((size_t)16 << 20) /* committed before the first chunk is made */
 #define THP_CHUNKS 4096               /* at most 8 GiB in chunks */
-#define THP_SCAN   64                 /* chunks looked at for room before a new one */
 #define THP_LINK   0x80000000u
 _Static_assert(USI_UNIT_SIZE << THP_ORDER == (size_t)2 << 20, "a chunk is a 2 MiB huge page");
 _Static_assert(THP_UNITS == 32, "a chunk's units are the bits of a uint32_t");
@@ -85,8 +84,9 @@ static struct {
     uint32_t unit[THP_CHUNKS]; /* the chunk's first unit */
     uint32_t used[THP_CHUNKS];
     uint8_t split[THP_CHUNKS];
-    unsigned n, cur, nroom; /* chunks made, the one tried first, those with room */
-    int refused;            /* the process locks its future mappings: no chunks */
+    uint64_t room[THP_CHUNKS / 64]; /* a bit per chunk with a free unit */
+    unsigned n, cur;                /* chunks made, the one tried first */
+    int refused;                    /* the process locks its future mappings: no chunks */
 } thp;
 
 static inline size_t span_bytes(unsigned order)
@@ -567,23 +567,43 @@ static inline uint32_t thp_bits(unsigned i, uint32_t u, unsigned order)
     return (uint32_t)((((uint64_t)1 << (1u << order)) - 1) << (u - thp.unit[i]));
 }
 
-/* A dense span of `order` (< THP_ORDER) from a chunk with room, or from a new chunk; 0
- * where there is none (below THP_FROM, no chunk left, the pages refused). */
+/* Chunk i's used word becomes `used`, its bit in room with it. */
+static void thp_set_used(unsigned i, uint32_t used)
+{
+    thp.used[i] = used;
+    if (used == UINT32_MAX)
+        thp.room[i / 64] &= ~((uint64_t)1 << (i % 64));
+    else
+        thp.room[i / 64] |= (uint64_t)1 << (i % 64);
+}
+
+/* The first unit of a free run of n units aligned to n in chunk i, or THP_UNITS. */
+static unsigned thp_fit(unsigned i, unsigned n)
+{
+    uint32_t mask = (uint32_t)(((uint64_t)1 << n) - 1);
+    unsigned at = 0;
+    while (at < THP_UNITS && (thp.used[i] & (mask << at)))
+        at += n;
+    return at;
+}
+
+/* A dense span of `order` (< THP_ORDER) from a chunk with room (the one used last, then the
+ * lowest), or from a new chunk; 0 where there is none (below THP_FROM, no chunk left, the
+ * pages refused). */
 static uintptr_t thp_take(unsigned order)
 {
     if (thp.refused || pages.committed - usi_pagemap.base < THP_FROM)
         return 0;
-    unsigned n = 1u << order;
-    uint32_t mask = (uint32_t)(((uint64_t)1 << n) - 1);
-    for (unsigned k = 0; thp.nroom && k < thp.n && k < THP_SCAN; k++) {
-        unsigned i = (thp.cur + thp.n - k) % thp.n; /* the newest first */
-        for (unsigned at = 0; thp.used[i] != UINT32_MAX && at < THP_UNITS; at += n)
-            if (!(thp.used[i] & (mask << at))) {
-                thp.used[i] |= mask << at;
-                thp.nroom -= thp.used[i] == UINT32_MAX;
-                thp.cur = i;
-                return thp_chunk(i) + ((uintptr_t)at << USI_UNIT_SHIFT);
-            }
+    unsigned n = 1u << order, i = thp.cur, at = thp.n ? thp_fit(i, n) : THP_UNITS;
+    for (unsigned w = 0; at == THP_UNITS && w < (thp.n + 63) / 64; w++)
+        for (uint64_t bits = thp.room[w]; at == THP_UNITS && bits; bits &= bits - 1) {
+            i = w * 64 + (unsigned)__builtin_ctzll(bits);
+            at = thp_fit(i, n);
+        }
+    if (at < THP_UNITS) {
+        thp_set_used(i, thp.used[i] | (uint32_t)(((uint64_t)1 << n) - 1) << at);
+        thp.cur = i;
+        return thp_chunk(i) + ((uintptr_t)at << USI_UNIT_SHIFT);
     }
     if (thp.n == THP_CHUNKS)
         return 0;
@@ -597,11 +617,10 @@ static uintptr_t thp_take(unsigned order)
     if (!c)
         return 0;
     usi_os_huge_pages((void *)c, span_bytes(THP_ORDER), 1);
-    unsigned i = thp.cur = thp.n++;
+    i = thp.cur = thp.n++;
     thp.unit[i] = unit_of(c);
-    thp.used[i] = mask;
+    thp_set_used(i, (uint32_t)(((uint64_t)1 << n) - 1));
     thp.split[i] = 0;
-    thp.nroom += mask != UINT32_MAX;
     for (uint32_t u = 0; u < THP_UNITS; u++)
         usi_pagemap.link[thp.unit[i] + u] = THP_LINK | i;
     return c;
@@ -713,15 +732,16 @@ static void abandon(void *span, size_t bytes)
 }
 
 /* Under pages.lock: chunk i, in use, gets no more huge pages, and its free units (resident
- * in the huge page its first span faulted) are purged, a run at a time; at most once a chunk
- * until it empties. A purge that fails leaves zeros: a chunk's free units were never
- * written or were purged already. */
+ * in the huge page its first span faulted) are purged, a run at a time. A purge that fails
+ * leaves zeros: a chunk's free units were never written or were purged already. */
 static void thp_split(unsigned i)
 {
     uintptr_t c = thp_chunk(i);
     uint32_t used = thp.used[i];
-    thp.split[i] = 1;
-    usi_os_huge_pages((void *)c, span_bytes(THP_ORDER), 0);
+    if (!thp.split[i]) {
+        thp.split[i] = 1;
+        usi_os_huge_pages((void *)c, span_bytes(THP_ORDER), 0);
+    }
     for (uint32_t u = 0; u < THP_UNITS; u++)
         if (!((used >> u) & 1)) {
             uint32_t end = u;
@@ -736,8 +756,8 @@ static void thp_split(unsigned i)
 void usi_pages_trim(void)
 {
     usi_lock(&pages.lock);
-    for (unsigned i = 0; i < thp.n; i++)
-        if (thp.used[i] && thp.used[i] != UINT32_MAX && !thp.split[i])
+    for (unsigned i = 0; i < thp.n; i++) /* split ones too: what khugepaged made resident */
+        if (thp.used[i] && thp.used[i] != UINT32_MAX)
             thp_split(i);
     usi_unlock(&pages.lock);
 }
@@ -758,10 +778,8 @@ static void thp_give(unsigned i, uintptr_t span, unsigned order)
     int whole = (used & ~bits) == 0;
     if (!whole && !thp.split[i])
         thp_split(i);
-    if (whole) { /* taken whole while it is purged */
-        thp.nroom -= used != UINT32_MAX;
-        thp.used[i] = UINT32_MAX;
-    }
+    if (whole) /* taken whole while it is purged */
+        thp_set_used(i, UINT32_MAX);
     usi_unlock(&pages.lock);
     int how = whole ? span_discard((void *)c, span_bytes(THP_ORDER), 0)
                     : span_discard((void *)span, span_bytes(order), 0);
@@ -771,8 +789,7 @@ static void thp_give(unsigned i, uintptr_t span, unsigned order)
         return;
     }
     usi_lock(&pages.lock);
-    thp.nroom += thp.used[i] == UINT32_MAX;
-    thp.used[i] = whole ? 0 : thp.used[i] & ~bits;
+    thp_set_used(i, whole ? 0 : thp.used[i] & ~bits);
     if (!thp.used[i] && thp.split[i]) {
         thp.split[i] = 0;
         usi_os_huge_pages((void *)c, span_bytes(THP_ORDER), 1);

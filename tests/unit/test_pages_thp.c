@@ -182,6 +182,24 @@ int main(void)
     usi_pages_free_span(m, 0, 0, 0);
     for (int i = 0; i < 3; i++)
         usi_pages_free_span(big[i], USI_SPAN_ORDERS - 1, 0, 0);
+    /* Chunks emptied are used again before new ones are made (which come from above): 200
+     * spans (7 chunks), freed, then 200 again twice, in no chunk above the first round's. */
+    static unsigned char *many[200];
+    uintptr_t top = 0, top2 = 0;
+    for (int round = 0; round < 3; round++) {
+        uintptr_t *t = round == 0 ? &top : &top2;
+        for (int i = 0; i < 200; i++) {
+            many[i] = usi_pages_alloc_span(0, 1);
+            CHECK(many[i] && advised((uintptr_t)many[i], "hg") + advised((uintptr_t)many[i], "nh"),
+                  "dense span %d not in a chunk", i);
+            if ((uintptr_t)many[i] > *t)
+                *t = (uintptr_t)many[i];
+        }
+        for (int i = 0; i < 200; i++)
+            usi_pages_free_span(many[round == 1 ? 199 - i : i], 0, 0, 0);
+    }
+    CHECK(top2 / CHUNK <= top / CHUNK, "emptied chunks not used again: a span at %p, past %p",
+          (void *)top2, (void *)top);
     /* Blocks through malloc still work over chunks. */
     void *blocks[20000];
     for (int i = 0; i < 20000; i++) {
