@@ -39,6 +39,7 @@ static size_t *const option_field[USI_SETTING_COUNT] = {
     [USI_SETTING_PURGER] = &usi_options.purger,
     [USI_SETTING_RETURN] = &usi_options.return_policy,
     [USI_SETTING_TCACHE_MAX] = &usi_options.tcache_max,
+    [USI_SETTING_HUGE_PAGES] = &usi_options.huge_pages,
     [USI_SETTING_PROFILE] = &usi_options.profile,
     [USI_SETTING_STATS] = &usi_options.stats,
     [USI_SETTING_LEAKS] = &usi_options.leaks,

@@ -18,6 +18,7 @@ struct usi_options {
     size_t purger;         /* USLAB_PURGER: enum usi_purger_mode (settings.h) */
     size_t return_policy;  /* USLAB_RETURN: enum usi_return_policy (settings.h) */
     size_t tcache_max;     /* USLAB_TCACHE_MAX: bound on bytes cached by all threads */
+    size_t huge_pages;     /* USLAB_HUGE_PAGES: chunks of huge pages for dense spans (pages.c) */
     size_t profile;        /* USLAB_PROFILE is set: malloc records request sizes (malloc.c) */
     size_t stats;          /* USLAB_STATS: enum usi_stats_format (settings.h; stats.c) */
     size_t leaks;          /* USLAB_LEAKS: enum usi_stats_format (debug.c) */

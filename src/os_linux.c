@@ -92,14 +92,14 @@ long usi_os_syscall(long n, long a, long b, long c, long d, long e, long f)
 
 /*
  * No transparent huge pages in uslab's own mappings (the range of slabs, its side arrays,
- * spans mapped again) but where the pages layer asks for them (its chunks of dense spans,
- * design §2): a slab keeps only the pages its objects were handed out on, many classes
- * each have a span of their own, and the purger gives idle spans back 64 KiB at a time.
- * Where THP is "always", khugepaged makes any 2 MiB block with one page in it wholly
- * resident (max_ptes_none 511), which undoes both: a small program's slabs took 2.4 MB
- * resident, then 6.3 MB once collapsed (design §2). Advice only: a failure changes nothing
- * else. The real madvise, never an injected failure (tests' fault sequences stay those of
- * the calls that matter), and not under strict seccomp mode, where it would kill.
+ * spans mapped again) but where the pages layer asks for them (USLAB_HUGE_PAGES=1: its
+ * chunks of dense spans, design §2): a slab keeps only the pages its objects were handed out on,
+ * many classes each have a span of their own, and the purger gives idle spans back 64 KiB at a
+ * time. Where THP is "always", khugepaged makes any 2 MiB block with one page in it wholly resident
+ * (max_ptes_none 511), which undoes both: a small program's slabs took 2.4 MB resident, then 6.3 MB
+ * once collapsed (design §2). Advice only: a failure changes nothing else. The real madvise, never
+ * an injected failure (tests' fault sequences stay those of the calls that matter), and not under
+ * strict seccomp mode, where it would kill.
  */
 void usi_os_huge_pages(void *addr, size_t size, int huge)
 {

@@ -5,8 +5,8 @@
  * any pointer, the slab that owns it in O(1), or that uslab did not hand it out.
  *
  * Spans come from per-order free lists, then from a bump pointer over the reservation,
- * then by splitting a larger free span; past 16 MiB, dense ones from chunks of huge pages
- * (thp_take). Alignment gaps left by the bump pointer are put on
+ * then by splitting a larger free span; with USLAB_HUGE_PAGES=1, past 16 MiB, dense ones
+ * from chunks of huge pages (thp_take). Alignment gaps left by the bump pointer are put on
  * the smaller orders' free lists, so no address space is lost. Free-list links live in a
  * side array (usi_pagemap.link), never in the purged span, so a free span stays unbacked.
  * A freed span always reads as zero when reused, even where the kernel refuses to purge it
@@ -60,10 +60,10 @@ static struct {
 } pages = {.lock = USI_MUTEX_INIT};
 
 /*
- * Chunks of huge pages for dense spans (design §2). Once THP_FROM bytes of the range are
- * committed, a span the slab layer fills from one end (`dense`: a small class's, an object
- * cache's) comes from a chunk, a 2 MiB span advised MADV_HUGEPAGE, so that its memory
- * faults in a huge page at a time (lua 22.2k -> 8.9k page faults); other spans (medium
+ * Chunks of huge pages for dense spans (design §2), with USLAB_HUGE_PAGES=1. Once THP_FROM
+ * bytes of the range are committed, a span the slab layer fills from one end (`dense`: a small
+ * class's, an object cache's) comes from a chunk, a 2 MiB span advised MADV_HUGEPAGE, so that its
+ * memory faults in a huge page at a time (lua 22.2k -> 8.9k page faults); other spans (medium
  * blocks, written in part; internal caches, whose guard pages would split the mapping)
  * never come from one. A chunk whose span is purged while others of it are in use is
  * advised MADV_NOHUGEPAGE first (khugepaged would make the purged pages resident again),
@@ -592,7 +592,7 @@ static unsigned thp_fit(unsigned i, unsigned n)
  * pages refused). */
 static uintptr_t thp_take(unsigned order)
 {
-    if (thp.refused || pages.committed - usi_pagemap.base < THP_FROM)
+    if (!usi_options.huge_pages || thp.refused || pages.committed - usi_pagemap.base < THP_FROM)
         return 0;
     unsigned n = 1u << order, i = thp.cur, at = thp.n ? thp_fit(i, n) : THP_UNITS;
     for (unsigned w = 0; at == THP_UNITS && w < (thp.n + 63) / 64; w++)

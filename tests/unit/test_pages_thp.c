@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_pages_thp.c - chunks of huge pages for dense spans (docs/design.md §2): below 16 MiB
+ * test_pages_thp.c - chunks of huge pages for dense spans (docs/design.md §2), with
+ * USLAB_HUGE_PAGES=1 (without it, none: "pages thp off ok"): below 16 MiB
  * committed no span is advised MADV_HUGEPAGE; past it, dense spans come from 2 MiB chunks
  * that are (VmFlags "hg"), other spans never do; a chunk is advised MADV_NOHUGEPAGE ("nh")
  * before a span of it is purged while others are in use, and MADV_HUGEPAGE again once all
@@ -98,6 +99,15 @@ int main(void)
         big[i] = usi_pages_alloc_span(USI_SPAN_ORDERS - 1, 0);
         CHECK(big[i], "span of order %d", USI_SPAN_ORDERS - 1);
         CHECK(!advised((uintptr_t)big[i], "hg"), "an ordinary span is advised huge pages");
+    }
+    /* Off by default (USLAB_HUGE_PAGES): no chunk, dense spans as any other. */
+    const char *on = getenv("USLAB_HUGE_PAGES");
+    if (!on || strcmp(on, "1") != 0) {
+        unsigned char *plain = usi_pages_alloc_span(0, 1);
+        CHECK(plain && !advised((uintptr_t)plain, "hg"), "a chunk without USLAB_HUGE_PAGES=1");
+        usi_pages_free_span(plain, 0, 0, 0);
+        printf("pages thp off ok\n");
+        return 0;
     }
     /* A fresh chunk's only span, written and freed: nothing of the chunk stays resident (its
      * first write may have faulted the whole huge page). */
