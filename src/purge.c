@@ -535,6 +535,8 @@ static int purger_start(void)
     pthread_attr_destroy(&attr);
     if (!ok)
         usi_report_note("cannot start the purger thread; memory goes back on slow paths");
+    else /* empty slabs go back after the delay, calls or not (slab.h) */
+        __atomic_store_n(&usi_slab_purger_runs, 1, __ATOMIC_RELAXED);
     return ok;
 }
 
@@ -725,6 +727,7 @@ void usi_purge_postfork_child(void)
 {
     /* The thread did not survive the fork; the child starts its own at its first kick. */
     purger.thread = 0;
+    usi_slab_purger_runs = 0; /* until it does */
     purger.pending = 0;
     purger.running = 0; /* a pass on another thread of the parent is not ours to finish */
     /* A thread of the parent was in mallopt, or in a trim of the arenas (whose sentinels,

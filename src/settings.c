@@ -44,7 +44,9 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                             0,
                             "who gives idle memory back: `inline` (the allocator's own slow "
                             "paths and thread exits; no thread) or `thread` (a background "
-                            "thread of uslab's that also does it while the program idles; "
+                            "thread of uslab's that also does it while the program idles, so "
+                            "that slabs a burst of frees empties wait for the delay too: a "
+                            "burst allocated again within it faults nothing back; "
                             "docs/design.md §3)",
                             purger_words},
     [USI_SETTING_RETURN] = {"USLAB_RETURN", USI_SETTING_KIND_CHOICE, USI_RETURN_DELAY, "delay", 0,

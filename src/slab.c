@@ -30,6 +30,7 @@
 
 uintptr_t usi_free_secret;
 uint64_t usi_slab_surplus_bytes;
+int usi_slab_purger_runs;
 uint64_t usi_slab_passed_bytes;
 int usi_slab_surplus_seen;
 /* Bytes of slabs made so far, and their count when a surplus pass was last asked for. */
@@ -544,10 +545,13 @@ static void put_settle(struct uslab_cache *c, struct usi_slab *s, struct usi_sla
     if (s->inuse != 0)
         return;
     /* Beyond the reserve, an empty slab is purged once it has been idle for the purge delay
-     * (by a pass); at once when the delay is 0 or the idle memory is beyond the headroom. */
+     * (by a pass); at once when the delay is 0 or the idle memory is beyond the headroom
+     * and no purger thread runs. */
     s->empty_since_ms = usi_os_now_ms();
     if (c->lists[USI_SLAB_EMPTY].count > c->empty_reserve) {
-        if (usi_options.purge_delay_ms == 0 || usi_slab_over_headroom(c)) {
+        if (usi_options.purge_delay_ms == 0 ||
+            (usi_slab_over_headroom(c) &&
+             !__atomic_load_n(&usi_slab_purger_runs, __ATOMIC_RELAXED))) {
             list_remove(c, s);
             s->next = *release;
             *release = s;
