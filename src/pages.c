@@ -561,10 +561,16 @@ static inline uintptr_t thp_chunk(unsigned i)
     return usi_pagemap.base + ((uintptr_t)thp.unit[i] << USI_UNIT_SHIFT);
 }
 
+/* n units' bits (n <= THP_UNITS), from bit 0. */
+static inline uint32_t thp_run(unsigned n)
+{
+    return (uint32_t)(((uint64_t)1 << n) - 1);
+}
+
 /* The bits of chunk `i`'s used word for the span at unit u of `order` units. */
 static inline uint32_t thp_bits(unsigned i, uint32_t u, unsigned order)
 {
-    return (uint32_t)((((uint64_t)1 << (1u << order)) - 1) << (u - thp.unit[i]));
+    return thp_run(1u << order) << (u - thp.unit[i]);
 }
 
 /* Chunk i's used word becomes `used`, its bit in room with it. */
@@ -580,7 +586,7 @@ static void thp_set_used(unsigned i, uint32_t used)
 /* The first unit of a free run of n units aligned to n in chunk i, or THP_UNITS. */
 static unsigned thp_fit(unsigned i, unsigned n)
 {
-    uint32_t mask = (uint32_t)(((uint64_t)1 << n) - 1);
+    uint32_t mask = thp_run(n);
     unsigned at = 0;
     while (at < THP_UNITS && (thp.used[i] & (mask << at)))
         at += n;
@@ -601,7 +607,7 @@ static uintptr_t thp_take(unsigned order)
             at = thp_fit(i, n);
         }
     if (at < THP_UNITS) {
-        thp_set_used(i, thp.used[i] | (uint32_t)(((uint64_t)1 << n) - 1) << at);
+        thp_set_used(i, thp.used[i] | thp_run(n) << at);
         thp.cur = i;
         return thp_chunk(i) + ((uintptr_t)at << USI_UNIT_SHIFT);
     }
@@ -619,7 +625,7 @@ static uintptr_t thp_take(unsigned order)
     usi_os_huge_pages((void *)c, span_bytes(THP_ORDER), 1);
     i = thp.cur = thp.n++;
     thp.unit[i] = unit_of(c);
-    thp_set_used(i, (uint32_t)(((uint64_t)1 << n) - 1));
+    thp_set_used(i, thp_run(n));
     thp.split[i] = 0;
     for (uint32_t u = 0; u < THP_UNITS; u++)
         usi_pagemap.link[thp.unit[i] + u] = THP_LINK | i;
