@@ -677,12 +677,15 @@ void usi_purge_thread_exit(int last)
      * within the headroom, whose slabs wait for the delay as after any free: a program
      * that starts its threads again finds them. When at most one thread with a cache is
      * left, the depots of caches without callbacks go first. So does glibc's free memory
-     * if it freed large blocks. */
+     * if it freed large blocks. While the purger thread runs, it gives the slabs back after
+     * the delay instead (usi_slab_purger_runs): threads started again find them. */
     if (usi_options.purge_delay_ms == 0 || usi_os_quiet() || !purge_pass || usi_lock_depth ||
         usi_os_on_signal_stack())
         return;
     int large_freed = tls_large_freed || __atomic_load_n(&large.pending, __ATOMIC_ACQUIRE);
-    if (usi_slab_idle_bytes() <= USI_SLAB_HEADROOM && !large_freed) {
+    int slabs = usi_slab_idle_bytes() > USI_SLAB_HEADROOM &&
+                !__atomic_load_n(&usi_slab_purger_runs, __ATOMIC_RELAXED);
+    if (!slabs && !large_freed) {
         usi_purge_poll(); /* a pass that came due anyway */
         return;
     }
@@ -698,7 +701,7 @@ void usi_purge_thread_exit(int last)
     }
     USI_ASSERT_NO_LOCK();
     int e = errno;
-    if (usi_slab_idle_bytes() > USI_SLAB_HEADROOM)
+    if (slabs && usi_slab_idle_bytes() > USI_SLAB_HEADROOM)
         purge_pass(usi_os_now_ms(), 0, USI_PASS_EXIT | (last ? USI_PASS_SHED : 0));
     /* A thread that freed glibc's blocks trims its own arena, by a sentinel of its own made
      * now: another thread's exit that trimmed while this one was still freeing used up its
