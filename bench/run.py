@@ -21,6 +21,7 @@ Usage: python3 bench/run.py [--quick | --full] [--build build] [--only size,cfra
                             [--reps N] [--allocators glibc,uslab] [--out bench/results]
 """
 import argparse
+import csv
 import hashlib
 import datetime
 import glob
@@ -535,9 +536,12 @@ def write_csv(results, names, outdir):
     for c, key, unit, label, stats in rows_for(results, names):
         groups.setdefault(c["group"], []).append((c, key, unit, stats))
     for g, rows in groups.items():
-        with open(os.path.join(outdir, g + ".csv"), "w") as f:
-            f.write("benchmark,case,metric,unit,allocator,n,median,mean,std,min,max,"
-                    "spread_pct,ratio_glibc,ratio_best_peer,maxrss_kb_median\n")
+        # The csv module quotes a field with a comma: the size cases are named "a=2,b=20".
+        with open(os.path.join(outdir, g + ".csv"), "w", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(["benchmark", "case", "metric", "unit", "allocator", "n", "median", "mean",
+                        "std", "min", "max", "spread_pct", "ratio_glibc", "ratio_best_peer",
+                        "maxrss_kb_median"])
             for c, key, unit, stats in rows:
                 glibc = stats.get("glibc")
                 for a in names:
@@ -548,11 +552,11 @@ def write_csv(results, names, outdir):
                     bp = [stats[p]["median"] for p in PEER_NAMES if p != a and stats.get(p)]
                     rp = s["median"] / min(bp) if bp and min(bp) else ""
                     rss = c["maxrss_kb"].get(a, [])
-                    f.write("%s,%s,%s,%s,%s,%d,%g,%g,%g,%g,%g,%.1f,%s,%s,%s\n" % (
-                        c["group"], c["name"], key, unit, a, s["n"], s["median"], s["mean"],
-                        s["std"], s["min"], s["max"], s["spread_pct"],
-                        "%.4f" % rg if rg != "" else "", "%.4f" % rp if rp != "" else "",
-                        "%d" % statistics.median(rss) if rss else ""))
+                    w.writerow([c["group"], c["name"], key, unit, a, "%d" % s["n"]] +
+                               ["%g" % s[k] for k in ("median", "mean", "std", "min", "max")] +
+                               ["%.1f" % s["spread_pct"], "%.4f" % rg if rg != "" else "",
+                                "%.4f" % rp if rp != "" else "",
+                                "%d" % statistics.median(rss) if rss else ""])
 
 
 def write_report(results, names, table, outdir, plots):

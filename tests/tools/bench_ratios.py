@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: MIT
 """bench/run.py's ratio to the best peer: the best of every peer found, Debian's and the
 newest built from their sources (mimalloc 3, snmalloc), never an --extra build of uslab.
+And its CSV files read back as written: the size cases' names hold a comma ("a=2,b=20").
 Usage: bench_ratios.py SOURCE_DIR"""
+import csv
 import importlib.util
 import os
 import sys
+import tempfile
 
 spec = importlib.util.spec_from_file_location(
     "bench_run", os.path.join(sys.argv[1], "bench", "run.py"))
@@ -38,6 +41,27 @@ expect("glibc", run.ratios(stats(glibc=4.0, uslab=2.0, mimalloc=4.0))[0], 0.5)
 # No peer at all: no ratio.
 if run.ratios(stats(glibc=4.0, uslab=2.0))[1] is not None:
     failures.append("no peer: a ratio was given")
+
+# The CSV: a case named with a comma keeps every column in place.
+case = {"group": "size", "name": "a=2,b=20", "metrics": [("ns_per_pair", "ns", "ns a pair")],
+        "values": {"glibc": {"ns_per_pair": [80.0, 82.0, 84.0]},
+                   "uslab": {"ns_per_pair": [40.0, 41.0, 45.0]},
+                   "mimalloc": {"ns_per_pair": [36.0, 37.0, 38.0]}},
+        "maxrss_kb": {"uslab": [22000, 22536, 23000]}}
+with tempfile.TemporaryDirectory() as out:
+    run.write_csv({"cases": [case]}, ["glibc", "uslab", "mimalloc"], out)
+    with open(os.path.join(out, "size.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    u = [r for r in rows if r["allocator"] == "uslab"]
+    if len(rows) != 3 or len(u) != 1 or any(None in r for r in rows):
+        failures.append("size.csv: %r" % rows)
+    else:
+        u = u[0]
+        if u["case"] != "a=2,b=20" or u["metric"] != "ns_per_pair" or u["median"] != "41":
+            failures.append("size.csv's uslab row: %r" % u)
+        expect("csv ratio to glibc", float(u["ratio_glibc"]), round(41.0 / 82.0, 4))
+        expect("csv ratio to the best peer", float(u["ratio_best_peer"]), round(41.0 / 37.0, 4))
+        expect("csv peak RSS", float(u["maxrss_kb_median"]), 22536)
 
 for f in failures:
     print("FAIL", f)
