@@ -536,7 +536,7 @@ static int purger_start(void)
     if (!ok)
         usi_report_note("cannot start the purger thread; memory goes back on slow paths");
     else /* empty slabs go back after the delay, calls or not (slab.h) */
-        __atomic_store_n(&usi_slab_purger_runs, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&usi_slab_purger_pid, usi_os_getpid(), __ATOMIC_RELAXED);
     return ok;
 }
 
@@ -683,8 +683,7 @@ void usi_purge_thread_exit(int last)
         usi_os_on_signal_stack())
         return;
     int large_freed = tls_large_freed || __atomic_load_n(&large.pending, __ATOMIC_ACQUIRE);
-    int slabs = usi_slab_idle_bytes() > USI_SLAB_HEADROOM &&
-                !__atomic_load_n(&usi_slab_purger_runs, __ATOMIC_RELAXED);
+    int slabs = usi_slab_idle_bytes() > USI_SLAB_HEADROOM && !usi_slab_purger_runs();
     if (!slabs && !large_freed) {
         usi_purge_poll(); /* a pass that came due anyway */
         return;
@@ -730,7 +729,7 @@ void usi_purge_postfork_child(void)
 {
     /* The thread did not survive the fork; the child starts its own at its first kick. */
     purger.thread = 0;
-    usi_slab_purger_runs = 0; /* until it does */
+    usi_slab_purger_pid = 0; /* until it does */
     purger.pending = 0;
     purger.running = 0; /* a pass on another thread of the parent is not ours to finish */
     /* A thread of the parent was in mallopt, or in a trim of the arenas (whose sentinels,

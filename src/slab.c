@@ -30,7 +30,7 @@
 
 uintptr_t usi_free_secret;
 uint64_t usi_slab_surplus_bytes;
-int usi_slab_purger_runs;
+int usi_slab_purger_pid;
 uint64_t usi_slab_passed_bytes;
 int usi_slab_surplus_seen;
 /* Bytes of slabs made so far, and their count when a surplus pass was last asked for. */
@@ -536,6 +536,12 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
     return got;
 }
 
+int usi_slab_purger_runs(void)
+{
+    int pid = __atomic_load_n(&usi_slab_purger_pid, __ATOMIC_RELAXED);
+    return pid != 0 && pid == usi_os_getpid();
+}
+
 /* Settles s after a run of puts into it: its list, and what an empty slab does next. */
 static void put_settle(struct uslab_cache *c, struct usi_slab *s, struct usi_slab **release)
 {
@@ -550,8 +556,7 @@ static void put_settle(struct uslab_cache *c, struct usi_slab *s, struct usi_sla
     s->empty_since_ms = usi_os_now_ms();
     if (c->lists[USI_SLAB_EMPTY].count > c->empty_reserve) {
         if (usi_options.purge_delay_ms == 0 ||
-            (usi_slab_over_headroom(c) &&
-             !__atomic_load_n(&usi_slab_purger_runs, __ATOMIC_RELAXED))) {
+            (usi_slab_over_headroom(c) && !usi_slab_purger_runs())) {
             list_remove(c, s);
             s->next = *release;
             *release = s;

@@ -61,7 +61,7 @@ static size_t run_worker(const char *which)
            "(headroom %.0f MiB)\n",
            which, made, (double)surplus / (1 << 20), (double)USI_SLAB_HEADROOM / (1 << 20));
     if (thread_mode) { /* everything stays for the purger thread's delay */
-        CHECK(__atomic_load_n(&usi_slab_purger_runs, __ATOMIC_RELAXED), "no purger thread");
+        CHECK(usi_slab_purger_runs(), "no purger thread");
         CHECK(surplus >= TOTAL - ((size_t)1 << 20), "%s exit left only %llu bytes", which,
               (unsigned long long)surplus);
         return made;
