@@ -729,7 +729,6 @@ void usi_purge_postfork_child(void)
 {
     /* The thread did not survive the fork; the child starts its own at its first kick. */
     purger.thread = 0;
-    usi_slab_purger_pid = 0; /* until it does */
     purger.pending = 0;
     purger.running = 0; /* a pass on another thread of the parent is not ours to finish */
     /* A thread of the parent was in mallopt, or in a trim of the arenas (whose sentinels,

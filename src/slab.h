@@ -52,14 +52,14 @@ extern int usi_slab_surplus_seen;
  * cache whose purges were faulted back (purge_mult > 1): it keeps its memory for the
  * multiplied delay. */
 #define USI_SLAB_HEADROOM ((uint64_t)8 << 20)
-/* The process whose purger thread runs, 0 while none does (set by purge.c when it starts,
- * cleared in a fork child; relaxed atomic). The thread gives empty slabs back after the
+/* The process whose purger thread runs, 0 while none does (set by purge.c when it starts;
+ * relaxed atomic). The thread gives empty slabs back after the
  * delay whether the program makes another call or not, so while it runs a slab emptied
  * beyond the headroom waits for the delay too, instead of going back in its put (design
  * §3, "The headroom"): a burst freed and allocated again within the delay faults nothing
  * back. Shedding stays: it keeps the depots and the threads' pairs from holding every slab
- * partly used. The process id rules out a child made without the fork handlers (vfork,
- * clone), whose parent's thread is not its own. */
+ * partly used. The process id rules out a child, which has no thread until its own
+ * starts (and sets it): a fork child, or one made without the fork handlers (vfork, clone). */
 extern int usi_slab_purger_pid;
 int usi_slab_purger_runs(void);
 /* Bytes of the objects that full magazines sent past their depots back to their slabs
