@@ -192,6 +192,46 @@ static inline void bench_touch(void *p, size_t n, unsigned char v)
         c[n - 1] = v;
 }
 
+/* The pages of a block, one byte each: its first and last bytes, and the byte at the middle
+ * of every page in between (page offset 2048), wherever the allocator put the block. Writing
+ * p[0], p[4096], ... instead writes the same cache lines again, page after page and block
+ * after block, only where the allocator aligns its blocks to pages: with the 1-6 MiB blocks
+ * of `large mixed`, that alone made tcmalloc's time 0.73x that of glibc's heap, whose blocks
+ * start at any 16 bytes of a page. The middle, not the page's start: the first line of a
+ * page shares its cache set with every page-aligned structure (a buffer of 4-24 MiB written
+ * at page starts took 10% longer than at a page offset of 704). docs/benchmarks.md,
+ * session 44. */
+#define BENCH_PAGE      ((uintptr_t)4096)
+#define BENCH_PAGE_MARK ((uintptr_t)2048)
+/* Offset in c of the first page middle after c[0]. */
+static inline size_t bench_first_mark(const unsigned char *c)
+{
+    uintptr_t in = (uintptr_t)c % BENCH_PAGE;
+    return (size_t)(in < BENCH_PAGE_MARK ? BENCH_PAGE_MARK - in
+                                         : BENCH_PAGE + BENCH_PAGE_MARK - in);
+}
+static inline void bench_write_pages(void *p, size_t n, unsigned char v)
+{
+    unsigned char *c = (unsigned char *)p;
+    if (!n)
+        return;
+    c[0] = v;
+    for (size_t o = bench_first_mark(c); o < n; o += BENCH_PAGE)
+        c[o] = v;
+    c[n - 1] = v;
+}
+/* The same bytes read: their sum (calloc's memory must read as zero). */
+static inline unsigned bench_read_pages(const void *p, size_t n)
+{
+    const unsigned char *c = (const unsigned char *)p;
+    if (!n)
+        return 0;
+    unsigned sum = c[0];
+    for (size_t o = bench_first_mark(c); o < n; o += BENCH_PAGE)
+        sum += c[o];
+    return sum + c[n - 1];
+}
+
 /* Keep the compiler from dropping a malloc/free pair. */
 static inline void bench_escape(void *p)
 {

@@ -26,6 +26,9 @@
  *   regrow    a buffer grown by realloc to 1.5x from 16 B to 64 KiB with a small malloc
  *             between steps (which takes the space after it), then freed; repeated.
  *
+ * "Page by page" and "a byte per page" are bench_write_pages (common.h): the block's ends and
+ * the middle of each page in between, wherever the allocator put the block.
+ *
  * Prints key=value lines: the wall time (ms) and the allocator's name; the runner adds peak
  * RSS.
  */
@@ -35,13 +38,6 @@
 
 static long steps;
 static uint64_t seed;
-
-static void touch(unsigned char *p, size_t n, unsigned char v)
-{
-    for (size_t o = 0; o < n; o += 4096)
-        p[o] = v;
-    p[n - 1] = v;
-}
 
 static void *must(void *p, size_t n)
 {
@@ -77,7 +73,7 @@ static void run_slots(long slots, int log_sizes, size_t lo, size_t hi, int ends)
         if (ends)
             slot[k][0] = slot[k][n - 1] = (unsigned char)i;
         else
-            touch(slot[k], n, (unsigned char)i);
+            bench_write_pages(slot[k], n, (unsigned char)i);
     }
     for (long k = 0; k < slots; k++)
         free(slot[k]);
@@ -91,7 +87,7 @@ static void run_churn(void)
     for (long i = 0; i < steps; i++) {
         size_t n = uniform(&r, (size_t)4 << 20, (size_t)24 << 20);
         unsigned char *p = must(malloc(n), n);
-        touch(p, n, (unsigned char)i);
+        bench_write_pages(p, n, (unsigned char)i);
         free(p);
     }
 }
@@ -146,7 +142,7 @@ static void run_prodcons(void)
     for (long i = 0; i < steps; i++) {
         size_t n = uniform(&r, (size_t)64 << 10, (size_t)1 << 20);
         unsigned char *p = must(malloc(n), n);
-        touch(p, n, (unsigned char)i);
+        bench_write_pages(p, n, (unsigned char)i);
         pthread_mutex_lock(&lock);
         while (head - tail == QUEUE)
             pthread_cond_wait(&cond, &lock);
@@ -167,8 +163,7 @@ static void run_calloc(void)
         long k = i % LIVE;
         free(slot[k]);
         slot[k] = must(calloc(1, SIZE), SIZE);
-        for (size_t o = 0; o < SIZE; o += 4096)
-            sum += slot[k][o];
+        sum += bench_read_pages(slot[k], SIZE);
     }
     if (sum) {
         fprintf(stderr, "calloc's memory was not zero\n");

@@ -481,7 +481,6 @@ static void *large_worker(void *arg)
     bench_rng_seed(&r, seed * 7919 + (uint64_t)id);
     void **slot = bench_xmalloc((size_t)g_slots * sizeof *slot);
     memset(slot, 0, (size_t)g_slots * sizeof *slot);
-    long page = 4096;
     pthread_barrier_wait(&barrier);
     for (long i = 0; i < g_steps; i++) {
         long k = (long)bench_below(&r, (uint64_t)g_slots);
@@ -492,9 +491,7 @@ static void *large_worker(void *arg)
             fprintf(stderr, "malloc(%zu) failed\n", n);
             exit(1);
         }
-        for (size_t o = 0; o < n; o += (size_t)page)
-            p[o] = (unsigned char)i;
-        p[n - 1] = (unsigned char)i;
+        bench_write_pages(p, n, (unsigned char)i);
         slot[k] = p;
     }
     for (long k = 0; k < g_slots; k++)
