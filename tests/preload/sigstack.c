@@ -20,6 +20,10 @@
  * glibc ran; now it puts it off to a slow path on a thread's own stack. The threaded tries
  * start at 5 KiB: at 4 KiB a new thread's first slab of a class, made in the handler, still
  * overflows where glibc fits (design §12: the kernel's signal frame takes 2.9 KiB of it).
+ * Sizes start where the kernel's frame leaves a handler at least 1 KiB: the frame depends on
+ * the CPU's vector state (AT_MINSIGSTKSZ, 3,632 bytes on an AVX-512 machine with kernel
+ * 6.18, where the frame took 3.2 KiB of a 4 KiB stack and left glibc's deepest malloc 24
+ * bytes; session 45). From there the steps are 256 bytes up to 6 KiB, then 1 KiB.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -28,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -152,9 +157,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "sigstack: run with LD_PRELOAD=libuslab-preload.so\n");
         return 1;
     }
+    /* The kernel's signal frame for this CPU (its minimum for an alternate stack), and the
+     * first size that leaves a handler 1 KiB beyond it, in 256-byte steps. */
+    size_t frame = (size_t)getauxval(AT_MINSIGSTKSZ);
+    if (frame < 2048)
+        frame = 2048; /* MINSIGSTKSZ, for a kernel that does not say */
+    size_t first = (frame + 1024 + 255) & ~(size_t)255;
+    printf("kernel's signal frame at most %zu bytes: sizes from %zu\n", frame, first);
     int failed = 0, both = 0;
     for (int threads = 0; threads <= 1; threads++)
-        for (size_t size = threads ? 5120 : 4096; size <= 12288; size += 1024) {
+        for (size_t size = threads && first < 5120 ? 5120 : first; size <= 12288;
+             size += size < 6144 ? 256 : 1024) {
             int g = survives("/proc/self/exe", size, 1, threads),
                 u = survives("/proc/self/exe", size, 0, threads);
             printf("signal stack of %5zu bytes%s: glibc %s, uslab %s\n", size,
