@@ -85,8 +85,8 @@ int usi_class_setup(unsigned id)
                            USI_CACHE_KEEP_ERRNO | USI_CACHE_LATTICE, id, id) != 0)
             usi_report_fatal("size class %u: its cache id is taken", id);
         c->unit_tag = (uint16_t)c->pair_offset;
-        if (usi_cache_medium(c) && !c->debug)
-            usi_slab_share_spans(c); /* the classes of a doubling share their spans */
+        if (!c->debug)
+            usi_slab_share_spans(c); /* the classes of one span size share their spans */
         USI_ASSERT(c->pair_offset == id * sizeof(struct usi_magpair)); /* malloc.c's pop */
         __atomic_store_n(&c->class_ready, 1, __ATOMIC_RELEASE);
     }

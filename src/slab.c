@@ -103,14 +103,22 @@ void usi_slab_geometry(struct uslab_cache *c)
 
 /* ---- lists: a slab moves only when its state (empty, partial, full) changes ---------- */
 
+/* Empty slabs beyond the reserves of the caches of each span group (slab_adopt): a class
+ * that needs a slab walks its group only when this is not 0. Invariant: spare_in_group[k] is
+ * the number of empty slabs beyond their cache's reserve over the group of slab order k. */
+static uint64_t spare_in_group[USI_SPAN_ORDERS];
+
 /* Empty slabs beyond a cache's reserve are counted for every cache together
- * (usi_slab_surplus_bytes, design §3 "Across classes"). */
+ * (usi_slab_surplus_bytes, design §3 "Across classes"), and for its span group. */
 static void surplus_add(const struct uslab_cache *c, const struct usi_slab_list_head *h,
                         int64_t sign)
 {
-    if (h == &c->lists[USI_SLAB_EMPTY] && h->count > c->empty_reserve)
+    if (h == &c->lists[USI_SLAB_EMPTY] && h->count > c->empty_reserve) {
         __atomic_add_fetch(&usi_slab_surplus_bytes, (uint64_t)sign * c->slab_size,
                            __ATOMIC_RELAXED);
+        if (__atomic_load_n(&c->span_next, __ATOMIC_RELAXED)) /* a join writes it (below) */
+            __atomic_add_fetch(&spare_in_group[c->slab_order], (uint64_t)sign, __ATOMIC_RELAXED);
+    }
 }
 
 static void list_remove(struct uslab_cache *c, struct usi_slab *s)
@@ -206,11 +214,14 @@ static void slab_detached(struct uslab_cache *c, const struct usi_slab *s)
 }
 
 /*
- * Span groups (design §3): the medium malloc classes of one doubling (48 and 64 KiB) both
- * have slabs of one 64 KiB span a block. Each class kept its own empty slabs, as many again
- * as one class of 64 KiB had kept (with 4 classes a doubling, the `large prodcons` row held
- * 37 MB at its peak, against 15 with 1). A class that needs a slab takes a sibling's empty
- * one first: its span stays resident and changes owner. A group is a ring linked by span_next (a
+ * Span groups (design §3): the malloc classes whose slabs have spans of one size. Each class
+ * kept its own empty slabs: the medium classes of one doubling (48 and 64 KiB, one 64 KiB
+ * span a block) as many again as one class of 64 KiB had kept (with 4 classes a doubling,
+ * the `large prodcons` row held 37 MB at its peak, against 15 with 1), and a program that
+ * freed blocks of some small classes and then allocated others made new slabs while the
+ * freed ones waited for the purge delay (redis under load: 40.0 MB peak, 34.0 since). A
+ * class that needs a slab takes a sibling's empty one beyond that sibling's reserve first:
+ * its span stays resident and changes owner. A group is a ring linked by span_next (a
  * cache in none has NULL there); a cache joins under init.c's lock with release stores, and walkers
  * read the links with acquire loads. No cache ever leaves.
  */
@@ -218,7 +229,8 @@ static struct uslab_cache *span_groups[USI_SPAN_ORDERS]; /* a member of each rin
 
 void usi_slab_share_spans(struct uslab_cache *c)
 {
-    USI_ASSERT(!c->debug && c->empty_reserve == 0 && guard_bytes(c) == 0 && !c->span_next);
+    USI_ASSERT(!c->debug && guard_bytes(c) == 0 && !c->span_next &&
+               c->lists[USI_SLAB_EMPTY].count == 0); /* spare_in_group counts from here */
     struct uslab_cache *member = span_groups[c->slab_order];
     if (!member) {
         __atomic_store_n(&c->span_next, c, __ATOMIC_RELEASE);
@@ -229,16 +241,22 @@ void usi_slab_share_spans(struct uslab_cache *c)
     __atomic_store_n(&member->span_next, c, __ATOMIC_RELEASE);
 }
 
-/* An empty slab another cache of c's span group gave up, unlinked from it, or NULL. c->lock
- * is held; the other cache's lock is only tried (two classes adopting from each other at
- * once would otherwise each wait for the other). */
+/* An empty slab beyond its reserve that another cache of c's span group gave up, unlinked
+ * from it, or NULL. c->lock is held; the other cache's lock is only tried (two classes
+ * adopting from each other at once would otherwise each wait for the other). The group is
+ * walked only where it has such a slab (spare_in_group): a class making a slab, with the
+ * group's dozens of small classes, would otherwise try every one of their locks. */
 static struct usi_slab *slab_adopt(struct uslab_cache *c)
 {
     struct uslab_cache *o = __atomic_load_n(&c->span_next, __ATOMIC_ACQUIRE);
-    for (; o && o != c; o = __atomic_load_n(&o->span_next, __ATOMIC_ACQUIRE)) {
+    if (!o || __atomic_load_n(&spare_in_group[c->slab_order], __ATOMIC_RELAXED) == 0)
+        return NULL;
+    for (; o != c; o = __atomic_load_n(&o->span_next, __ATOMIC_ACQUIRE)) {
         if (usi_trylock(&o->lock) != 0)
             continue;
-        struct usi_slab *s = o->lists[USI_SLAB_EMPTY].first;
+        struct usi_slab *s = o->lists[USI_SLAB_EMPTY].count > o->empty_reserve
+                                 ? o->lists[USI_SLAB_EMPTY].first
+                                 : NULL;
         if (s) {
             list_remove(o, s);
             slab_detached(o, s);

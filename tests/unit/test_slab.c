@@ -298,6 +298,58 @@ static void test_span_group(void)
     uslab_cache_destroy(u);
 }
 
+/* The small classes of one span size are a group too: a class that needs a slab takes an
+ * empty one that another keeps beyond its reserve (USLAB_EMPTY_SLABS), never the reserve. */
+static void test_span_group_small(void)
+{
+    struct uslab_cache *a = usi_class_cache(usi_class_small[(96 + 7) >> 3]);
+    struct uslab_cache *b = usi_class_cache(usi_class_small[(160 + 7) >> 3]);
+    CHECK(a && b && a->span_next && b->span_next && a->slab_order == b->slab_order,
+          "the 96- and 160-byte classes share a span size and a group");
+    /* Two slabs of a, all their objects out, then back: two empty slabs, one beyond its
+     * reserve (within the headroom and the purge delay, so none goes back yet). */
+    size_t n = 2 * (size_t)a->nobjs;
+    void **objs = malloc(n * sizeof *objs);
+    CHECK(objs != NULL, "an array");
+    for (size_t i = 0; i < n; i++)
+        objs[i] = take_one(a);
+    for (size_t i = 0; i < n; i++)
+        put_one(a, objs[i]);
+    CHECK(a->lists[USI_SLAB_EMPTY].count == 2 && a->empty_reserve == 1,
+          "the 96-byte class keeps two empty slabs, one its reserve (%zu, %zu)",
+          a->lists[USI_SLAB_EMPTY].count, a->empty_reserve);
+    char *spare = a->lists[USI_SLAB_EMPTY].first->span;
+    char *reserve = a->lists[USI_SLAB_EMPTY].first->next->span;
+    uint64_t made = b->slabs_created, gone = a->slabs_released;
+    /* b takes until it makes a slab (its slabs full): the last block is in that slab */
+    size_t got = 0;
+    while (b->slabs_created == made)
+        objs[got++ % n] = take_one(b);
+    CHECK(b->slabs_created == made + 1, "the 160-byte class made a slab");
+    char *taken = usi_slab_of_entry(usi_pagemap_lookup(objs[(got - 1) % n]))->span;
+    CHECK(taken == spare, "it took the 96-byte class's spare span (%p, not %p)", (void *)taken,
+          (void *)spare);
+    CHECK(a->lists[USI_SLAB_EMPTY].count == 1 && a->lists[USI_SLAB_EMPTY].first->span == reserve &&
+              a->slabs_released == gone + 1,
+          "the 96-byte class kept its reserve and gave up the other");
+    CHECK((usi_pagemap_lookup(taken) & USI_ID_MASK) == b->id, "the span's owner is the new class");
+    usi_lock(&b->lock);
+    check_all_slabs(b, "adopted small");
+    usi_unlock(&b->lock);
+    /* Its reserve is not taken: b's next slab is a new span. */
+    struct usi_slab *bs = usi_slab_of_entry(usi_pagemap_lookup(taken));
+    for (uint32_t i = bs->inuse; i < b->nobjs; i++)
+        objs[got++ % n] = take_one(b);
+    CHECK(b->slabs_created == made + 1, "the adopted slab is full");
+    void *next = take_one(b);
+    CHECK(b->slabs_created == made + 2 &&
+              usi_slab_of_entry(usi_pagemap_lookup(next))->span != reserve &&
+              a->lists[USI_SLAB_EMPTY].count == 1,
+          "a reserve stays with its class");
+    put_one(b, next);
+    free(objs); /* b's blocks stay out: a unit test's process ends here */
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -520,6 +572,7 @@ static void test_lattice(void)
 int main(void)
 {
     test_span_group();
+    test_span_group_small();
     test_geometry();
     test_colouring(0);
     test_colouring(USLAB_CACHE_NOCOLOUR);
