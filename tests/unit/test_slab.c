@@ -333,6 +333,8 @@ static void test_span_group_small(void)
               a->slabs_released == gone + 1,
           "the 96-byte class kept its reserve and gave up the other");
     CHECK((usi_pagemap_lookup(taken) & USI_ID_MASK) == b->id, "the span's owner is the new class");
+    CHECK(!usi_pages_have_tags() || usi_unit_tag(objs[(got - 1) % n]) == b->unit_tag,
+          "and free's unit tag names its pair");
     usi_lock(&b->lock);
     check_all_slabs(b, "adopted small");
     usi_unlock(&b->lock);
