@@ -227,7 +227,8 @@ int usi_init_slow(void)
     /* Without a USLAB_ variable nothing is debugged: debug.c's code is not even run (it is
      * laid out with the seldom-run code, design §7). */
     if (usi_options_read()) {
-        usi_os_log_setup(); /* before any report */
+        usi_os_log_setup(usi_options.stats != USI_STATS_OFF ||
+                         usi_options.leaks != USI_STATS_OFF); /* before any report */
         usi_debug_read_options();
     }
     /* Notes only when asked for: a guest does not write to its host's stderr. */

@@ -159,7 +159,9 @@ int usi_os_parent_had(const char *entry);
  * builds with fault injection). */
 int usi_os_private_setting(const char *name, size_t len);
 void usi_os_write_err(const char *buf, size_t len); /* to stderr, or USLAB_LOG's file */
-void usi_os_log_setup(void);                        /* reads USLAB_LOG (initialisation) */
+/* Reads USLAB_LOG (initialisation); exit_report: a report at exit was asked for, and
+ * without USLAB_LOG a copy of stderr is kept for it (os_linux.c). */
+void usi_os_log_setup(int exit_report);
 /* Where the statistics at exit are written: stderr, or USLAB_LOG's file as a stream
  * buffered in buf (no allocation while it is written); closed by the second call. */
 FILE *usi_os_report_file(char *buf, size_t len);

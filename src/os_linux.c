@@ -670,7 +670,27 @@ static int log_fd = -1, log_pid; /* log_fd: the open log of process log_pid */
 static char log_pattern[4096];   /* USLAB_LOG as read at initialisation: at exit the
                                   * environment may be gone (__libc_freeres) */
 
-void usi_os_log_setup(void)
+/*
+ * Without USLAB_LOG, where a report at exit was asked for (USLAB_STATS, USLAB_LEAKS): a
+ * copy of stderr as the process started, for a program that closes its own before it
+ * exits (`uslab run --stats -- ls` printed nothing). Close-on-exec, at 100 or above, and
+ * used only while fd 2 is closed, and only while it is still the file it was made from:
+ * a program that closed it and opened another file at that number gets no report in
+ * that file. Invariant: err_copy < 0, or err_dev and err_ino are those of the file it was
+ * made from.
+ */
+#define ERR_COPY_MIN 100
+static int err_copy = -1;
+static dev_t err_dev;
+static ino_t err_ino;
+
+static int same_file(int fd, dev_t dev, ino_t ino)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+void usi_os_log_setup(int exit_report)
 {
     const char *v = usi_os_getenv("USLAB_LOG");
     size_t n = v ? strlen(v) : 0;
@@ -678,13 +698,37 @@ void usi_os_log_setup(void)
         n = 0; /* too long to be a path: stderr */
     memcpy(log_pattern, v ? v : "", n);
     log_pattern[n] = '\0';
+    struct stat st;
+    if (n || !exit_report || err_copy >= 0 || fstat(2, &st) != 0)
+        return;
+    int e = errno;
+    long fd = OS_SYSCALL(SYS_fcntl, 2, F_DUPFD_CLOEXEC, ERR_COPY_MIN);
+    if (fd >= 0) {
+        err_dev = st.st_dev;
+        err_ino = st.st_ino;
+        err_copy = (int)fd;
+    }
+    errno = e;
+}
+
+/* stderr, or while fd 2 is closed the copy of it made at initialisation (above). */
+static int err_fd(void)
+{
+    if (err_copy < 0)
+        return 2;
+    int e = errno;
+    int fd = OS_SYSCALL(SYS_fcntl, 2, F_GETFD) < 0 && same_file(err_copy, err_dev, err_ino)
+                 ? err_copy
+                 : 2;
+    errno = e;
+    return fd;
 }
 
 static int report_fd(void)
 {
     const char *pattern = log_pattern;
     if (!*pattern)
-        return 2;
+        return err_fd();
     int pid = (int)OS_SYSCALL(SYS_getpid);
     int fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
     if (fd >= 0 && __atomic_load_n(&log_pid, __ATOMIC_RELAXED) == pid)
@@ -711,8 +755,8 @@ static int report_fd(void)
     if (opened < 0) {
         static const char msg[] = "uslab: USLAB_LOG: cannot open the log file; reports go to "
                                   "stderr\n";
-        OS_SYSCALL(SYS_write, 2, msg, sizeof msg - 1);
-        return 2;
+        OS_SYSCALL(SYS_write, err_fd(), msg, sizeof msg - 1);
+        return err_fd();
     }
     /* A fork child's inherited log is its parent's file: not closed (the parent's stays
      * open in the parent), only replaced. Two threads opening at once: one fd is kept. */
@@ -730,7 +774,7 @@ FILE *usi_os_report_file(char *buf, size_t len)
     int fd = report_fd();
     if (fd == 2)
         return stderr;
-    int copy = dup(fd);
+    int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3); /* not fd 2, closed where err_fd gave another */
     FILE *f = copy >= 0 ? fdopen(copy, "a") : NULL;
     if (!f) {
         if (copy >= 0)

@@ -112,13 +112,14 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                     NULL},
     [USI_SETTING_LOG] = {"USLAB_LOG", USI_SETTING_KIND_PATH, 0, "unset", 0, 0,
                          "a file for every report, the statistics and the leak table instead "
-                         "of stderr (which many programs close before they exit); `%p` is "
+                         "of stderr; `%p` is "
                          "the process id, so that each process of a pipeline or a fork "
                          "writes its own; opened at the first report, appended to",
                          NULL},
     [USI_SETTING_STATS] = {"USLAB_STATS", USI_SETTING_KIND_STATS, 0, "unset", 0, 0,
-                           "`1`: a `slabinfo`-style table of every cache on stderr at exit; "
-                           "`json`: the same as JSON",
+                           "`1`: a `slabinfo`-style table of every cache on stderr at exit "
+                           "(where the program closed its stderr, on the one it started "
+                           "with: a copy kept at fd 100 or above); `json`: the same as JSON",
                            NULL},
 };
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # USLAB_LOG=PATH (issue 39): reports go to a file, %p the process id. Before, a program that
-# closes stderr at exit (ls, sort, cat do) lost its statistics and leak table.
+# closes stderr at exit (ls, sort, cat do) lost its statistics and leak table; without it,
+# the report asked for goes to the stderr the program started with (cases 5 and 6).
 # Usage: log_check.sh PRELOAD
 set -euo pipefail
 preload=$1
@@ -34,4 +35,17 @@ USLAB_LOG="$d/pct.%%" USLAB_LEAKS=1 LD_PRELOAD=$preload /bin/true
 out=$(USLAB_LOG="$d/no/such/dir/x" USLAB_LEAKS=1 LD_PRELOAD=$preload /bin/true 2>&1)
 echo "$out" | grep -q 'USLAB_LOG: cannot open the log file' || fail "no note: $out"
 echo "$out" | grep -q 'leak report' || fail "the report was lost: $out"
+# 5. No USLAB_LOG: a report at exit asked for keeps a copy of stderr, which the report
+#    uses once the program has closed its own (`uslab run --stats -- ls` printed nothing).
+USLAB_STATS=1 LD_PRELOAD=$preload ls / >/dev/null 2>"$d/err5"
+grep -q '^Name  *Objects' "$d/err5" || fail "ls without USLAB_LOG: no statistics on stderr"
+USLAB_LEAKS=1 LD_PRELOAD=$preload sort /etc/hostname >/dev/null 2>"$d/err5b"
+grep -q '^uslab: leak report: ' "$d/err5b" || fail "sort without USLAB_LOG: no leak report"
+
+# 6. The copy is used only while it is still that file: a program that closed stderr and
+#    put another file at every number from 3 to 255 gets no report in it.
+USLAB_STATS=1 LD_PRELOAD=$preload perl -MPOSIX -e '
+    open(my $f, ">>", $ARGV[0]) or die; my $n = fileno($f); POSIX::close(2);
+    for my $i (3 .. 255) { POSIX::dup2($n, $i) if $i != $n } exit 0' "$d/victim" 2>"$d/err6"
+[ ! -s "$d/victim" ] || fail "the statistics went into the program's own file"
 echo "log ok"
