@@ -774,7 +774,8 @@ FILE *usi_os_report_file(char *buf, size_t len)
     int fd = report_fd();
     if (fd == 2)
         return stderr;
-    int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3); /* not fd 2, closed where err_fd gave another */
+    /* not fd 2, closed where err_fd gave another */
+    int copy = (int)OS_SYSCALL(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 3);
     FILE *f = copy >= 0 ? fdopen(copy, "a") : NULL;
     if (!f) {
         if (copy >= 0)
