@@ -755,8 +755,9 @@ static int report_fd(void)
     if (opened < 0) {
         static const char msg[] = "uslab: USLAB_LOG: cannot open the log file; reports go to "
                                   "stderr\n";
-        OS_SYSCALL(SYS_write, err_fd(), msg, sizeof msg - 1);
-        return err_fd();
+        int err = err_fd();
+        OS_SYSCALL(SYS_write, err, msg, sizeof msg - 1);
+        return err;
     }
     /* A fork child's inherited log is its parent's file: not closed (the parent's stays
      * open in the parent), only replaced. Two threads opening at once: one fd is kept. */
