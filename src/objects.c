@@ -250,10 +250,10 @@ static void limbo_end_locked(struct uslab_cache *c, void *arg)
 
 /* take_raw's retry: `want` more objects into objs[got ..]. */
 static size_t take_more(struct uslab_cache *c, size_t want, void **objs, size_t got, limbo_slot *lp,
-                        size_t held)
+                        size_t held, struct usi_fresh_pages *fresh)
 {
     usi_lock(&c->lock);
-    size_t more = usi_slab_take(c, want, objs + got);
+    size_t more = usi_slab_take(c, want, objs + got, fresh);
     if (lp)
         limbo_note(lp, c, objs - held, held + got + more);
     usi_unlock(&c->lock);
@@ -269,8 +269,9 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
 {
     if (USI_UNLIKELY(c->debug))
         usi_debug_capture();
+    struct usi_fresh_pages fresh = {.n = 0};
     usi_lock(&c->lock);
-    size_t got = usi_slab_take(c, n, objs);
+    size_t got = usi_slab_take(c, n, objs, &fresh);
     if (lp)
         limbo_note(lp, c, objs - held, held + got);
     usi_unlock(&c->lock);
@@ -278,12 +279,13 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim
      * destructor runs) go back first, then the reclaim callback, then again what it freed,
      * to any cache (uslab.h; design §3, "When the slabs cannot grow"). */
     if (got < n && usi_purge_starved())
-        got += take_more(c, n - got, objs, got, lp, held);
+        got += take_more(c, n - got, objs, got, lp, held, &fresh);
     if (got < n && reclaim && c->reclaim && !tls_in_reclaim) {
         usi_objects_call_reclaim(c);
         usi_purge_starved();
-        got += take_more(c, n - got, objs, got, lp, held);
+        got += take_more(c, n - got, objs, got, lp, held, &fresh);
     }
+    usi_slab_populate(&fresh);
     if (c->lattice)
         usi_slab_handout(got, objs);
     if (USI_UNLIKELY(got < n))

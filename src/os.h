@@ -109,6 +109,11 @@ int usi_os_purge(void *addr, size_t size);  /* give pages back; 0, or -1: see be
 /* Advises transparent huge pages for [addr, addr + size) (MADV_HUGEPAGE), or against them
  * (`huge` 0: MADV_NOHUGEPAGE). Advice only: errno is kept, a failure changes nothing. */
 void usi_os_huge_pages(void *addr, size_t size, int huge);
+/* Makes [addr, addr + size) present for writing in one call (MADV_POPULATE_WRITE, Linux
+ * 5.14), where writing it would fault a page at a time. Advice only: errno is kept, a
+ * failure changes nothing (the pages fault as they are written); after EINVAL, EPERM or
+ * ENOSYS (an older kernel, a filter on the advice) it stops asking. */
+void usi_os_populate(void *addr, size_t size);
 void *usi_os_map(size_t size);         /* fresh zeroed read/write memory */
 void *usi_os_map_zero_ro(size_t size); /* read-only zeros, no commit charge */
 void usi_os_unmap(void *addr, size_t size);

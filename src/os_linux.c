@@ -368,6 +368,22 @@ int usi_os_purge(void *addr, size_t size)
     return madvise(addr, size, MADV_DONTNEED);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+static int populate_refused;
+
+void usi_os_populate(void *addr, size_t size)
+{
+    if (usi_os_quiet() || __atomic_load_n(&populate_refused, __ATOMIC_RELAXED))
+        return;
+    int e = errno;
+    if (madvise(addr, size, MADV_POPULATE_WRITE) != 0 &&
+        (errno == EINVAL || errno == EPERM || errno == ENOSYS))
+        __atomic_store_n(&populate_refused, 1, __ATOMIC_RELAXED);
+    errno = e;
+}
+
 int usi_os_replace(void *addr, size_t size)
 {
     if (usi_os_quiet()) {

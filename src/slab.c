@@ -472,7 +472,29 @@ void usi_slab_handout(size_t n, void *const *objs)
     }
 }
 
-size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
+/* Notes the pages of s from touched_bytes at bump `was` to `now` in *fresh (see slab.h). */
+static void note_fresh(const struct uslab_cache *c, const struct usi_slab *s, size_t was,
+                       size_t now, struct usi_fresh_pages *fresh)
+{
+    if (!fresh || c->stride > USI_PAGE_SIZE || (!c->lattice && !c->ctor) ||
+        fresh->n == USI_FRESH_MAX || now - was < USI_FRESH_MIN)
+        return;
+    uintptr_t page = USI_PAGE_SIZE - 1;
+    uintptr_t top = ((uintptr_t)usi_slab_object(c, s, 0) + c->stride + page) & ~page;
+    fresh->start[fresh->n] = top - now;
+    fresh->len[fresh->n++] = now - was;
+}
+
+void usi_slab_populate(const struct usi_fresh_pages *fresh)
+{
+    USI_ASSERT(fresh->n <= USI_FRESH_MAX);
+    for (unsigned i = 0; i < fresh->n; i++) {
+        USI_ASSERT(fresh->len[i] >= USI_FRESH_MIN && (fresh->start[i] & (USI_PAGE_SIZE - 1)) == 0);
+        usi_os_populate((void *)fresh->start[i], fresh->len[i]);
+    }
+}
+
+size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fresh_pages *fresh)
 {
     size_t got = 0;
     while (got < n) {
@@ -543,8 +565,11 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs)
                     s->scan = w + 1; /* word w is full now */
             }
         }
-        if (s->bump != bump_before)
-            c->touched_bytes += touched_bytes(c, s, s->bump) - touched_bytes(c, s, bump_before);
+        if (s->bump != bump_before) {
+            size_t was = touched_bytes(c, s, bump_before), now = touched_bytes(c, s, s->bump);
+            c->touched_bytes += now - was;
+            note_fresh(c, s, was, now, fresh);
+        }
         list_move(c, s, state_of(c, s));
         if (USI_UNLIKELY(c->debug & USI_DEBUG_F))
             check_or_report(c, s);

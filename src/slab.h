@@ -91,10 +91,31 @@ void usi_slab_keep_memory(struct uslab_cache *c);
 void usi_slab_share_spans(struct uslab_cache *c);
 /* Slab geometry of a cache, fixed at creation. */
 void usi_slab_geometry(struct uslab_cache *c);
+/*
+ * The pages a take reached first in their slab (below its old bump: unwritten since the span
+ * was made or purged), where the taker writes every page it takes objects on (a malloc
+ * class's handout, a constructor) and objects are a page or smaller: the taker makes them
+ * present in one call a range once the lock is dropped (usi_slab_populate), not a fault a
+ * page under its writes (design §3, "Fresh pages"). Invariant: n <= USI_FRESH_MAX; range i
+ * is [start[i], start[i] + len[i]), page-aligned, in one slab, at least USI_FRESH_MIN bytes.
+ * A take that reaches fresh pages in more slabs leaves the rest to fault, and so does a range
+ * of fewer pages: the call holds the process's mmap lock, which a fault does not (per-VMA
+ * locks), and 3,000 threads mapping their stacks waited for it (`mt live` 0.23 -> 0.30 s).
+ */
+#define USI_FRESH_MAX 2
+#define USI_FRESH_MIN ((uintptr_t)4 * USI_PAGE_SIZE)
+struct usi_fresh_pages {
+    uintptr_t start[USI_FRESH_MAX];
+    size_t len[USI_FRESH_MAX];
+    unsigned n;
+};
 /* Takes up to n raw (unconstructed) objects from the cache's slabs, growing if needed.
- * Returns how many it took; fewer than n only when no span could be had. Caller holds
+ * Returns how many it took; fewer than n only when no span could be had. Adds the pages it
+ * reached first to *fresh (initialised by the caller, n = 0; NULL: not noted). Caller holds
  * cache->lock. */
-size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs);
+size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fresh_pages *fresh);
+/* Makes fresh's ranges present (usi_os_populate). No lock held. */
+void usi_slab_populate(const struct usi_fresh_pages *fresh);
 /* What a take of a lattice cache's objects writes into each (malloc's pop checks them:
  * no free mark, the key), once the taker owns them: after the cache lock is dropped, so
  * that a fresh slab's first touches fault outside it (3,000 live threads: 12% of `mt

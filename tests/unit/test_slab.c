@@ -177,7 +177,7 @@ static void test_slab_check(void)
         uslab_cache_create("check", 48, 0, NULL, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
     void *objs[6];
     usi_lock(&c->lock);
-    CHECK(usi_slab_take(c, 6, objs) == 6, "take 6");
+    CHECK(usi_slab_take(c, 6, objs, NULL) == 6, "take 6");
     struct usi_slab *release = NULL;
     usi_slab_put(c, 2, objs + 4, &release); /* two on the free list */
     struct usi_slab *s = usi_slab_of_entry(usi_pagemap_lookup(objs[0]));
@@ -237,7 +237,7 @@ static void *take_one(struct uslab_cache *c)
 {
     void *p = NULL;
     usi_lock(&c->lock);
-    CHECK(usi_slab_take(c, 1, &p) == 1, "take from %s", c->name);
+    CHECK(usi_slab_take(c, 1, &p, NULL) == 1, "take from %s", c->name);
     usi_unlock(&c->lock);
     return p;
 }
@@ -369,7 +369,7 @@ static void test_lists(void)
     void **objs = malloc(n * sizeof *objs);
     CHECK(objs, "malloc");
     usi_lock(&c->lock);
-    CHECK(usi_slab_take(c, n, objs) == n, "take");
+    CHECK(usi_slab_take(c, n, objs, NULL) == n, "take");
     CHECK(c->lists[USI_SLAB_FULL].count == 3, "3 full slabs, got %zu",
           c->lists[USI_SLAB_FULL].count);
     CHECK(c->lists[USI_SLAB_PARTIAL].count == 1, "1 partial slab");
@@ -398,7 +398,7 @@ static void test_lists(void)
     CHECK(release == NULL, "nothing released");
     /* Take it again: the lowest free object comes first. */
     void *again;
-    CHECK(usi_slab_take(c, 1, &again) == 1, "take one");
+    CHECK(usi_slab_take(c, 1, &again, NULL) == 1, "take one");
     CHECK(again == objs[0], "the freed object %p comes back first, got %p", objs[0], again);
     objs[0] = again;
     /* Give everything back. With a purge delay, empty slabs stay (stamped) until they have
@@ -502,7 +502,7 @@ static void test_take_order(void)
         uint32_t got = 0;
         for (unsigned k = 0; got < count; k = (k + 1) % (sizeof chunks / sizeof chunks[0])) {
             uint32_t ask = chunks[k] < count - got ? chunks[k] : count - got;
-            CHECK(usi_slab_take(c, ask, objs + got) == ask, "take %u", ask);
+            CHECK(usi_slab_take(c, ask, objs + got, NULL) == ask, "take %u", ask);
             got += ask;
             check_all_slabs(c, "after a take");
         }

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_fresh_pages.c - a take's fresh pages (docs/design.md §3, "Fresh pages"): the pages a
+ * take reaches first in a slab are noted, exactly those on which it hands out objects and no
+ * page beyond, only where the taker writes every such page (a constructor, a malloc class's
+ * handout) and objects are a page or smaller, and only USI_FRESH_MIN or more; made present in one call, they are resident
+ * and the slab's untaken pages are not. And the os layer's call: present pages, errno kept,
+ * and a failure that is not a refusal (a range not mapped) does not stop it.
+ */
+#include "check.h"
+#include "descriptor.h"
+#include "os.h"
+#include "pages.h"
+#include "slab.h"
+#include "uslab.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define PAGE ((uintptr_t)USI_PAGE_SIZE)
+
+static int ctor(void *obj, void *arg)
+{
+    (void)obj, (void)arg;
+    return 0;
+}
+
+/* 1 if the page at p is resident. */
+static int resident(uintptr_t p)
+{
+    unsigned char v = 0;
+    CHECK(mincore((void *)(p & ~(PAGE - 1)), PAGE, &v) == 0, "mincore %#lx", (unsigned long)p);
+    return v & 1;
+}
+
+static uintptr_t lowest(void *const *objs, size_t n)
+{
+    uintptr_t lo = UINTPTR_MAX;
+    for (size_t i = 0; i < n; i++)
+        lo = (uintptr_t)objs[i] < lo ? (uintptr_t)objs[i] : lo;
+    return lo;
+}
+
+/* A cache of `size`-byte objects with a constructor: fresh pages noted, made present, the
+ * rest of the slab left alone; a take of objects already handed out once notes nothing. */
+static void check_noted(size_t size)
+{
+    struct uslab_cache *c =
+        uslab_cache_create("fresh", size, 0, ctor, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
+    CHECK(c != NULL, "create");
+    size_t n = (USI_FRESH_MIN + PAGE) / c->stride + 1; /* on USI_FRESH_MIN and a page or more */
+    size_t few = PAGE / c->stride + 1; /* a take that reaches one or two pages */
+    CHECK(n * 2 + few <= c->nobjs, "a slab of %zu-byte objects holds three takes", size);
+    static void *first[2048], *second[2048], *again[2048];
+    CHECK(n <= 2048, "n");
+
+    struct usi_fresh_pages fresh = {.n = 0};
+    usi_lock(&c->lock);
+    CHECK(usi_slab_take(c, n, first, &fresh) == n, "take %zu", n);
+    usi_unlock(&c->lock);
+    struct usi_slab *s = usi_slab_of_entry(usi_pagemap_lookup(first[0]));
+    uintptr_t top = ((uintptr_t)usi_slab_object(c, s, 0) + c->stride + PAGE - 1) & ~(PAGE - 1);
+    uintptr_t lo = lowest(first, n) & ~(PAGE - 1);
+    CHECK(fresh.n == 1, "%zu: one range, not %u", size, fresh.n);
+    CHECK(fresh.start[0] == lo && fresh.start[0] + fresh.len[0] == top,
+          "%zu: the range is the taken objects' pages [%#lx, %#lx), not [%#lx, +%zu)", size,
+          (unsigned long)lo, (unsigned long)top, (unsigned long)fresh.start[0], fresh.len[0]);
+    CHECK(fresh.start[0] >= (uintptr_t)s->span, "%zu: within the slab", size);
+    usi_slab_populate(&fresh);
+    for (uintptr_t p = fresh.start[0]; p < top; p += PAGE)
+        CHECK(resident(p), "%zu: fresh page %#lx present", size, (unsigned long)p);
+    CHECK(!resident(lo - PAGE), "%zu: the page below the take is left alone", size);
+
+    /* The next take of the same slab: the pages below the first range only. */
+    fresh.n = 0;
+    usi_lock(&c->lock);
+    CHECK(usi_slab_take(c, n, second, &fresh) == n, "take again");
+    usi_unlock(&c->lock);
+    CHECK(usi_slab_of_entry(usi_pagemap_lookup(second[0])) == s, "%zu: same slab", size);
+    uintptr_t lo2 = lowest(second, n) & ~(PAGE - 1);
+    CHECK(fresh.n == 1 && fresh.start[0] == lo2 && fresh.start[0] + fresh.len[0] <= lo &&
+              fresh.start[0] + fresh.len[0] >= lo - PAGE,
+          "%zu: the second range ends where the first begins, or a page below", size);
+
+    /* A take of fewer fresh pages than USI_FRESH_MIN: left to fault. */
+    fresh.n = 0;
+    usi_lock(&c->lock);
+    CHECK(usi_slab_take(c, few, again, &fresh) == few, "a small take");
+    usi_unlock(&c->lock);
+    CHECK(fresh.n == 0, "%zu: a take of one or two fresh pages is not noted", size);
+    struct usi_slab *back = NULL;
+    usi_lock(&c->lock);
+    usi_slab_put(c, few, again, &back);
+    usi_unlock(&c->lock);
+    CHECK(back == NULL, "the slab is not empty");
+
+    /* Back and taken again: nothing is fresh. */
+    struct usi_slab *release = NULL;
+    usi_lock(&c->lock);
+    usi_slab_put(c, n, second, &release);
+    usi_slab_put(c, n, first, &release);
+    fresh.n = 0;
+    CHECK(usi_slab_take(c, n, again, &fresh) == n, "take a third time");
+    CHECK(fresh.n == 0, "%zu: pages taken before are not fresh (%u ranges)", size, fresh.n);
+    usi_slab_put(c, n, again, &release);
+    usi_slab_detach_empty(c, 0, &release);
+    usi_unlock(&c->lock);
+    usi_slab_release(c, release);
+    uslab_cache_destroy(c);
+}
+
+/* None noted: objects nobody writes at the take (no constructor, no malloc class), or larger
+ * than a page (the take writes one line of each). */
+static void check_not_noted(size_t size, uslab_ctor_fn with)
+{
+    struct uslab_cache *c =
+        uslab_cache_create("fresh", size, 0, with, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
+    CHECK(c != NULL, "create");
+    void *objs[4];
+    struct usi_fresh_pages fresh = {.n = 0};
+    usi_lock(&c->lock);
+    CHECK(usi_slab_take(c, 4, objs, &fresh) == 4, "take");
+    CHECK(fresh.n == 0, "%zu bytes, %s constructor: nothing noted", size, with ? "a" : "no");
+    struct usi_slab *release = NULL;
+    usi_slab_put(c, 4, objs, &release);
+    usi_slab_detach_empty(c, 0, &release);
+    usi_unlock(&c->lock);
+    usi_slab_release(c, release);
+    uslab_cache_destroy(c);
+}
+
+static void check_os_populate(void)
+{
+    char *m = mmap(NULL, 16 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED, "mmap");
+    errno = 1234;
+    usi_os_populate(m, 8 * PAGE);
+    CHECK(errno == 1234, "errno kept");
+    for (int i = 0; i < 16; i++)
+        CHECK(resident((uintptr_t)m + i * PAGE) == (i < 8), "page %d %s", i,
+              i < 8 ? "present" : "left alone");
+    munmap(m + 8 * PAGE, 8 * PAGE);
+    usi_os_populate(m + 8 * PAGE, 8 * PAGE); /* ENOMEM: not mapped, not a refusal */
+    CHECK(errno == 1234, "errno kept on failure");
+    munmap(m, 8 * PAGE);
+    m = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED, "mmap");
+    usi_os_populate(m, 4 * PAGE);
+    for (int i = 0; i < 4; i++)
+        CHECK(resident((uintptr_t)m + i * PAGE), "after a failure, page %d still made present",
+              i);
+    munmap(m, 4 * PAGE);
+}
+
+int main(void)
+{
+    uslab_free(uslab_malloc(1)); /* initialise */
+    char *probe = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(probe != MAP_FAILED, "mmap");
+    if (madvise(probe, PAGE, 23 /* MADV_POPULATE_WRITE */) != 0 && errno == EINVAL) {
+        printf("skipped: the kernel has no MADV_POPULATE_WRITE (Linux 5.14)\n");
+        return 77;
+    }
+    munmap(probe, PAGE);
+    check_os_populate();
+    static const size_t sizes[] = {16, 200, 1000, 4096};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        check_noted(sizes[i]);
+    check_not_noted(200, NULL);
+    check_not_noted(8192, ctor);
+    TEST_DONE();
+}
