@@ -3,9 +3,9 @@
  * test_fresh_pages.c - a take's fresh pages (docs/design.md §3, "Fresh pages"): the pages a
  * take reaches first in a slab are noted, exactly those on which it hands out objects and no
  * page beyond, only where the taker writes every such page (a constructor, a malloc class's
- * handout) and objects are a page or smaller, and only USI_FRESH_MIN or more; made present in one call, they are resident
- * and the slab's untaken pages are not. And the os layer's call: present pages, errno kept,
- * and a failure that is not a refusal (a range not mapped) does not stop it.
+ * handout) and objects are a page or smaller, and only USI_FRESH_MIN or more; made present in one
+ * call, they are resident and the slab's untaken pages are not. And the os layer's call: present
+ * pages, errno kept, and a failure that is not a refusal (a range not mapped) does not stop it.
  */
 #include "check.h"
 #include "descriptor.h"
@@ -53,7 +53,7 @@ static void check_noted(size_t size)
         uslab_cache_create("fresh", size, 0, ctor, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
     CHECK(c != NULL, "create");
     size_t n = (USI_FRESH_MIN + PAGE) / c->stride + 1; /* on USI_FRESH_MIN and a page or more */
-    size_t few = PAGE / c->stride + 1; /* a take that reaches one or two pages */
+    size_t few = PAGE / c->stride + 1;                 /* a take that reaches one or two pages */
     CHECK(n * 2 + few <= c->nobjs, "a slab of %zu-byte objects holds three takes", size);
     static void *first[2048], *second[2048], *again[2048];
     CHECK(n <= 2048, "n");
@@ -151,8 +151,7 @@ static void check_os_populate(void)
     CHECK(m != MAP_FAILED, "mmap");
     usi_os_populate(m, 4 * PAGE);
     for (int i = 0; i < 4; i++)
-        CHECK(resident((uintptr_t)m + i * PAGE), "after a failure, page %d still made present",
-              i);
+        CHECK(resident((uintptr_t)m + i * PAGE), "after a failure, page %d still made present", i);
     munmap(m, 4 * PAGE);
 }
 
