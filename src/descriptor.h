@@ -176,6 +176,9 @@ struct usi_slab {
     uint8_t list;
     uint8_t guard_how;       /* how its guard pages were made (usi_pages_guard), if it has any */
     uint64_t empty_since_ms; /* when inuse last became 0 (usi_os_now_ms) */
+    uintptr_t written_low;   /* the span's pages from here up may be resident already (a span
+                              * adopted from a sibling class, which wrote them): a take's fresh
+                              * pages (slab.h) end here; the span's end otherwise */
 };
 
 /* Object idx of s (its slot: the user's pointer is obj_offset further). */

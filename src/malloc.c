@@ -472,6 +472,10 @@ static __attribute__((aligned(64))) void *usi_malloc(size_t size)
         void *p = pop_checked(pair_at(usi_tls, usi_tcache_size_offsets[size]));
         if (USI_LIKELY(p != NULL))
             return p;
+    } else if (size <= USI_CLASSES_MAX_SIZE) {
+        void *p = pop_checked(pair_at(usi_tls, usi_tcache_large_offsets[(size + 127) >> 7]));
+        if (USI_LIKELY(p != NULL))
+            return p;
     }
     return malloc_slow(size);
 }

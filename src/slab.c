@@ -308,6 +308,10 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     char *span = adopted ? adopted->span : new_span(c, &guard_how);
     if (!span)
         return NULL;
+    uintptr_t written_low = (uintptr_t)span + c->slab_size;
+    if (adopted && adopted->bump) /* the lowest page its earlier owner wrote */
+        written_low = (uintptr_t)usi_slab_object(adopted->cache, adopted, adopted->bump - 1) &
+                      ~(uintptr_t)(USI_PAGE_SIZE - 1);
     if (adopted) /* no guard pages in a group; its old blocks' bytes count as defined */
         USI_VG_DEFINED(span, c->slab_size);
     struct usi_slab *s = usi_pages_meta((uintptr_t)span);
@@ -317,6 +321,7 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     s->cache = c;
     s->span = span;
     s->guard_how = (uint8_t)guard_how;
+    s->written_low = written_low;
     if (c->flags & USI_CACHE_LATTICE) {
         uint32_t low = (uint32_t)(uintptr_t)span; /* the phase of the lattice in this span */
         s->colour = (uint32_t)((c->stride - low % c->stride) % c->stride);
@@ -477,12 +482,15 @@ static void note_fresh(const struct uslab_cache *c, const struct usi_slab *s, si
                        size_t now, struct usi_fresh_pages *fresh)
 {
     if (!fresh || c->stride > USI_PAGE_SIZE || (!c->lattice && !c->ctor) ||
-        fresh->n == USI_FRESH_MAX || now - was < USI_FRESH_MIN)
+        fresh->n == USI_FRESH_MAX)
         return;
     uintptr_t page = USI_PAGE_SIZE - 1;
     uintptr_t top = ((uintptr_t)usi_slab_object(c, s, 0) + c->stride + page) & ~page;
-    fresh->start[fresh->n] = top - now;
-    fresh->len[fresh->n++] = now - was;
+    uintptr_t start = top - now, end = top - was < s->written_low ? top - was : s->written_low;
+    if (end < start + USI_FRESH_MIN)
+        return;
+    fresh->start[fresh->n] = start;
+    fresh->len[fresh->n++] = end - start;
 }
 
 void usi_slab_populate(const struct usi_fresh_pages *fresh)

@@ -75,6 +75,7 @@ struct usi_tcache *const *usi_tcache_registry_address(void)
 }
 
 uint16_t usi_tcache_size_offsets[USI_SMALL_MAX + 1];
+uint16_t usi_tcache_large_offsets[USI_CLASSES_MAX_SIZE / 128 + 1];
 
 /* Bytes the magazines of a pair may cache (the sentinel has capacity 0). */
 static size_t pair_bytes(const struct uslab_cache *c, const struct usi_magpair *mp)
@@ -1007,6 +1008,10 @@ void usi_tcache_init(void)
     for (size_t size = 0; size <= USI_SMALL_MAX && !usi_options.profile; size++)
         usi_tcache_size_offsets[size] =
             (uint16_t)(usi_class_small[(size + 7) >> 3] * sizeof(struct usi_magpair));
+    for (size_t i = USI_SMALL_MAX / 128 + 1;
+         i * 128 <= usi_options.max_slab_size && !usi_options.profile; i++)
+        usi_tcache_large_offsets[i] =
+            (uint16_t)(usi_sizeclass_of_large(i * 128) * sizeof(struct usi_magpair));
     usi_objects_init_cache(&tcache_pool, "uslab-thread-cache", POOL_BYTES, USI_PAGE_SIZE, NULL,
                            NULL, NULL, NULL,
                            USLAB_CACHE_NOMAGAZINE | USLAB_CACHE_NOCOLOUR | USI_CACHE_INTERNAL);

@@ -338,10 +338,20 @@ static void test_span_group_small(void)
     usi_lock(&b->lock);
     check_all_slabs(b, "adopted small");
     usi_unlock(&b->lock);
-    /* Its reserve is not taken: b's next slab is a new span. */
+    /* Its reserve is not taken: b's next slab is a new span. The adopted one's pages, which
+     * the 96-byte class wrote, are no fresh pages to b's takes (design §3, "Fresh pages"). */
     struct usi_slab *bs = usi_slab_of_entry(usi_pagemap_lookup(taken));
-    for (uint32_t i = bs->inuse; i < b->nobjs; i++)
-        objs[got++ % n] = take_one(b);
+    CHECK(bs->written_low == (uintptr_t)taken, "a wholly written span adopted: %#lx, not %p",
+          (unsigned long)bs->written_low, (void *)taken);
+    uint32_t rest = b->nobjs - bs->inuse;
+    void **more = malloc(rest * sizeof *more);
+    CHECK(more != NULL, "an array");
+    struct usi_fresh_pages fresh = {.n = 0};
+    usi_lock(&b->lock);
+    CHECK(usi_slab_take(b, rest, more, &fresh) == rest, "the adopted slab's other objects");
+    usi_unlock(&b->lock);
+    CHECK(fresh.n == 0, "no fresh pages in a span its earlier owner wrote (%u ranges)", fresh.n);
+    free(more); /* the blocks stay out, as b's others */
     CHECK(b->slabs_created == made + 1, "the adopted slab is full");
     void *next = take_one(b);
     CHECK(b->slabs_created == made + 2 &&
