@@ -453,17 +453,6 @@ static USI_COLD USI_NORETURN void put_keyless(const struct uslab_cache *c, const
                      c->name, p, c->name);
 }
 
-/* Hands out object idx of s (its bit clear): marks it, and returns the user pointer. */
-static inline void *take_index(struct uslab_cache *c, struct usi_slab *s, uint32_t idx)
-{
-    s->alloc_map[idx >> 6] |= (uint64_t)1 << (idx & 63);
-    s->inuse++;
-    char *slot = usi_slab_object(c, s, idx);
-    if (USI_UNLIKELY(c->debug))
-        usi_debug_on_alloc(c, s, slot);
-    return slot + c->obj_offset;
-}
-
 /* What a take writes into each object of a lattice cache, for malloc's pop (design §3): no
  * free mark, the key. */
 void usi_slab_handout(size_t n, void *const *objs)
@@ -514,64 +503,50 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fr
         if (!s)
             break;
         uint32_t bump_before = s->bump;
-        if (USI_UNLIKELY(c->debug)) {
-            /* The lowest-numbered free objects first, one at a time (each one is checked). */
-            while (got < n && s->inuse < c->nobjs) {
-                uint32_t w = s->scan, next = 0; /* next: one past the last object taken */
-                uint64_t free_bits = word_free(c, s, w);
-                while (free_bits && got < n) {
-                    uint32_t idx = w * 64 + (uint32_t)__builtin_ctzll(free_bits);
-                    free_bits &= free_bits - 1;
-                    objs[got++] = take_index(c, s, idx);
-                    next = idx + 1;
-                }
-                if (next > s->bump)
-                    s->bump = next; /* taken in ascending order: the highest so far */
-                if (!free_bits)
-                    s->scan = w + 1; /* word w is full now (or was: then scan was stale) */
+        /* The lowest-numbered free objects first, a bitmap word at a time: no object is read
+         * (but by USLAB_DEBUG's checks), and the word, the count and bump are written once per
+         * word, not per object. */
+        while (got < n && s->inuse < c->nobjs) {
+            uint32_t w = s->scan;
+            uint64_t free_bits = word_free(c, s, w);
+            if (!free_bits) { /* a stale scan: word w was full already */
+                s->scan = w + 1;
+                continue;
             }
-        } else {
-            /* The lowest-numbered free objects first, a bitmap word at a time: no object is read,
-             * and the word, the count and bump are written once per word, not per object. */
-            while (got < n && s->inuse < c->nobjs) {
-                uint32_t w = s->scan;
-                uint64_t free_bits = word_free(c, s, w);
-                if (!free_bits) { /* a stale scan: word w was full already */
-                    s->scan = w + 1;
-                    continue;
+            char *first = usi_slab_object(c, s, w * 64) + c->obj_offset; /* going down */
+            size_t stride = c->stride, room = n - got, take;
+            uint32_t low = (uint32_t)__builtin_ctzll(free_bits);
+            uint64_t left = free_bits, above = free_bits >> low;
+            if ((above & (above + 1)) == 0) {
+                /* One run of free objects (a fresh slab's, a word freed whole): a stride
+                 * apart, no bit scan (13 -> 5 instructions an object, lua), and counted
+                 * without a population count. */
+                size_t k = 64 - (size_t)__builtin_clzll(above);
+                take = k < room ? k : room;
+                char *p = first - (size_t)low * stride;
+                for (size_t end = got + take; got < end; got++, p -= stride)
+                    objs[got] = p;
+                left = take == 64 ? 0 : free_bits & ~((((uint64_t)1 << take) - 1) << low);
+            } else {
+                size_t k = bit_count(free_bits);
+                take = k < room ? k : room;
+                for (size_t end = got + take; got < end; got++) { /* one bound: tight */
+                    char *p = first - (size_t)(uint32_t)__builtin_ctzll(left) * stride;
+                    objs[got] = p;
+                    left &= left - 1;
                 }
-                char *first = usi_slab_object(c, s, w * 64) + c->obj_offset; /* going down */
-                size_t stride = c->stride, room = n - got, take;
-                uint32_t low = (uint32_t)__builtin_ctzll(free_bits);
-                uint64_t left = free_bits, above = free_bits >> low;
-                if ((above & (above + 1)) == 0) {
-                    /* One run of free objects (a fresh slab's, a word freed whole): a stride
-                     * apart, no bit scan (13 -> 5 instructions an object, lua), and counted
-                     * without a population count. */
-                    size_t k = 64 - (size_t)__builtin_clzll(above);
-                    take = k < room ? k : room;
-                    char *p = first - (size_t)low * stride;
-                    for (size_t end = got + take; got < end; got++, p -= stride)
-                        objs[got] = p;
-                    left = take == 64 ? 0 : free_bits & ~((((uint64_t)1 << take) - 1) << low);
-                } else {
-                    size_t k = bit_count(free_bits);
-                    take = k < room ? k : room;
-                    for (size_t end = got + take; got < end; got++) { /* one bound: tight */
-                        char *p = first - (size_t)(uint32_t)__builtin_ctzll(left) * stride;
-                        objs[got] = p;
-                        left &= left - 1;
-                    }
-                }
-                uint64_t taken = free_bits & ~left;
-                s->alloc_map[w] |= taken;
-                s->inuse += (uint32_t)take;
-                uint32_t next = w * 64 + 64 - (uint32_t)__builtin_clzll(taken); /* one past */
-                if (next > s->bump)
-                    s->bump = next; /* taken in ascending order: the highest so far */
-                if (!left)
-                    s->scan = w + 1; /* word w is full now */
             }
+            uint64_t taken = free_bits & ~left;
+            s->alloc_map[w] |= taken;
+            s->inuse += (uint32_t)take;
+            if (USI_UNLIKELY(c->debug)) /* each object checked (USLAB_DEBUG, design §9) */
+                for (size_t i = got - take; i < got; i++)
+                    usi_debug_on_alloc(c, s, (char *)objs[i] - c->obj_offset);
+            uint32_t next = w * 64 + 64 - (uint32_t)__builtin_clzll(taken); /* one past */
+            if (next > s->bump)
+                s->bump = next; /* taken in ascending order: the highest so far */
+            if (!left)
+                s->scan = w + 1; /* word w is full now */
         }
         if (s->bump != bump_before) {
             size_t was = touched_bytes(c, s, bump_before), now = touched_bytes(c, s, s->bump);
