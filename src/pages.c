@@ -37,17 +37,15 @@ static uint16_t *unit_tags; /* writable view of usi_unit_tags */
 /* Everything below is protected by pages.lock; it is the innermost lock (design §6). */
 static struct {
     usi_mutex lock;
-    uintptr_t bump;                      /* next never-used address */
-    uintptr_t committed;                 /* [base, committed) is read/write */
-    uintptr_t end;                       /* [base, end) is reserved now; it grows up to max_end */
-    uintptr_t max_end;                   /* the end of the hole found for the range */
-    uint32_t free_head[USI_SPAN_ORDERS]; /* unit index + 1 of the first free span; 0: none */
-    /* Free spans that could not be purged and were zeroed by hand (span_discard): they read
-     * as zero but hold memory, so they are reused first and purged again once a purge works. */
-    uint32_t resident_head[USI_SPAN_ORDERS];
-    size_t nresident; /* spans on the resident lists */
-    size_t reserved;  /* bytes of [base, end) reserved: all but the skips (also read
-                       * without the lock, for reports) */
+    uintptr_t bump;      /* next never-used address */
+    uintptr_t committed; /* [base, committed) is read/write */
+    uintptr_t end;       /* [base, end) is reserved now; it grows up to max_end */
+    uintptr_t max_end;   /* the end of the hole found for the range */
+    /* Unit index + 1 of the first free span of each order; 0: none. A span zeroed by hand
+     * (span_discard) is on them too: it reads as zero, and a list is reused newest first. */
+    uint32_t free_head[USI_SPAN_ORDERS];
+    size_t reserved; /* bytes of [base, end) reserved: all but the skips (also read
+                      * without the lock, for reports) */
     /* Stretches of [base, end) that are not ours: where another mapping stood in the way,
      * the range went on past it (grow). Appended under the lock; read without it up to
      * nskips (release/acquire). */
@@ -302,24 +300,20 @@ int usi_pages_init(void)
     return 0;
 }
 
-/* Push and pop on one of the two sets of free lists (free_head or resident_head). */
-static void span_push(uint32_t *heads, uintptr_t addr, unsigned order)
+/* Push and pop on the free list of an order (pages.lock held). */
+static void span_push(uintptr_t addr, unsigned order)
 {
     uint32_t u = unit_of(addr);
-    usi_pagemap.link[u] = heads[order];
-    heads[order] = u + 1;
-    if (heads == pages.resident_head) /* read without the lock by usi_pages_free_span */
-        __atomic_fetch_add(&pages.nresident, 1, __ATOMIC_RELAXED);
+    usi_pagemap.link[u] = pages.free_head[order];
+    pages.free_head[order] = u + 1;
 }
 
-static uintptr_t span_pop(uint32_t *heads, unsigned order)
+static uintptr_t span_pop(unsigned order)
 {
-    uint32_t head = heads[order];
+    uint32_t head = pages.free_head[order];
     if (!head)
         return 0;
-    heads[order] = usi_pagemap.link[head - 1];
-    if (heads == pages.resident_head)
-        __atomic_fetch_sub(&pages.nresident, 1, __ATOMIC_RELAXED);
+    pages.free_head[order] = usi_pagemap.link[head - 1];
     return usi_pagemap.base + ((uintptr_t)(head - 1) << USI_UNIT_SHIFT);
 }
 
@@ -331,7 +325,7 @@ static void free_range(uintptr_t from, uintptr_t to)
         while (o + 1 < USI_SPAN_ORDERS && (from & (span_bytes(o + 1) - 1)) == 0 &&
                from + span_bytes(o + 1) <= to)
             o++;
-        span_push(pages.free_head, from, o);
+        span_push(from, o);
         from += span_bytes(o);
     }
 }
@@ -518,11 +512,6 @@ const size_t *usi_pages_reserved_address(void)
     return &pages.reserved;
 }
 
-static uintptr_t free_pop(unsigned order)
-{
-    return span_pop(pages.free_head, order);
-}
-
 /* Takes a span from the bump pointer; gaps below the aligned start go to the free lists. */
 static uintptr_t bump_take(unsigned order)
 {
@@ -617,7 +606,7 @@ static uintptr_t thp_take(unsigned order)
         thp.refused = 1;
         return 0;
     }
-    uintptr_t c = free_pop(THP_ORDER);
+    uintptr_t c = span_pop(THP_ORDER);
     if (!c)
         c = bump_take(THP_ORDER);
     if (!c)
@@ -645,21 +634,16 @@ void *usi_pages_alloc_span(unsigned order, int dense)
     usi_lock(&pages.lock);
     uintptr_t s = dense && order < THP_ORDER ? thp_take(order) : 0;
     if (!s)
-        s = span_pop(pages.resident_head, order); /* backed already: first */
-    if (!s)
-        s = free_pop(order);
+        s = span_pop(order);
     if (!s)
         s = bump_take(order);
     for (unsigned o = order + 1; !s && o < USI_SPAN_ORDERS; o++) {
-        uint32_t *heads = pages.free_head;
-        uintptr_t big = span_pop(heads, o);
-        if (!big)
-            big = span_pop(heads = pages.resident_head, o);
+        uintptr_t big = span_pop(o);
         if (!big)
             continue;
-        /* Split: keep the lowest piece, give the upper halves back to the same lists. */
+        /* Split: keep the lowest piece, give the upper halves back to the lists. */
         for (unsigned k = o; k > order; k--)
-            span_push(heads, big + span_bytes(k - 1), k - 1);
+            span_push(big + span_bytes(k - 1), k - 1);
         s = big;
     }
     usi_unlock(&pages.lock);
@@ -674,7 +658,8 @@ enum { PURGED, REPLACED, ZEROED, ABANDONED };
  * (design §2). The slab layer trusts that: a reused span's header and bitmap must be zero.
  * MADV_DONTNEED fails on locked pages (mlock, mlockall): then a fresh mapping goes over the
  * span. If that fails too, the span holds its old contents, or nothing where the kernel
- * unmapped it before failing: a mapped span is zeroed by hand (and stays resident), a hole
+ * unmapped it before failing: a mapped span is zeroed by hand (its memory stays until it is
+ * reused: locked pages, a shortage of mappings, or strict seccomp mode), a hole
  * is filled with zero pages unless something else took it. ABANDONED: none of that worked.
  */
 static int span_discard(void *span, size_t size, int guarded)
@@ -701,27 +686,6 @@ static int span_discard(void *span, size_t size, int guarded)
         return ZEROED;
     }
     return usi_os_map_at(span, size) == 0 ? REPLACED : ABANDONED;
-}
-
-/* After a purge that worked: one span zeroed by hand earlier gets its purge now. Only
- * MADV_DONTNEED: a failed replacement could leave a hole in a span on a free list. */
-static void purge_one_resident(void)
-{
-    uintptr_t s = 0;
-    unsigned o;
-    if (usi_os_quiet())
-        return;
-    usi_lock(&pages.lock);
-    for (o = 0; o < USI_SPAN_ORDERS; o++)
-        if ((s = span_pop(pages.resident_head, o)) != 0)
-            break;
-    usi_unlock(&pages.lock);
-    if (!s)
-        return;
-    int purged = usi_os_purge((void *)s, span_bytes(o)) == 0;
-    usi_lock(&pages.lock);
-    span_push(purged ? pages.free_head : pages.resident_head, s, o);
-    usi_unlock(&pages.lock);
 }
 
 /* A span neither zero nor surely ours: never reused; only its address space is lost. */
@@ -822,10 +786,8 @@ void usi_pages_free_span(void *span, unsigned order, size_t guard, int guard_how
         return;
     }
     usi_lock(&pages.lock);
-    span_push(how == ZEROED ? pages.resident_head : pages.free_head, (uintptr_t)span, order);
+    span_push((uintptr_t)span, order);
     usi_unlock(&pages.lock);
-    if (how == PURGED && __atomic_load_n(&pages.nresident, __ATOMIC_RELAXED))
-        purge_one_resident();
 }
 
 size_t usi_pages_abandoned_bytes(void)

@@ -8,7 +8,7 @@
  *   zero         the replacement fails too: the span is zeroed by hand
  *   hole         the failed replacement unmapped the span: zero pages are mapped into it
  *   abandon      the hole cannot be refilled either: the span is never handed out again
- * A span zeroed by hand stays resident; the next purge that works purges it too.
+ * A span zeroed by hand is resident, on the free list with the others, and the first reused.
  * Before the pages layer looked at the purge's result, "purge" got its old contents back.
  */
 #define _GNU_SOURCE
@@ -81,21 +81,21 @@ static size_t resident_pages(const void *span)
     return n;
 }
 
-static void test_resident_purged_later(void)
+static void test_resident_reused_first(void)
 {
     unsigned char *a = usi_pages_alloc_span(ORDER, 0), *b = usi_pages_alloc_span(ORDER, 0);
     CHECK(a && b, "two spans");
     memset(a, 0xa5, span_size());
     memset(b, 0x5a, span_size());
+    usi_pages_free_span(b, ORDER, 0, 0); /* purged */
+    CHECK(resident_pages(b) == 0, "a purged span holds no memory");
     CHECK(uslab_faults_set("1,1,ar") == 0, "faults");
     usi_pages_free_span(a, ORDER, 0, 0);
     CHECK(uslab_faults_set(NULL) == 0, "faults off");
     CHECK(all_zero(a, span_size()), "zeroed by hand");
     CHECK(resident_pages(a) == span_size() / USI_PAGE_SIZE, "a span zeroed by hand: resident");
-    usi_pages_free_span(b, ORDER, 0, 0); /* purged: and a with it */
-    CHECK(resident_pages(b) == 0, "a purged span holds no memory");
-    CHECK(resident_pages(a) == 0, "the span zeroed by hand is purged by the next purge");
     unsigned char *x = usi_pages_alloc_span(ORDER, 0), *y = usi_pages_alloc_span(ORDER, 0);
+    CHECK(x == a, "the span zeroed by hand, freed last, is reused first");
     CHECK(x && y && all_zero(x, span_size()) && all_zero(y, span_size()), "reused: zero");
     usi_pages_free_span(x, ORDER, 0, 0);
     usi_pages_free_span(y, ORDER, 0, 0);
@@ -240,7 +240,7 @@ int main(void)
     test_reused_zero("purge", "1,1,a", "a");
     test_reused_zero("zero", "1,1,ar", "r");
     test_reused_zero("hole", "1,1,arh", "h");
-    test_resident_purged_later();
+    test_resident_reused_first();
     test_abandon();
     test_slabs();
     TEST_DONE();
