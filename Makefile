@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Thin wrapper over CMake: each target is a configure, a build and a ctest or runner line.
 #   make          build libuslab.so, libuslab.a, libuslab-preload.so (in ./build)
 #   make test     everything CI runs: a clang-format check, the test suite, glibc's malloc

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Counts, with callgrind (deterministic), the instructions one small malloc, free,
 # uslab_cache_alloc and uslab_cache_free execute on their fast paths, and fails if any
 # exceeds its budget (docs/design.md §4). malloc and free were 15 each before free's

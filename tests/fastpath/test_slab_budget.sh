@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Counts, with callgrind (deterministic), the instructions of the slab layer's take and
 # put for each object that leaves its slab and goes back to it (slab_loop.c), and fails
 # over budget. Objects cycle through the slabs whenever a program frees more than its

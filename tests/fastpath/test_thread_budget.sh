@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # What a thread costs (issue 38): the instructions of creating a thread that mallocs and
 # frees one block, and joining it, counted with callgrind (deterministic) under uslab's
 # preload library and under glibc alone; fails when uslab's exceed glibc's by more than

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Counts, with callgrind (deterministic), the instructions of one uslab_reap in a program
 # whose last cache has an id above 2,000 (walk_loop.c), and fails over budget. A reap
 # walks every cache, as every purger pass does and as fork does in a threaded process;

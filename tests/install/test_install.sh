@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test_install.sh BUILD SRC LIVE_PROGRAM
 # Installs the build into a temporary prefix, then builds and runs programs against it as a
 # user adopting uslab would: with the flags pkg-config gives, and with CMake's

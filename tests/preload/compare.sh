@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # compare.sh PRELOAD_LIB PACKAGE STDIN PROGRAM [ARGS...]
 #
 # Runs PROGRAM ARGS (stdin from the file STDIN, or /dev/null for "-") twice: plainly and with

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # exports_check.sh LIBUSLAB PRELOAD_LIB - the shared libraries define the allocation API and
 # nothing else (issue 37, docs/design.md §1): every symbol that `nm -D --defined-only` lists
 # must be in the lists below. libuslab.so: uslab_* only. libuslab-preload.so: also the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # limits.sh PRELOAD PROBE - uslab under RLIMIT_AS (docs/design.md §2). For each limit, the
 # room left for large blocks (malloc of 16 MiB until ENOMEM) with uslab preloaded must be
 # at least glibc's alone minus a quarter of the limit (uslab's budget) and one block; small

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # A hash- and string-heavy perl workload for the preload test. Deterministic.
 use strict;
 use warnings;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # A json/dict/list-heavy workload for the preload test: builds 200k dicts, round-trips them
 # through json, sorts, groups and hashes. Deterministic (seeded, no set/dict-order output
 # that depends on string hashing).

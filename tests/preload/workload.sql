@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- An in-memory database of 200k rows for the preload test: inserts, an index, group by,
 -- joins, string functions and sorting.
 CREATE TABLE items(id INTEGER PRIMARY KEY, cat INTEGER, name TEXT, price REAL, note TEXT);

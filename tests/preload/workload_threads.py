@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Threads under preload: 8 threads each build and hash their own data; the main thread
 # prints the results in thread order.
 import hashlib

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Tests of `uslab profile` and USLAB_CLASSES (issue 13, docs/design.md §8), one case each:
 #   profile_test.sh CASE USLAB_TOOL CLASSES_PROBE PRELOAD_LIB
 set -u

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # readme_use.sh SOURCE_DIR - the first `sh` block of README.md's "## Use" runs as written,
 # from the top of the tree (issue 39): each line must exit 0, and those run under uslab
 # must be uslab's (the --stats line prints the table). Skipped (77) where build/ is not the

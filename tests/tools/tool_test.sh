@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tool_test.sh CASE USLAB PROBE PRELOAD_LIB [README] - one test case of the `uslab` front end.
 # USLAB is build/uslab, PROBE is tool_probe, PRELOAD_LIB is libuslab-preload.so, README the
 # file with the settings and command tables (docs/reference.md). Prints what went wrong and
@@ -191,8 +192,8 @@ help_agrees)
     grep -c '^| `--' "$tmp/md" > /dev/null || fail "no option rows parsed"
     ;;
 readme_commands)
-    # README.md's command tables, between their markers, are `uslab help --markdown`.
-    [ -n "$readme" ] && [ -f "$readme" ] || fail "no README given"
+    # docs/reference.md's command tables, between their markers, are `uslab help --markdown`.
+    [ -n "$readme" ] && [ -f "$readme" ] || fail "no reference given"
     "$uslab" help --markdown > "$tmp/table.md" || fail "uslab help --markdown failed"
     [ -s "$tmp/table.md" ] || fail "uslab help --markdown printed nothing"
     commands_match() {
@@ -203,10 +204,10 @@ readme_commands)
         cmp -s "$tmp/table.md" "$tmp/readme.md"
     }
     if ! commands_match "$readme"; then
-        echo "README.md's command tables differ from 'uslab help --markdown'" \
+        echo "docs/reference.md's command tables differ from 'uslab help --markdown'" \
              "(regenerate them between the commands markers):" >&2
         diff "$tmp/readme.md" "$tmp/table.md" >&2
-        fail "README.md's command tables are out of date"
+        fail "docs/reference.md's command tables are out of date"
     fi
     # The check can fail: an altered row, a missing row, an extra row, a missing marker.
     sed 's/^\(| `uslab top PID\)/\1 [-x]/' "$readme" > "$tmp/r1"
@@ -214,8 +215,8 @@ readme_commands)
     awk '/^<!-- commands:end/ { print "| `--new` | new |" } { print }' "$readme" > "$tmp/r3"
     grep -v '^<!-- commands:begin' "$readme" > "$tmp/r4"
     for r in r1 r2 r3 r4; do
-        cmp -s "$readme" "$tmp/$r" && fail "control $r did not change the README"
-        commands_match "$tmp/$r" && fail "the check passes on an altered README ($r)"
+        cmp -s "$readme" "$tmp/$r" && fail "control $r did not change the reference"
+        commands_match "$tmp/$r" && fail "the check passes on an altered reference ($r)"
     done
     ;;
 version)
@@ -354,8 +355,8 @@ setting_typos)
     expect_line "$tmp/out" "malloc=uslab"
     ;;
 readme_settings)
-    # README.md's settings table, between its markers, is `uslab settings --markdown`.
-    [ -n "$readme" ] && [ -f "$readme" ] || fail "no README given"
+    # docs/reference.md's settings table, between its markers, is `uslab settings --markdown`.
+    [ -n "$readme" ] && [ -f "$readme" ] || fail "no reference given"
     "$uslab" settings --markdown > "$tmp/table.md" || fail "uslab settings --markdown failed"
     [ -s "$tmp/table.md" ] || fail "uslab settings --markdown printed nothing"
     # readme_matches FILE: 0 if FILE has one begin and one end marker with the table between.
@@ -367,10 +368,10 @@ readme_settings)
         cmp -s "$tmp/table.md" "$tmp/readme.md"
     }
     if ! readme_matches "$readme"; then
-        echo "README.md's settings table differs from 'uslab settings --markdown'" \
+        echo "docs/reference.md's settings table differs from 'uslab settings --markdown'" \
              "(regenerate it between the settings-table markers):" >&2
         diff "$tmp/readme.md" "$tmp/table.md" >&2
-        fail "README.md's settings table is out of date"
+        fail "docs/reference.md's settings table is out of date"
     fi
     # The check can fail: an altered row, a missing row, an extra row, a missing marker.
     sed 's/^\(| `USLAB_RESERVE` | \)256G/\1512G/' "$readme" > "$tmp/r1"
@@ -379,8 +380,8 @@ readme_settings)
         "$readme" > "$tmp/r3"
     grep -v '^<!-- settings-table:end' "$readme" > "$tmp/r4"
     for r in r1 r2 r3 r4; do
-        cmp -s "$readme" "$tmp/$r" && fail "control $r did not change the README"
-        readme_matches "$tmp/$r" && fail "the check passes on an altered README ($r)"
+        cmp -s "$readme" "$tmp/$r" && fail "control $r did not change the reference"
+        readme_matches "$tmp/$r" && fail "the check passes on an altered reference ($r)"
     done
     ;;
 stats_unreadable)
