@@ -218,9 +218,11 @@ USLAB_API int uslab_stats_print(FILE *out, int format);
 /*
  * Same contracts as the C and POSIX functions of the same name without the prefix, with
  * glibc's choices where those leave room: malloc(0) returns a unique pointer; realloc(p, 0)
- * frees p and returns NULL; errno is ENOMEM on every allocation failure. Sizes up to the
- * largest slab class (USLAB_MAX_SLAB_SIZE, default 32768) come from slabs; larger sizes and
- * alignments above 4096 come from glibc's allocator. Every block of 16 bytes or more is
+ * frees p and returns NULL; errno is ENOMEM on every allocation failure. Sizes up to
+ * 32 KiB come from slabs, sizes up to the largest class (USLAB_MAX_SLAB_SIZE, default 256
+ * KiB) each from a span of its own; an aligned block takes the power-of-two class of at
+ * least its size and alignment (a medium one above a page), where there is one. Larger
+ * sizes and alignments come from glibc's allocator. Every block of 16 bytes or more is
  * 16-byte aligned. uslab_free and uslab_realloc accept blocks from either source, and
  * report (then abort) on a pointer that belongs to neither or to an object cache.
  */
@@ -242,16 +244,8 @@ USLAB_API void *uslab_pvalloc(size_t size);                /* page aligned, size
 USLAB_API size_t uslab_malloc_usable_size(void *ptr);      /* exact, 0 for NULL */
 
 /*
- * ENVIRONMENT (read once, at the first allocation)
- *  USLAB_MAX_SLAB_SIZE  largest malloc size served by slabs, 1024 .. 65536 (default 32768)
- *  USLAB_RESERVE        address space reserved for slabs (default 256G; shrunk if refused)
- *  USLAB_EMPTY_SLABS    empty slabs each cache keeps instead of purging them (default 1)
- *  USLAB_DEPOT_BYTES    bytes of full magazines a cache's depot keeps (default 1M)
- *  USLAB_PURGE_DELAY    ms an empty slab stays idle before it is given back to the OS by a
- *                       background thread (default 1000; 0: at once, no thread)
- *  USLAB_TCACHE_MAX     bound on the bytes all threads' magazines may cache (default 64M)
- *  USLAB_MAGAZINE_GROWTH  1: magazines grow under depot contention (default 0)
- * Sizes take an optional K, M or G suffix.
+ * ENVIRONMENT: USLAB_* variables, read once at the first allocation; docs/reference.md §1
+ * lists every one with its default and range (`uslab settings` prints the same table).
  */
 
 #ifdef __cplusplus

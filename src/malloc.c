@@ -2,12 +2,13 @@
 /*
  * malloc.c - the malloc family on size-class caches (docs/design.md §8).
  *
- * Sizes up to the largest slab class are objects of the class caches; larger ones, and
- * alignments above a page, go to the system allocator (the thesis' hybrid design; the os
- * layer's usi_sys_*: in the preload library glibc's own __libc_* entry points, looked up in
- * libc.so.6 itself, no dlsym). free, realloc and malloc_usable_size tell the two apart with the
- * page map. Semantics follow glibc where the C standard leaves room: malloc(0) returns a
- * unique pointer, realloc(p, 0) frees p and returns NULL, errno is set on every failure.
+ * Sizes up to the largest slab class are objects of the class caches, and so are aligned
+ * blocks whose size and alignment fit a power-of-two class; larger ones go to the system
+ * allocator (the thesis' hybrid design; the os layer's usi_sys_*: in the preload library
+ * glibc's own __libc_* entry points, looked up in libc.so.6 itself, no dlsym). free, realloc
+ * and malloc_usable_size tell the two apart with the page map. Semantics follow glibc where the C
+ * standard leaves room: malloc(0) returns a unique pointer, realloc(p, 0) frees p and returns NULL,
+ * errno is set on every failure.
  *
  * Built twice: into libuslab (uslab_* names only) and, with USLAB_PRELOAD, into
  * libuslab-preload, where the standard names are aliases of the same functions.

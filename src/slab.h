@@ -86,8 +86,8 @@ static inline int usi_slab_over_headroom(const struct uslab_cache *c)
  * multiplier goes to its cap, as after a refault (design §3). No lock needed. */
 void usi_slab_keep_memory(struct uslab_cache *c);
 /* Joins c to the span group of its slab size: caches of one group take each other's empty
- * slabs before they map a new span (design §3, "Span groups"). For the medium malloc
- * classes, at their set-up under init.c's lock; c has no debugging, guard or reserve. */
+ * slabs before they map a new span (design §3, "Span groups"). For every malloc class, at
+ * its set-up under init.c's lock; c has no debugging, guard or reserve. */
 void usi_slab_share_spans(struct uslab_cache *c);
 /* Slab geometry of a cache, fixed at creation. */
 void usi_slab_geometry(struct uslab_cache *c);

@@ -240,7 +240,7 @@ static uint32_t shed_capacity(const struct uslab_cache *c, const struct usi_mag 
  * Past the bound a pair stays at this start capacity (the floor): its magazines are
  * counted in usi_tcache_bytes but not refused, so threads that come after the bound is
  * reached do not take a lock per operation; what they may cache is at most two start
- * magazines per cache they use (design §5). A floor of 1 KiB of objects, above the start,
+ * magazines per cache they use (design §4). A floor of 1 KiB of objects, above the start,
  * made 3,000 live threads hold 21 MB more once they passed the bound (issue 38).
  */
 static uint32_t start_capacity(const struct uslab_cache *c)

@@ -131,8 +131,9 @@ void usi_tcache_flush_stash(void);
 /* Moves every thread's magazines of c to c's depot (cache destroy). */
 void usi_tcache_flush_all(struct uslab_cache *c);
 /* free()'s exact double-free check, after the key matched (design §8): whether p, a
- * block of c, is already free: in the calling thread's magazines of c, in c's depot or
- * back in its slab (e: p's page-map entry). Takes the cache lock. */
+ * block of c, is already free: in the calling thread's magazines of c, in another
+ * thread's (read without their locks), in c's depot or back in its slab (e: p's page-map
+ * entry). Takes the cache lock. */
 int usi_tcache_block_is_free(struct uslab_cache *c, uintptr_t e, const void *p);
 /* Objects cached in every thread's magazines for cache c (racy, for statistics). */
 size_t usi_tcache_cached_objects(const struct uslab_cache *c);

@@ -14,7 +14,8 @@
  * With uslab's purger thread (USLAB_PURGER=thread) there is no headroom: the thread gives
  * idle memory back after the delay, calls or not (design §3). `kept` (a delay of 60 s):
  * the freed burst stays resident and the same burst allocated again faults at most a
- * tenth as often as the first (the thesis' size benchmark: 0.73x the time); with the
+ * tenth as often as the first (the thesis' size benchmark: 0.97-1.16x mimalloc's time, not
+ * 1.19-1.28x; docs/benchmarks.md, "Results", "Fresh pages made present in one call"); with the
  * headroom, the frees gave it back and the second burst faulted it all again. `idle` (a
  * delay of 200 ms): with no allocator call after the frees, RSS falls to a quarter of
  * its peak within 10 s, by the thread's passes. `clone` (a delay of 60 s): once the thread
