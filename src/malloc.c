@@ -759,9 +759,18 @@ static void *usi_calloc(size_t n, size_t size)
 /* What realloc asks for when a slab block grows: half as much again, within the small
  * classes, so that the next step of a growing buffer is in place (the `regrow` bench row:
  * 1.8x glibc's time when every class crossing was a copy, now about glibc's). */
+/* A slab block that realloc grows past this goes to glibc, whose realloc grows it in place
+ * or by mremap from then on, where each class step here would be a copy of the whole block
+ * (design §8): with 32 KiB, a buffer grown by half from 16 bytes to 64 KiB with a small
+ * malloc between steps (`large regrow`) took 1.65x glibc's time, almost all of it in the
+ * copies of its 4 to 32 KiB steps; with a page, 0.77x (docs/benchmarks.md, "realloc's
+ * growth past a page"). */
+#define REALLOC_GROW_MAX USI_PAGE_SIZE
+
 static size_t grown_size(size_t size)
 {
-    size_t most = usi_options.max_slab_size < USI_MEDIUM ? usi_options.max_slab_size : USI_MEDIUM;
+    size_t most =
+        usi_options.max_slab_size < REALLOC_GROW_MAX ? usi_options.max_slab_size : REALLOC_GROW_MAX;
     size_t room = size + size / 2;
     return room <= most ? room : most > size ? most : size;
 }
@@ -816,13 +825,11 @@ static void *usi_realloc(void *p, size_t size)
             return p;
         }
     }
-    /* A block that grows past the small classes goes to glibc, whose realloc grows it in
-     * place or by mremap from then on: a medium span cannot grow, and each step would be a
-     * copy (design §8). */
+    /* A block that grows past a page goes to glibc (REALLOC_GROW_MAX). */
     void *q;
     if (size <= have)
         q = usi_malloc(size);
-    else if (size > USI_MEDIUM)
+    else if (size > REALLOC_GROW_MAX)
         q = large_malloc(size);
     else
         q = usi_malloc(grown_size(size));

@@ -282,8 +282,8 @@ static void test_calloc(void)
 
 /* Grows and shrinks one block through `sizes`, checking the kept prefix at each step. A
  * block is a slab block iff it was last allocated by uslab with a size within the classes;
- * a block that grows past 32 KiB goes to glibc (medium spans cannot grow, design §8); a
- * glibc block stays with glibc when realloc'ed. */
+ * a block that grows past a page goes to glibc (whose realloc grows it in place, design
+ * §8); a glibc block stays with glibc when realloc'ed. */
 static void realloc_chain(const size_t *sizes, size_t n, uintptr_t seed)
 {
     unsigned char *p = uslab_realloc(NULL, sizes[0]);
@@ -303,11 +303,11 @@ static void realloc_chain(const size_t *sizes, size_t n, uintptr_t seed)
             CHECK(u == have, "realloc %zu -> %zu in place changed the usable size to %zu", have, s,
                   u);
         if (slab && q != p) {
-            slab = class_of(s) != 0 && (s <= have || s <= 32768);
-            /* Growth gets room for half as much again, within the small classes. */
+            slab = class_of(s) != 0 && (s <= have || s <= 4096);
+            /* Growth gets room for half as much again, within a page. */
             size_t asked = s;
             if (slab && s > have) {
-                size_t most = max_slab < 32768 ? max_slab : 32768;
+                size_t most = max_slab < 4096 ? max_slab : 4096;
                 asked = s + s / 2 <= most ? s + s / 2 : most;
             }
             if (slab)
@@ -365,6 +365,18 @@ static void test_realloc(void)
     realloc_chain(zigzag, sizeof zigzag / sizeof zigzag[0], 3);
     static const size_t boundary[] = {32768, 32769, 32768, 65536, 32768, 32769, 16, 32769};
     realloc_chain(boundary, sizeof boundary / sizeof boundary[0], 4);
+    static const size_t page[] = {4000, 4096, 4097, 4096, 8192, 3000, 4097, 16, 4097, 6000};
+    realloc_chain(page, sizeof page / sizeof page[0], 5);
+
+    /* Growth past a page goes to glibc (design §8): the block has glibc's usable size, not a
+     * class with room for half as much again (7,680 bytes for 5,000). */
+    unsigned char *g = uslab_malloc(4000);
+    fill(g, 4000, 6);
+    g = uslab_realloc(g, 5000);
+    CHECK(g && verify(g, 4000, 6) == 4000, "realloc 4000 -> 5000 lost the contents");
+    CHECK(uslab_malloc_usable_size(g) < 5000 + 32, "realloc 4000 -> 5000: usable %zu",
+          uslab_malloc_usable_size(g));
+    uslab_free(g);
 
     /* In place while the class allows: growing within the class, shrinking by less than
      * half of it. */
