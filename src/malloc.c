@@ -5,10 +5,10 @@
  * Sizes up to the largest slab class are objects of the class caches, and so are aligned
  * blocks whose size and alignment fit a power-of-two class; larger ones go to the system
  * allocator (the thesis' hybrid design; the os layer's usi_sys_*: in the preload library
- * glibc's own __libc_* entry points, looked up in libc.so.6 itself, no dlsym). free, realloc
- * and malloc_usable_size tell the two apart with the page map. Semantics follow glibc where the C
- * standard leaves room: malloc(0) returns a unique pointer, realloc(p, 0) frees p and returns NULL,
- * errno is set on every failure.
+ * glibc's own __libc_* entry points, looked up in libc.so.6 itself, no dlsym). free,
+ * realloc and malloc_usable_size tell the two apart with the page map. Semantics follow
+ * glibc where the C standard leaves room: malloc(0) returns a unique pointer, realloc(p, 0)
+ * frees p and returns NULL, errno is set on every failure.
  *
  * Built twice: into libuslab (uslab_* names only) and, with USLAB_PRELOAD, into
  * libuslab-preload, where the standard names are aliases of the same functions.
@@ -756,15 +756,13 @@ static void *usi_calloc(size_t n, size_t size)
     return calloc_slow(n, size, total);
 }
 
-/* What realloc asks for when a slab block grows: half as much again, within the small
- * classes, so that the next step of a growing buffer is in place (the `regrow` bench row:
- * 1.8x glibc's time when every class crossing was a copy, now about glibc's). */
 /* A slab block that realloc grows past this goes to glibc, whose realloc grows it in place
- * or by mremap from then on, where each class step here would be a copy of the whole block
- * (design §8): with 32 KiB, a buffer grown by half from 16 bytes to 64 KiB with a small
- * malloc between steps (`large regrow`) took 1.65x glibc's time, almost all of it in the
- * copies of its 4 to 32 KiB steps; with a page, 0.77x (docs/benchmarks.md, "realloc's
- * growth past a page"). */
+ * or by mremap from then on, where each class step here would copy the whole block (design
+ * §8): with 32 KiB, a buffer grown by half from 16 bytes to 64 KiB with a small malloc
+ * between steps (`large regrow`) took 1.65x glibc's time, nearly all of it in the copies of
+ * its 4 to 32 KiB steps; with a page, 0.85x (docs/benchmarks.md, "realloc's growth past a
+ * page"). Below it, growth asks for half as much again (grown_size), so that the next step
+ * of a growing buffer is in place. */
 #define REALLOC_GROW_MAX USI_PAGE_SIZE
 
 static size_t grown_size(size_t size)

@@ -70,11 +70,10 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                                 NULL},
     [USI_SETTING_HUGE_PAGES] =
         {"USLAB_HUGE_PAGES", USI_SETTING_KIND_BOOL, 0, "0", 0, 1,
-         "1: once 16 MiB of slabs are committed, the slabs of small "
-         "classes and object caches come from 2 MiB transparent huge "
-         "pages: a third to three quarters of the page faults of a large heap "
-         "(lua, perl: 10% faster), 1-3 MiB more memory, and a fault may "
-         "wait while the kernel finds a huge page (`docs/design.md` §2)",
+         "1: once 16 MiB of slabs are committed, the slabs of small classes and object caches "
+         "come from 2 MiB transparent huge pages: a third to three quarters of the page faults "
+         "of a large heap (lua, perl: 10% faster), 1-3 MiB more memory, and a fault may wait "
+         "while the kernel finds a huge page (`docs/design.md` §2)",
          NULL},
     [USI_SETTING_CLASSES] = {"USLAB_CLASSES", USI_SETTING_KIND_PATH, 0, "unset", 0, 0,
                              "a file of size classes (`uslab profile` writes one) used instead "
