@@ -90,18 +90,26 @@ static inline int tracking_large(void)
     return USI_UNLIKELY(usi_debug_enabled) && usi_initialized > 0;
 }
 
-/* The system allocator's blocks handed out and freed here (usi_large_counts, live.c): a
- * block glibc handed out before uslab started may be freed here uncounted: readers clamp. */
-static void large_count(void *p, int sign)
+/* The system allocator's blocks handed out and freed here (usi_large_counts, live.c):
+ * `blocks` more of them (-1, 0 for a block resized, 1) and `bytes` more of their usable
+ * sizes. A block glibc handed out before uslab started may be freed here uncounted:
+ * readers clamp. */
+static void large_account(int blocks, uint64_t bytes)
 {
-    uint64_t n = usi_sys_usable_size(p);
-    __atomic_add_fetch(&usi_large_counts[0], (uint64_t)(int64_t)sign, __ATOMIC_RELAXED);
-    uint64_t now = __atomic_add_fetch(&usi_large_counts[1], sign > 0 ? n : -n, __ATOMIC_RELAXED);
+    if (blocks)
+        __atomic_add_fetch(&usi_large_counts[0], (uint64_t)(int64_t)blocks, __ATOMIC_RELAXED);
+    uint64_t now = __atomic_add_fetch(&usi_large_counts[1], bytes, __ATOMIC_RELAXED);
     uint64_t peak = __atomic_load_n(&usi_large_counts[2], __ATOMIC_RELAXED);
-    while (sign > 0 && now < ((uint64_t)1 << 62) && now > peak &&
+    while ((int64_t)bytes > 0 && now < ((uint64_t)1 << 62) && now > peak &&
            !__atomic_compare_exchange_n(&usi_large_counts[2], &peak, now, 1, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
         ;
+}
+
+static void large_count(void *p, int sign)
+{
+    uint64_t n = usi_sys_usable_size(p);
+    large_account(sign, sign > 0 ? n : -n);
 }
 
 static void *sys_tracked(void *p, size_t size)
@@ -580,7 +588,6 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
     large_count(p, -1);
     usi_sys_free(p);
     usi_purge_large_freed();
-    usi_purge_poll();
 }
 
 /* The fast path's check passed (p starts a block of the tag's class) but the loaded
@@ -789,9 +796,10 @@ static void *usi_realloc(void *p, size_t size)
             profile_record(size); /* counted as the malloc it would be */
         void *q;
         if (!tracking_large()) {
-            large_count(p, -1);
+            uint64_t had = usi_sys_usable_size(p);
             q = usi_sys_realloc(p, size); /* a glibc block stays with glibc */
-            large_count(q ? q : p, 1);
+            if (q)                        /* one block still: one count moves, not four */
+                large_account(0, usi_sys_usable_size(q) - had);
         } else {
             /* Released before glibc frees it, so that no other thread can be given the
              * address while it is still recorded as live; recorded again if it fails. */
@@ -800,10 +808,8 @@ static void *usi_realloc(void *p, size_t size)
             q = usi_sys_realloc(p, size);
             sys_tracked(q ? q : p, q ? size : had);
         }
-        if (q) { /* glibc may have freed the old block, or the tail of a shrunk one */
+        if (q) /* glibc may have freed the old block, or the tail of a shrunk one */
             usi_purge_large_resized();
-            usi_purge_poll(); /* a slow path, as a large free's */
-        }
         return q;
     }
     /* Before the block is kept or copied: an interior pointer was handed back as it was,

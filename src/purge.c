@@ -111,7 +111,10 @@ static struct {
                         * glibc's below the slab limit, made when slabs could not grow, is
                         * counted at its free only: an estimate) */
     int pending;       /* a large block was freed since the last trim (atomic) */
-    uint64_t freed_ms; /* when the last one was freed (relaxed) */
+    unsigned freed;    /* large frees (and resizes) since tuning, moved without a lock (a
+                        * lost increment still moves it): the passes see it move */
+    unsigned seen;     /* `freed` as the last pass saw it (passes never run two at a time) */
+    uint64_t still_ms; /* since when the passes have seen it not move */
     size_t threshold;  /* glibc's mmap threshold as the rule has it (atomic) */
     size_t applied;    /* the threshold uslab last gave glibc, 0 before the first (written
                         * under TUNING) */
@@ -393,11 +396,14 @@ int usi_purge_large_allocated(size_t size)
 }
 
 /* A large block's memory went back into glibc's heap (tuned or tuning): the idle trim is
- * due a purge delay from now. */
+ * due once the passes have seen no such free for a purge delay. No clock here: a large
+ * free of glibc's costs about 20 ns, and a clock read a third of that (bench/'s large pow2:
+ * a fifth of uslab's time above glibc's). */
 static void large_idle_trim_due(void)
 {
     tls_large_freed = 1;
-    __atomic_store_n(&large.freed_ms, usi_os_now_ms(), __ATOMIC_RELAXED);
+    __atomic_store_n(&large.freed, __atomic_load_n(&large.freed, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
     if (!__atomic_load_n(&large.pending, __ATOMIC_RELAXED) &&
         !__atomic_exchange_n(&large.pending, 1, __ATOMIC_ACQ_REL))
         usi_purge_kick();
@@ -421,14 +427,22 @@ void usi_purge_large_resized(void)
         large_idle_trim_due();
 }
 
-/* Trims glibc once its blocks have been idle for the delay; returns whether that is still
- * to come. */
+/* Trims glibc once its blocks have been idle for the delay (the passes, a tick apart while
+ * one is pending, saw no large free for that long: between one delay and a delay and a
+ * tick after the last); returns whether that is still to come. */
 static int trim_large(uint64_t now, uint64_t idle)
 {
     if (!__atomic_load_n(&large.pending, __ATOMIC_ACQUIRE))
         return 0;
-    if (now < __atomic_load_n(&large.freed_ms, __ATOMIC_RELAXED) + idle)
+    unsigned freed = __atomic_load_n(&large.freed, __ATOMIC_RELAXED);
+    if (freed != large.seen || !large.still_ms) {
+        large.seen = freed;
+        large.still_ms = now ? now : 1;
         return 1;
+    }
+    if (now < large.still_ms + idle)
+        return 1;
+    large.still_ms = 0; /* the next pending free starts the watch again */
     __atomic_store_n(&large.pending, 0, __ATOMIC_RELEASE); /* a free from here on: again */
     trim_glibc_idle(); /* unless the program set glibc's trim itself */
     return 0;

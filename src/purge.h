@@ -82,10 +82,11 @@ void usi_purge_no_start(int delta);
  * (usi_purge_large_allocated), as glibc raises it at the free of an mmapped chunk
  * (usi_purge_large_freeing); the 6th large block held at once or the 64th large free tunes
  * glibc (a higher trim threshold; malloc.c reports each free of a block of glibc's with
- * usi_purge_large_freed), and from then on each such free restarts an idle clock, and a
- * pass trims glibc once they have been idle for the purge delay. usi_purge_large_user_tunes: the
- * program is about to set a threshold of glibc's with mallopt (override.c); uslab tunes nothing
- * from then on, and a tuning in flight ends first, so that the program's call wins. */
+ * usi_purge_large_freed), and from then on each such free moves a count that the passes
+ * watch, and a pass trims glibc once they have seen it still for the purge delay.
+ * usi_purge_large_user_tunes: the program is about to set a threshold of glibc's with mallopt
+ * (override.c); uslab tunes nothing from then on, and a tuning in flight ends first, so that the
+ * program's call wins. */
 void usi_purge_track_large(int may_tune);
 /* Before glibc frees block p: glibc's dynamic mmap threshold, which uslab's first mallopt
  * turns off in glibc, kept by uslab instead (purge.c). */
