@@ -427,9 +427,10 @@ void usi_purge_large_resized(void)
         large_idle_trim_due();
 }
 
-/* Trims glibc once its blocks have been idle for the delay (the passes, a tick apart while
- * one is pending, saw no large free for that long: between one delay and a delay and a
- * tick after the last); returns whether that is still to come. */
+/* Trims glibc once its blocks have been idle for the delay: the count of large frees is
+ * where a pass at least a delay before left it (passes a tick apart: a delay to a delay and
+ * a tick after the last free; with rarer slow paths, the second pass after it). Returns
+ * whether that is still to come. */
 static int trim_large(uint64_t now, uint64_t idle)
 {
     if (!__atomic_load_n(&large.pending, __ATOMIC_ACQUIRE))
