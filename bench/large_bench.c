@@ -274,6 +274,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown test %s\n", test);
         return 2;
     }
-    printf("ms=%.1f\n", (double)(bench_now_ns() - t0) * 1e-6);
+    printf("ms=%.3f\n", (double)(bench_now_ns() - t0) * 1e-6);
     return 0;
 }
