@@ -697,9 +697,14 @@ static int target_open(int pid, struct target *t)
             path = paths[i];
         }
     }
-    char where[PATH_MAX + 32] = "";
-    if (path)
-        snprintf(where, sizeof where, "%s", path);
+    /* The file, for the messages below: its last 500 bytes where it is longer, so that every
+     * message fits t->why whole (a Debug build's -Wformat-truncation checks it). */
+    char where[512] = "";
+    if (path) {
+        size_t len = strlen(path), keep = sizeof where - 4;
+        snprintf(where, sizeof where, "%s%s", len > keep ? "..." : "",
+                 len > keep ? path + len - keep : path);
+    }
     for (size_t i = 0; i < n; i++)
         free(paths[i]);
     if (rc != 0)
