@@ -126,7 +126,7 @@ static int own(int frees)
     own_frees = frees;
     a = uslab_cache_create("starved-own", OWN_SIZE, 0, NULL, NULL, reclaim_own, NULL, 0);
     CHECK(a != NULL, "create");
-    unsigned char *p;
+    unsigned char *p = NULL;
     while (nkept < MAX_OBJ && (p = uslab_cache_alloc(a)) != NULL) {
         p[0] = (unsigned char)nkept;
         p[OWN_SIZE - 1] = (unsigned char)(nkept >> 8);
