@@ -697,7 +697,7 @@ static int target_open(int pid, struct target *t)
             path = paths[i];
         }
     }
-    /* The file, for the messages below: its last 500 bytes where it is longer, so that every
+    /* The file, for the messages below: its last 508 bytes where it is longer, so that every
      * message fits t->why whole (a Debug build's -Wformat-truncation checks it). */
     char where[512] = "";
     if (path) {
