@@ -7,7 +7,8 @@
  * destructors, create and destroy a private cache each, reap, and pass blocks to each
  * other through a mailbox. The main thread changes the fault rate as it goes (up to every
  * call failing), starts short-lived threads, and forks twice: the child checks and frees
- * the main thread's blocks, allocates and verifies under the same faults, and exits 0.
+ * the main thread's blocks, allocates and verifies under the same faults, and exits 0
+ * (under ThreadSanitizer it only checks, see child_work).
  *
  * Checked, whatever fails underneath:
  *  - no crash, and every block's contents intact (a pattern of its id, checked before it
