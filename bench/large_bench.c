@@ -24,7 +24,11 @@
  *   align     posix_memalign of 64 KiB to 2 MiB alignments (1 KiB to 3 MiB blocks), ends
  *             written, 8 live, replaced in turn (huge-page buffers, DMA rings);
  *   regrow    a buffer grown by realloc to 1.5x from 16 B to 64 KiB with a small malloc
- *             between steps (which takes the space after it), then freed; repeated.
+ *             between steps (which takes the space after it), then freed; repeated;
+ *   nodes     redis's lists (quicklist): 1,536 nodes of up to 8 KiB, each grown by realloc
+ *             104 bytes at a time, all freed, then as many bytes of 104-byte blocks
+ *             allocated, written and freed; repeated. Its peak RSS shows whether the nodes'
+ *             memory serves the small blocks after them.
  *
  * "Page by page" and "a byte per page" are bench_write_pages (common.h): the block's ends and
  * the middle of each page in between, wherever the allocator put the block.
@@ -232,6 +236,37 @@ static void run_regrow(void)
     }
 }
 
+static void run_nodes(void)
+{
+    enum { NODES = 1536, ITEM = 104, NODE_MAX = 8192, ITEMS = NODES * (NODE_MAX / ITEM) };
+    static unsigned char *node[NODES];
+    static void *item[ITEMS];
+    for (long i = 0; i < steps; i++) {
+        for (int k = 0; k < NODES; k++) {
+            size_t n = 0;
+            unsigned char *p = NULL;
+            while (n + ITEM <= NODE_MAX) {
+                p = must(realloc(p, n + ITEM), n + ITEM);
+                memset(p + n, (int)(k & 0xff), ITEM);
+                n += ITEM;
+            }
+            if (p[0] != (k & 0xff) || p[n - 1] != (k & 0xff)) {
+                fprintf(stderr, "realloc lost a node's contents\n");
+                exit(1);
+            }
+            node[k] = p;
+        }
+        for (int k = NODES - 1; k >= 0; k--)
+            free(node[k]);
+        for (int k = 0; k < ITEMS; k++) {
+            item[k] = must(malloc(ITEM), ITEM);
+            memset(item[k], k & 0xff, ITEM);
+        }
+        for (int k = 0; k < ITEMS; k++)
+            free(item[k]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *test = bench_opt_str(argc, argv, "test", "buffers");
@@ -245,6 +280,7 @@ int main(int argc, char **argv)
                 : strcmp(test, "pow2") == 0     ? 300
                 : strcmp(test, "align") == 0    ? 20000
                 : strcmp(test, "regrow") == 0   ? 50000
+                : strcmp(test, "nodes") == 0    ? 10
                                                 : 20000;
     steps = bench_opt_long(argc, argv, "steps", dflt);
     printf("benchmark=large\ntest=%s\nsteps=%ld\n", test, steps);
@@ -270,6 +306,8 @@ int main(int argc, char **argv)
         run_align();
     else if (strcmp(test, "regrow") == 0)
         run_regrow();
+    else if (strcmp(test, "nodes") == 0)
+        run_nodes();
     else {
         fprintf(stderr, "unknown test %s\n", test);
         return 2;

@@ -17,7 +17,7 @@ deviation, ratios to glibc and to the best peer, peak RSS (ru_maxrss of the chil
 Output: a table on stdout, bench/results/<benchmark>.csv, results.json, report.md, and
 plots (PNG, via bench/plot.py under an interpreter that has matplotlib).
 
-Usage: python3 bench/run.py [--quick | --full] [--build build] [--only size,cfrac]
+Usage: python3 bench/run.py [--quick | --full] [--build build] [--only size,cfrac,large:regrow]
                             [--reps N] [--allocators glibc,uslab] [--out bench/results]
 """
 import argparse
@@ -143,7 +143,9 @@ def cases(bindir, full):
              # tune glibc, were a third of the row; 3,000 steps measure the steady state
              ("pow2", ["--steps", "3000"], ["--steps", "10000"]),
              ("align", ["--steps", "10000"], ["--steps", "40000"]),
-             ("regrow", ["--steps", "20000"], ["--steps", "60000"])]
+             ("regrow", ["--steps", "20000"], ["--steps", "60000"]),
+             # redis's lists: nodes grown by small reallocs, then small blocks (peak RSS)
+             ("nodes", ["--steps", "3"], ["--steps", "10"])]
     for t, q, f in large:
         out.append(Case("large", t, [b("large_bench"), "--test", t], [("ms", "ms", "time")], q, f))
     # issue 38's pattern: C++ containers through operator new and delete.
@@ -636,7 +638,8 @@ def main():
     ap.add_argument("--full", action="store_true", help="full sizes, 10 repetitions")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--only", default="", help="comma-separated benchmarks (size, lifetime, "
-                    "cfrac, memory, fastpath, small, objcache, large, cxx, mt, programs)")
+                    "cfrac, memory, fastpath, small, objcache, large, cxx, mt, programs) or "
+                    "cases (large:regrow)")
     ap.add_argument("--reps", type=int, default=0)
     ap.add_argument("--allocators", default="")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
@@ -685,7 +688,8 @@ def main():
     print("allocators: " + ", ".join("%s (%s)" % (a, lib or "no preload") for a, lib in allocs))
 
     only = set(filter(None, args.only.split(",")))
-    todo = [c for c in cases(bindir, full) if not only or c.group in only]
+    todo = [c for c in cases(bindir, full)
+            if not only or c.group in only or "%s:%s" % (c.group, c.name) in only]
     info = machine_info(build)
     results = {"mode": "full" if full else "quick", "reps": reps, "machine": info,
                "allocators": allocs, "skipped": skipped, "probe": probed, "cases": [],

@@ -222,7 +222,7 @@ USLAB_API int uslab_stats_print(FILE *out, int format);
  * 32 KiB come from slabs, sizes up to the largest class (USLAB_MAX_SLAB_SIZE, default 256
  * KiB) each from a span of its own; an aligned block takes the power-of-two class of at
  * least its size and alignment (a medium one above a page), where there is one. Larger
- * sizes and alignments, and a block that uslab_realloc grows past a page, come from
+ * sizes and alignments, and a block that uslab_realloc grows past 8 KiB, come from
  * glibc's allocator. Every block of 16 bytes or more is 16-byte aligned. uslab_free and
  * uslab_realloc accept blocks from either source, and report (then abort) on a pointer
  * that belongs to neither or to an object cache.

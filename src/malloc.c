@@ -765,12 +765,14 @@ static void *usi_calloc(size_t n, size_t size)
 
 /* A slab block that realloc grows past this goes to glibc, whose realloc grows it in place
  * or by mremap from then on, where each class step here would copy the whole block (design
- * §8): with 32 KiB, a buffer grown by half from 16 bytes to 64 KiB with a small malloc
- * between steps (`large regrow`) took 1.65x glibc's time, nearly all of it in the copies of
- * its 4 to 32 KiB steps; with a page, 0.85x (docs/benchmarks.md, "realloc's growth past a
- * page"). Below it, growth asks for half as much again (grown_size), so that the next step
- * of a growing buffer is in place. */
-#define REALLOC_GROW_MAX USI_PAGE_SIZE
+ * §8). Up to 32 KiB, a buffer grown by half from 16 bytes to 64 KiB with a small malloc
+ * between steps (`large regrow`) took 1.6x glibc's time, nearly all of it in the copies of
+ * its 8 to 32 KiB steps; up to 8 KiB, 0.6x. Only a page split the heap: redis's list nodes
+ * (8 KiB, grown 100 bytes at a time) went to glibc, whose memory they left once freed serves
+ * no slab, and redis's peak RSS rose from 34.8 to 41.5 MB (`large nodes`, docs/benchmarks.md,
+ * "realloc's growth past 8 KiB"). Below it, growth asks for half as much again
+ * (grown_size), so that the next step of a growing buffer is in place. */
+#define REALLOC_GROW_MAX ((size_t)8 << 10)
 
 static size_t grown_size(size_t size)
 {
@@ -829,7 +831,7 @@ static void *usi_realloc(void *p, size_t size)
             return p;
         }
     }
-    /* A block that grows past a page goes to glibc (REALLOC_GROW_MAX). */
+    /* A block that grows past 8 KiB goes to glibc (REALLOC_GROW_MAX). */
     void *q;
     if (size <= have)
         q = usi_malloc(size);

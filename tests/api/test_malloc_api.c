@@ -282,7 +282,7 @@ static void test_calloc(void)
 
 /* Grows and shrinks one block through `sizes`, checking the kept prefix at each step. A
  * block is a slab block iff it was last allocated by uslab with a size within the classes;
- * a block that grows past a page goes to glibc (whose realloc grows it in place, design
+ * a block that grows past 8 KiB goes to glibc (whose realloc grows it in place, design
  * §8); a glibc block stays with glibc when realloc'ed. */
 static void realloc_chain(const size_t *sizes, size_t n, uintptr_t seed)
 {
@@ -303,11 +303,11 @@ static void realloc_chain(const size_t *sizes, size_t n, uintptr_t seed)
             CHECK(u == have, "realloc %zu -> %zu in place changed the usable size to %zu", have, s,
                   u);
         if (slab && q != p) {
-            slab = class_of(s) != 0 && (s <= have || s <= 4096);
-            /* Growth gets room for half as much again, within a page. */
+            slab = class_of(s) != 0 && (s <= have || s <= 8192);
+            /* Growth gets room for half as much again, within 8 KiB. */
             size_t asked = s;
             if (slab && s > have) {
-                size_t most = max_slab < 4096 ? max_slab : 4096;
+                size_t most = max_slab < 8192 ? max_slab : 8192;
                 asked = s + s / 2 <= most ? s + s / 2 : most;
             }
             if (slab)
@@ -365,16 +365,31 @@ static void test_realloc(void)
     realloc_chain(zigzag, sizeof zigzag / sizeof zigzag[0], 3);
     static const size_t boundary[] = {32768, 32769, 32768, 65536, 32768, 32769, 16, 32769};
     realloc_chain(boundary, sizeof boundary / sizeof boundary[0], 4);
-    static const size_t page[] = {4000, 4096, 4097, 4096, 8192, 3000, 4097, 16, 4097, 6000};
+    static const size_t page[] = {4000, 4096, 4097, 4096, 8192, 8193, 3000, 4097, 16, 8193, 6000};
     realloc_chain(page, sizeof page / sizeof page[0], 5);
 
-    /* Growth past a page goes to glibc (design §8): the block has glibc's usable size, not a
-     * class with room for half as much again (7,680 bytes for 5,000). */
+    /* Growth within 8 KiB stays in the classes, with room for half as much again, as far as
+     * 8 KiB (redis's list nodes); past 8 KiB it goes to glibc (design §8): the block has
+     * glibc's usable size (every such block is glibc's where the classes end below 8 KiB). */
+    int grows_here = max_slab >= 8192;
     unsigned char *g = uslab_malloc(4000);
     fill(g, 4000, 6);
     g = uslab_realloc(g, 5000);
     CHECK(g && verify(g, 4000, 6) == 4000, "realloc 4000 -> 5000 lost the contents");
-    CHECK(uslab_malloc_usable_size(g) < 5000 + 32, "realloc 4000 -> 5000: usable %zu",
+    CHECK(grows_here ? class_of(uslab_malloc_usable_size(g)) == uslab_malloc_usable_size(g) &&
+                           uslab_malloc_usable_size(g) >= 7500
+                     : uslab_malloc_usable_size(g) < 5000 + 32,
+          "realloc 4000 -> 5000: usable %zu, not a class with room for 7,500",
+          uslab_malloc_usable_size(g));
+    fill(g, 5000, 7);
+    g = uslab_realloc(g, 8000);
+    CHECK(g && verify(g, 5000, 7) == 5000, "realloc 5000 -> 8000 lost the contents");
+    CHECK(grows_here ? class_of(uslab_malloc_usable_size(g)) == 8192
+                     : uslab_malloc_usable_size(g) < 8000 + 32,
+          "realloc 5000 -> 8000: usable %zu", uslab_malloc_usable_size(g));
+    g = uslab_realloc(g, 8193);
+    CHECK(g && verify(g, 5000, 7) == 5000, "realloc 8000 -> 8193 lost the contents");
+    CHECK(uslab_malloc_usable_size(g) < 8193 + 32, "realloc 8000 -> 8193: usable %zu",
           uslab_malloc_usable_size(g));
     uslab_free(g);
 
