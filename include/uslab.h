@@ -187,7 +187,7 @@ struct uslab_cache_stats {
     size_t empty_slabs;    /* kept for reuse or awaiting the purge delay */
     size_t active_objects; /* allocated and not freed */
     size_t cached_objects; /* free, constructed, in thread or depot magazines */
-    size_t total_objects;  /* slabs * objects_per_slab */
+    size_t total_objects;  /* slabs * objects_per_slab: the room in its slabs */
 };
 
 /** uslab_cache_stats - fill @out for @cache. Returns 0 (-1 and EINVAL for a NULL @out).

@@ -329,7 +329,7 @@ void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj
     char *slot = NULL;
     if (s) {
         uintptr_t off = (uintptr_t)obj - c->obj_offset - (uintptr_t)s->objs;
-        if (off < (uintptr_t)c->nobjs * c->stride)
+        if (off < (uintptr_t)s->nobjs * c->stride)
             slot = s->objs + off / c->stride * c->stride;
     }
     /* The object the pointer is in (or nearest before it): an interior pointer is reported
@@ -348,7 +348,7 @@ void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj
             c->stride);
     if (s) {
         out("INFO: slab %p objects=%u used=%u colour=%u first object %p\n", (void *)s->span,
-            c->nobjs, s->inuse, s->colour, (void *)(s->objs + c->obj_offset));
+            s->nobjs, s->inuse, s->colour, (void *)(s->objs + c->obj_offset));
     }
     if (tk) {
         if ((c->debug & USI_DEBUG_U) && tail_intact(tk)) {
@@ -518,7 +518,7 @@ void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot)
         t->free.depth = 0;
     }
     if (c->debug & USI_DEBUG_T)
-        out("TRACE %s alloc %p inuse=%u/%u\n", c->name, (void *)obj, s->inuse, c->nobjs);
+        out("TRACE %s alloc %p inuse=%u/%u\n", c->name, (void *)obj, s->inuse, s->nobjs);
 }
 
 void usi_debug_on_release(struct uslab_cache *c, struct usi_slab *s, char *slot)
@@ -558,7 +558,7 @@ void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot)
         record(&t->free);
     USI_VG_NOACCESS(obj, c->size);
     if (c->debug & USI_DEBUG_T)
-        out("TRACE %s free %p inuse=%u/%u\n", c->name, (void *)obj, s->inuse, c->nobjs);
+        out("TRACE %s free %p inuse=%u/%u\n", c->name, (void *)obj, s->inuse, s->nobjs);
 }
 
 /* ---- blocks of the system allocator (issue 16) --------------------------------------- */

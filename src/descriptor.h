@@ -56,7 +56,9 @@ struct uslab_cache {
     /* slab geometry (usi_slab_geometry) */
     size_t slab_size;
     unsigned slab_order;
-    uint32_t nobjs;        /* objects per slab */
+    /* The most objects a slab holds (its bitmap's bits); each slab's own count is its
+     * nobjs: the same, but for a lattice cache's, as many as fit at its phase (slab.c). */
+    uint32_t nobjs;
     uint32_t first_offset; /* where objects start in the span: 0, or a guard page (internal) */
     uint32_t colour_max;   /* largest colour offset */
     uint32_t colour_step;
@@ -123,6 +125,7 @@ struct uslab_cache {
      * from them or began to shed (depot.c; atomic) */
     uint64_t depot_passed;
     uint64_t slabs_created, slabs_released;
+    uint64_t slab_objects; /* objects its slabs hold room for: the sum of their nobjs */
     /* Cumulative counts for statistics (design §10), kept on slow paths only: objects taken
      * from and returned to the slabs (so slab_inuse = slab_takes - slab_puts), and objects in
      * full magazines given to the depot and handed out by it. Their growth between two
@@ -150,6 +153,8 @@ struct uslab_cache {
  * the free marks of the lattice's tail (§3), and a slab with one object in use has one
  * resident page, not two. Invariants (all under cache->lock; usi_slab_check tests them,
  * USI_ASSERT samples them):
+ *  - nobjs <= cache->nobjs: all that fit after the slab's colour (for a lattice cache, its
+ *    phase: 1 to 4% more objects in the classes of 1 to 32 KiB than the worst phase fits);
  *  - inuse = number of objects outside the slab (in magazines or with the user);
  *  - objects with index >= bump have never been handed out (their pages may be untouched);
  *  - bit i of alloc_map is set iff object i is outside the slab (exact double-free check),
@@ -169,6 +174,8 @@ struct usi_slab {
     char *objs;          /* lowest object (index nobjs - 1): span + first_offset + colour */
     char *span;          /* the span (64 KiB << cache->slab_order, aligned to its size) */
     uint64_t *alloc_map; /* the span's bitmap in the side array */
+    uint32_t nobjs;      /* objects it holds: cache->nobjs, or for a lattice cache as many as
+                          * fit after its phase (colour), one fewer at some phases */
     uint32_t inuse;
     uint32_t bump;
     uint32_t colour;
@@ -185,7 +192,7 @@ struct usi_slab {
 static inline char *usi_slab_object(const struct uslab_cache *c, const struct usi_slab *s,
                                     uint32_t idx)
 {
-    return s->objs + (size_t)(c->nobjs - 1 - idx) * c->stride;
+    return s->objs + (size_t)(s->nobjs - 1 - idx) * c->stride;
 }
 
 #pragma GCC visibility pop

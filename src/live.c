@@ -62,7 +62,7 @@ static int snap_finish(const struct uslab_cache *c, struct usi_live_cache *r, ui
     r->slab_size = c->slab_size;
     r->objs_per_slab = c->nobjs;
     r->slabs = r->partial + r->full + r->empty;
-    r->total_objects = r->slabs * r->objs_per_slab;
+    r->total_objects = c->slab_objects;
     r->magazine = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
     r->debug = c->debug;
     /* The threads' part is read without their locks while they go on: clamp it to what
@@ -145,6 +145,7 @@ void usi_live_init_map(void)
     m->c_depot_out = OFF(struct uslab_cache, depot_out);
     m->c_slabs_created = OFF(struct uslab_cache, slabs_created);
     m->c_slabs_released = OFF(struct uslab_cache, slabs_released);
+    m->c_slab_objects = OFF(struct uslab_cache, slab_objects);
     m->t_next = OFF(struct usi_tcache, reg_next);
     m->t_npairs = OFF(struct usi_tcache, npairs);
     m->t_pair_pages = OFF(struct usi_tcache, pair_pages);
@@ -167,6 +168,7 @@ void usi_live_init_map(void)
                        sizeof(((struct uslab_cache *)0)->slab_inuse) == 8 &&
                        sizeof(((struct uslab_cache *)0)->touched_bytes) == 8 &&
                        sizeof(((struct usi_slab_list_head *)0)->count) == 8 &&
+                       sizeof(((struct uslab_cache *)0)->slab_objects) == 8 &&
                        sizeof(usi_tcache_bytes) == 8,
                    "8-byte fields of the map");
     __atomic_store_n(&m->ready, 1, __ATOMIC_RELEASE);

@@ -47,7 +47,8 @@ struct usi_large_counts {
 /*
  * One cache, as uslab_stats_print shows it (design §10). Counts are read under the cache's
  * lock, except cached_thread, which sums the threads' magazines without stopping them.
- * Invariants: total_objects = slabs * objs_per_slab, slabs = partial + full + empty,
+ * Invariants: total_objects <= slabs * objs_per_slab (equal but for a malloc class, whose
+ * slabs hold what fits after their lattice's phase), slabs = partial + full + empty,
  * active + cached_thread + cached_depot = slab_takes - slab_puts (objects out of the slabs;
  * cached_thread is clamped to keep it so), resident_bytes <= slabs * slab_size.
  */
@@ -57,7 +58,7 @@ struct usi_live_cache {
     uint64_t object_size;   /* the size asked for */
     uint64_t stride;        /* the size of a slot in the slab */
     uint64_t slab_size;     /* bytes per slab */
-    uint64_t objs_per_slab; /* objects per slab */
+    uint64_t objs_per_slab; /* the most objects a slab holds */
     uint64_t slabs, partial, full, empty;
     uint64_t total_objects;         /* objects the slabs hold room for */
     uint64_t active;                /* objects the program holds */
@@ -86,7 +87,7 @@ _Static_assert(sizeof(struct usi_live_cache) == 200, "a record has no padding");
  */
 #define USI_INTROSPECT_SYMBOL  "uslab_introspect"
 #define USI_INTROSPECT_MAGIC   "USLABMAP" /* 8 bytes, no terminating NUL */
-#define USI_INTROSPECT_VERSION 2u
+#define USI_INTROSPECT_VERSION 3u
 struct usi_introspect {
     char magic[8];
     uint32_t version;      /* USI_INTROSPECT_VERSION */
@@ -106,11 +107,10 @@ struct usi_introspect {
     uint32_t c_lists, list_bytes, list_count; /* lists[partial, full, empty]: the array, its
                                                * stride, the count's offset in an entry */
     uint32_t c_slab_inuse, c_depot_rounds, c_touched, c_slab_takes, c_slab_puts, c_depot_in,
-        c_depot_out, c_slabs_created, c_slabs_released;
+        c_depot_out, c_slabs_created, c_slabs_released, c_slab_objects;
     /* struct usi_tcache, its pairs (struct usi_magpair) and magazines (struct usi_mag) */
     uint32_t t_next, t_npairs, t_pair_pages, t_pair_pages_words, t_pairs, pair_bytes;
     uint32_t p_top, p_base, p_prev, m_rounds;
-    uint32_t spare; /* 0 */
     uint64_t large; /* address of the struct usi_large_counts */
 };
 _Static_assert(sizeof(struct usi_introspect) == 208, "the map has no padding");

@@ -52,20 +52,31 @@ static size_t gcd(size_t a, size_t b)
     return a;
 }
 
+/* Objects of c that fit in a slab of slab_size bytes whose first object is `phase` bytes
+ * in. */
+static uint32_t slab_fit_at(const struct uslab_cache *c, size_t slab_size, size_t phase)
+{
+    size_t usable = slab_size - 2 * guard_bytes(c);
+    size_t n = usable > phase ? (usable - phase) / c->stride : 0;
+    size_t bits = (size_t)USI_SLAB_BITS_BYTES * 8 * (slab_size >> USI_UNIT_SHIFT);
+    return (uint32_t)(n < bits ? n : bits);
+}
+
 /* Objects of c that fit in a slab of slab_size bytes, whatever its colour. A lattice
  * cache's objects start at the first address whose low 32 bits are a multiple of stride:
  * a span aligned to slab_size (a divisor of 2^32) starts at a phase that is a multiple of
  * gcd(stride, slab_size), at worst stride - gcd bytes in. */
 static uint32_t slab_fit(const struct uslab_cache *c, size_t slab_size)
 {
-    size_t usable = slab_size - 2 * guard_bytes(c);
-    if (c->flags & USI_CACHE_LATTICE) {
-        size_t worst = c->stride - gcd(c->stride, slab_size);
-        usable = usable > worst ? usable - worst : 0;
-    }
-    size_t n = usable / c->stride;
-    size_t bits = (size_t)USI_SLAB_BITS_BYTES * 8 * (slab_size >> USI_UNIT_SHIFT);
-    return (uint32_t)(n < bits ? n : bits);
+    return slab_fit_at(c, slab_size,
+                       (c->flags & USI_CACHE_LATTICE) ? c->stride - gcd(c->stride, slab_size) : 0);
+}
+
+/* Objects of a slab of c whose colour is `colour`: a lattice cache's colour is its phase,
+ * and it holds what fits after it; another's colour_max leaves room for c->nobjs. */
+static uint32_t slab_objects_at(const struct uslab_cache *c, uint32_t colour)
+{
+    return (c->flags & USI_CACHE_LATTICE) ? slab_fit_at(c, c->slab_size, colour) : c->nobjs;
 }
 
 void usi_slab_geometry(struct uslab_cache *c)
@@ -91,7 +102,8 @@ void usi_slab_geometry(struct uslab_cache *c)
     }
     c->slab_order = best;
     c->slab_size = USI_UNIT_SIZE << best;
-    c->nobjs = slab_fit(c, c->slab_size);
+    /* The most a slab holds: a lattice cache's at phase 0 (slab_create counts each one's). */
+    c->nobjs = slab_fit_at(c, c->slab_size, 0);
     c->first_offset = (uint32_t)guard_bytes(c);
     size_t left = c->slab_size - 2 * guard_bytes(c) - (size_t)c->nobjs * c->stride;
     c->colour_step = (uint32_t)(c->align > 64 ? c->align : 64);
@@ -155,11 +167,11 @@ static void list_move(struct uslab_cache *c, struct usi_slab *s, unsigned which)
     list_push(c, s, which);
 }
 
-static unsigned state_of(const struct uslab_cache *c, const struct usi_slab *s)
+static unsigned state_of(const struct usi_slab *s)
 {
     if (s->inuse == 0)
         return USI_SLAB_EMPTY;
-    return s->inuse == c->nobjs ? USI_SLAB_FULL : USI_SLAB_PARTIAL;
+    return s->inuse == s->nobjs ? USI_SLAB_FULL : USI_SLAB_PARTIAL;
 }
 
 /* ---- slabs ----------------------------------------------------------------------------- */
@@ -172,9 +184,9 @@ static uint32_t bitmap_words(const struct uslab_cache *c)
 }
 
 /* The bits of word w that stand for objects (all of them but in the last word). */
-static uint64_t word_valid(const struct uslab_cache *c, uint32_t w)
+static uint64_t word_valid(const struct usi_slab *s, uint32_t w)
 {
-    uint32_t in_word = c->nobjs - w * 64;
+    uint32_t in_word = s->nobjs > w * 64 ? s->nobjs - w * 64 : 0;
     return in_word >= 64 ? UINT64_MAX : ((uint64_t)1 << in_word) - 1;
 }
 
@@ -189,9 +201,9 @@ static inline uint32_t bit_count(uint64_t x)
 }
 
 /* The free objects of word w of s, as bits. */
-static uint64_t word_free(const struct uslab_cache *c, const struct usi_slab *s, uint32_t w)
+static uint64_t word_free(const struct usi_slab *s, uint32_t w)
 {
-    return ~s->alloc_map[w] & word_valid(c, w);
+    return ~s->alloc_map[w] & word_valid(s, w);
 }
 
 /* Bytes of the pages of s that objects below bump occupy: from the page of object bump - 1
@@ -210,6 +222,7 @@ static size_t touched_bytes(const struct uslab_cache *c, const struct usi_slab *
 static void slab_detached(struct uslab_cache *c, const struct usi_slab *s)
 {
     c->slabs_released++;
+    c->slab_objects -= s->nobjs;
     c->touched_bytes -= touched_bytes(c, s, s->bump);
 }
 
@@ -331,12 +344,14 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
             c->colour_next + c->colour_step > c->colour_max ? 0 : c->colour_next + c->colour_step;
     }
     s->objs = span + c->first_offset + s->colour;
+    s->nobjs = slab_objects_at(c, s->colour);
+    c->slab_objects += s->nobjs;
     if (c->lattice) {
-        /* Points of the lattice past the last object (at most two: the phase left room, or a
-         * part of an object before the span's end) pass free()'s one-multiply check; their
-         * free mark makes malloc's pop take the exact check, which refuses them (design §8). */
-        char *end = span + c->slab_size;
-        for (char *q = s->objs + (size_t)c->nobjs * c->stride; q + 16 <= end; q += c->stride)
+        /* The point of the lattice past the last object (a part of an object before the span's
+         * end), if it has 16 bytes there, passes free()'s one-multiply check; its free mark
+         * makes malloc's pop take the exact check, which refuses it (design §8). */
+        char *q = s->objs + (size_t)s->nobjs * c->stride;
+        if (q + 16 <= span + c->slab_size)
             ((uintptr_t *)(void *)q)[0] = USI_SLAB_FREE_MARK;
     }
     c->touched_bytes += touched_bytes(c, s, s->bump);
@@ -367,19 +382,21 @@ void usi_slab_keep_memory(struct uslab_cache *c)
 static uint32_t slab_index(const struct uslab_cache *c, const struct usi_slab *s, const void *p)
 {
     uintptr_t off = (uintptr_t)p - (uintptr_t)s->objs;
-    if (off >= (uintptr_t)c->nobjs * c->stride)
+    if (off >= (uintptr_t)s->nobjs * c->stride)
         return UINT32_MAX;
     uint32_t pos = (uint32_t)((off * c->stride_recip) >> 32); /* from the lowest object */
-    return (uintptr_t)pos * c->stride == off ? c->nobjs - 1 - pos : UINT32_MAX;
+    return (uintptr_t)pos * c->stride == off ? s->nobjs - 1 - pos : UINT32_MAX;
 }
 
 const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s)
 {
     if (s->cache != c)
         return "slab header names another cache";
-    if (s->bump > c->nobjs || s->inuse > s->bump)
+    if (s->nobjs != slab_objects_at(c, s->colour))
+        return "object count is not what fits after the slab's colour";
+    if (s->bump > s->nobjs || s->inuse > s->bump)
         return "counts out of range (inuse > bump or bump > objects)";
-    if (s->list != state_of(c, s))
+    if (s->list != state_of(s))
         return "on the wrong list for its number of objects in use";
     uint32_t words = bitmap_words(c);
     if (s->scan > words)
@@ -387,15 +404,15 @@ const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s
     size_t bits = 0;
     for (uint32_t w = 0; w < words; w++) {
         uint64_t map = s->alloc_map[w];
-        if (map & ~word_valid(c, w))
+        if (map & ~word_valid(s, w))
             return "allocation bitmap marks objects past the slab's last one";
-        if (w < s->scan && map != word_valid(c, w))
+        if (w < s->scan && map != word_valid(s, w))
             return "a free object below the bitmap scan position";
         bits += (size_t)__builtin_popcountll(map);
     }
     if (bits != s->inuse)
         return "allocation bitmap does not match the objects in use";
-    for (uint32_t i = s->bump; i < c->nobjs; i++)
+    for (uint32_t i = s->bump; i < s->nobjs; i++)
         if (s->alloc_map[i >> 6] & ((uint64_t)1 << (i & 63)))
             return "an object above bump (never handed out) is marked allocated";
     return NULL;
@@ -506,9 +523,9 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fr
         /* The lowest-numbered free objects first, a bitmap word at a time: no object is read
          * (but by USLAB_DEBUG's checks), and the word, the count and bump are written once per
          * word, not per object. */
-        while (got < n && s->inuse < c->nobjs) {
+        while (got < n && s->inuse < s->nobjs) {
             uint32_t w = s->scan;
-            uint64_t free_bits = word_free(c, s, w);
+            uint64_t free_bits = word_free(s, w);
             if (!free_bits) { /* a stale scan: word w was full already */
                 s->scan = w + 1;
                 continue;
@@ -553,7 +570,7 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fr
             c->touched_bytes += now - was;
             note_fresh(c, s, was, now, fresh);
         }
-        list_move(c, s, state_of(c, s));
+        list_move(c, s, state_of(s));
         if (USI_UNLIKELY(c->debug & USI_DEBUG_F))
             check_or_report(c, s);
     }
@@ -573,7 +590,7 @@ static void put_settle(struct uslab_cache *c, struct usi_slab *s, struct usi_sla
 {
     if (s->list == USI_SLAB_NLISTS)
         return; /* released by this batch already (a double free was reported on it) */
-    list_move(c, s, state_of(c, s));
+    list_move(c, s, state_of(s));
     if (s->inuse != 0)
         return;
     /* Beyond the reserve, an empty slab is purged once it has been idle for the purge delay
@@ -610,7 +627,7 @@ int usi_slab_debug_check_live(struct uslab_cache *c, const void *p, const char *
     struct usi_slab *s = put_slab_of(c, (uintptr_t)p);
     uint32_t idx = slab_index(c, s, (const char *)p - c->obj_offset);
     char what[160]; /* the call named, as the reports without debugging do */
-    if (idx == UINT32_MAX || idx >= c->nobjs) {
+    if (idx == UINT32_MAX || idx >= s->nobjs) {
         snprintf(what, sizeof what, "Invalid pointer: %s(%p): not the start of an object", fn, p);
         usi_debug_report(c, s, p, what);
         return 1;
@@ -687,7 +704,8 @@ static USI_COLD void put_debug(struct uslab_cache *c, size_t n, void *const *obj
 {
     struct usi_slab *s = NULL;
     const size_t stride = c->stride;
-    const uint64_t recip = c->stride_recip, objs_bytes = (uint64_t)c->nobjs * stride;
+    const uint64_t recip = c->stride_recip;
+    uint64_t objs_bytes = 0;
     uintptr_t first = 0, end = 0; /* s's lowest object (as handed out) and its span's end */
     uint64_t *map = NULL;
     size_t skipped = 0; /* reported and left alone (debug caches only) */
@@ -699,11 +717,12 @@ static USI_COLD void put_debug(struct uslab_cache *c, size_t n, void *const *obj
             s = put_slab_of(c, p);
             first = (uintptr_t)s->objs + c->obj_offset;
             end = (uintptr_t)s->span + c->slab_size;
+            objs_bytes = (uint64_t)s->nobjs * stride;
             map = s->alloc_map;
         }
         /* slab_index, with the geometry in registers */
         uint64_t off = p - first;
-        uint32_t pos = (uint32_t)((off * recip) >> 32), idx = c->nobjs - 1 - pos;
+        uint32_t pos = (uint32_t)((off * recip) >> 32), idx = s->nobjs - 1 - pos;
         if (off >= objs_bytes || (uint64_t)pos * stride != off) {
             usi_debug_report(c, s, (void *)p, "Invalid pointer: not the start of an object");
             skipped++;
@@ -797,8 +816,9 @@ static inline __attribute__((always_inline)) size_t put_objects(struct uslab_cac
      * by then) is fatal. Instructions an object, taken and put back once (slab_budget):
      * in the order handed out 47.6 -> 17.3, scattered 98.2 -> 93.2. */
     const size_t stride = c->stride;
-    const uint64_t recip = c->stride_recip, objs_bytes = (uint64_t)c->nobjs * stride;
-    const uint32_t last = c->nobjs - 1; /* index of the lowest object */
+    const uint64_t recip = c->stride_recip;
+    uint64_t objs_bytes = 0; /* s's objects' bytes, and the index of its lowest object */
+    uint32_t last = 0;
     void *const *q = objs, *const *q_end = objs + n;
     size_t runs = 0;
     struct usi_slab *s = NULL;
@@ -811,6 +831,8 @@ static inline __attribute__((always_inline)) size_t put_objects(struct uslab_cac
         if (!s || off >= objs_bytes) { /* a run's first object: its slab */
             s = put_slab_of(c, p);
             first = (uintptr_t)s->objs + c->obj_offset;
+            objs_bytes = (uint64_t)s->nobjs * stride;
+            last = s->nobjs - 1;
             off = p - first;
             if (USI_UNLIKELY(off >= objs_bytes)) /* in s's span, past its objects */
                 put_invalid(c, s, p);
@@ -936,7 +958,7 @@ uint32_t usi_slab_index_of(const struct uslab_cache *c, uintptr_t e, const void 
     const struct usi_slab *s = usi_slab_of_entry(e);
     const char *slot = (const char *)p - c->obj_offset;
     uintptr_t off = (uintptr_t)slot - (uintptr_t)s->objs;
-    *block = off < (uintptr_t)c->nobjs * c->stride
+    *block = off < (uintptr_t)s->nobjs * c->stride
                  ? s->objs + (off / c->stride) * c->stride + c->obj_offset
                  : NULL;
     return slab_index(c, s, slot);

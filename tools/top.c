@@ -583,10 +583,20 @@ static const char *map_check(const struct usi_introspect *m, size_t *tc_bytes)
         return "the page size";
     if (m->cache_bytes == 0 || m->cache_bytes > (1u << 20))
         return "the size of a cache";
-    const uint32_t wide[] = {
-        m->c_id,           m->c_size,          m->c_stride,        m->c_slab_size, m->c_slab_inuse,
-        m->c_depot_rounds, m->c_touched,       m->c_slab_takes,    m->c_slab_puts, m->c_depot_in,
-        m->c_depot_out,    m->c_slabs_created, m->c_slabs_released};
+    const uint32_t wide[] = {m->c_id,
+                             m->c_size,
+                             m->c_stride,
+                             m->c_slab_size,
+                             m->c_slab_inuse,
+                             m->c_depot_rounds,
+                             m->c_touched,
+                             m->c_slab_takes,
+                             m->c_slab_puts,
+                             m->c_depot_in,
+                             m->c_depot_out,
+                             m->c_slabs_created,
+                             m->c_slabs_released,
+                             m->c_slab_objects};
     for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
         if (!FITS(wide[i], 8, m->cache_bytes))
             return "the offsets of a cache's fields";
@@ -910,7 +920,7 @@ static int target_snapshot(struct target *t)
         r->slab_size = get64(c, m->c_slab_size);
         r->objs_per_slab = get32(c, m->c_nobjs);
         r->slabs = r->partial + r->full + r->empty;
-        r->total_objects = r->slabs * r->objs_per_slab;
+        r->total_objects = get64(c, m->c_slab_objects);
         r->magazine = get32(c, m->c_mag_capacity);
         r->debug = get32(c, m->c_debug);
         if (r->slabs != 0 || out[nrec] != 0) { /* in use */

@@ -162,11 +162,15 @@ static void test_colouring(unsigned flags)
 /* Every slab of c passes usi_slab_check (caller holds the lock). */
 static void check_all_slabs(struct uslab_cache *c, const char *when)
 {
+    uint64_t room = 0;
     for (unsigned l = 0; l < USI_SLAB_NLISTS; l++)
         for (struct usi_slab *s = c->lists[l].first; s; s = s->next) {
             const char *bad = usi_slab_check(c, s);
             CHECK(bad == NULL, "%s: slab %p: %s", when, (void *)s, bad);
+            room += s->nobjs;
         }
+    CHECK(room == c->slab_objects, "%s: the slabs hold %llu objects, counted %llu", when,
+          (unsigned long long)room, (unsigned long long)c->slab_objects);
 }
 
 /* usi_slab_check catches each kind of corruption of a slab header, and passes once it is
@@ -307,12 +311,16 @@ static void test_span_group_small(void)
     CHECK(a && b && a->span_next && b->span_next && a->slab_order == b->slab_order,
           "the 96- and 160-byte classes share a span size and a group");
     /* Two slabs of a, all their objects out, then back: two empty slabs, one beyond its
-     * reserve (within the headroom and the purge delay, so none goes back yet). */
-    size_t n = 2 * (size_t)a->nobjs;
-    void **objs = malloc(n * sizeof *objs);
+     * reserve (within the headroom and the purge delay, so none goes back yet). A slab of a
+     * malloc class holds what fits after its phase: a->nobjs or one fewer. */
+    size_t n = 0, cap = 2 * (size_t)a->nobjs;
+    void **objs = malloc(cap * sizeof *objs);
     CHECK(objs != NULL, "an array");
-    for (size_t i = 0; i < n; i++)
-        objs[i] = take_one(a);
+    size_t full = a->lists[USI_SLAB_FULL].count;
+    while (a->lists[USI_SLAB_FULL].count < full + 2) {
+        CHECK(n < cap, "two slabs of the 96-byte class hold %zu objects at most", cap);
+        objs[n++] = take_one(a);
+    }
     for (size_t i = 0; i < n; i++)
         put_one(a, objs[i]);
     CHECK(a->lists[USI_SLAB_EMPTY].count == 2 && a->empty_reserve == 1,
@@ -343,7 +351,7 @@ static void test_span_group_small(void)
     struct usi_slab *bs = usi_slab_of_entry(usi_pagemap_lookup(taken));
     CHECK(bs->written_low == (uintptr_t)taken, "a wholly written span adopted: %#lx, not %p",
           (unsigned long)bs->written_low, (void *)taken);
-    uint32_t rest = b->nobjs - bs->inuse;
+    uint32_t rest = bs->nobjs - bs->inuse;
     void **more = malloc(rest * sizeof *more);
     CHECK(more != NULL, "an array");
     struct usi_fresh_pages fresh = {.n = 0};
@@ -535,14 +543,18 @@ static void test_take_order(void)
 }
 
 /* The malloc classes' lattice (design §8): every block's address has low 32 bits that are
- * a multiple of its class's stride, and free()'s one-multiply test of that is exact. */
+ * a multiple of its class's stride, and free()'s one-multiply test of that is exact. Each
+ * slab holds every object that fits after its phase: one fewer than the class's most at
+ * some phases, never at the worst phase's count for all of them (the 4608-byte class
+ * fitted 13 objects a slab, where a third of the phases leave room for 14). */
 static void test_lattice(void)
 {
     void *warm = uslab_malloc(1); /* initialises the classes */
     uslab_free(warm);
     struct rng r = {11};
+    size_t fewer = 0, most = 0; /* blocks in slabs of fewer objects than the most, and of it */
     for (unsigned id = 1; id <= usi_nclasses; id++) {
-        const struct uslab_cache *c = usi_class_cache(id);
+        struct uslab_cache *c = usi_class_cache(id);
         uint64_t m = c->lattice;
         CHECK(c->flags & USI_CACHE_LATTICE, "%s is a lattice cache", c->name);
         CHECK(m == UINT64_MAX / c->stride + 1, "%s: lattice constant", c->name);
@@ -574,11 +586,24 @@ static void test_lattice(void)
             struct usi_slab *s = usi_slab_of_entry(e);
             CHECK((char *)blocks[i] + c->stride <= s->span + c->slab_size,
                   "%s: block %p ends past its slab", c->name, blocks[i]);
+            size_t after = (size_t)(s->span + c->slab_size - s->objs);
+            CHECK(s->nobjs <= c->nobjs && s->nobjs * c->stride <= after &&
+                      (s->nobjs == c->nobjs || (s->nobjs + 1) * c->stride > after),
+                  "%s: slab %p holds %u objects, %zu bytes after its phase", c->name,
+                  (void *)s->span, s->nobjs, after);
+            fewer += s->nobjs < c->nobjs;
+            most += s->nobjs == c->nobjs;
         }
+        usi_lock(&c->lock);
+        check_all_slabs(c, c->name);
+        usi_unlock(&c->lock);
         for (size_t i = 0; i < n; i++)
             uslab_free(blocks[i]);
         free(blocks);
     }
+    /* Blocks of the classes whose phase varies (4608 bytes in 64 KiB slabs: 9 phases)
+     * land in slabs of both counts: a slab's count follows its own phase. */
+    CHECK(fewer > 0 && most > 0, "slabs of the most objects %zu, of fewer %zu", most, fewer);
 }
 
 int main(void)

@@ -89,6 +89,26 @@ static void free_interior(void)
     uslab_reap();
 }
 
+/* The lattice point past a slab's last block (design §3): the 4608-byte class has 64 KiB
+ * spans, each holding the 13 or 14 blocks that fit after its phase. A free of the point
+ * passes free's one-multiply check; its free mark makes the pop that would hand it out
+ * refuse it. */
+static void free_lattice_tail(void)
+{
+    for (int i = 0; i < 64; i++) {
+        uintptr_t span = (uintptr_t)uslab_malloc(4608) & ~(uintptr_t)0xffff, end = span + 0x10000;
+        uintptr_t q = span + (4608 - (uint32_t)span % 4608) % 4608; /* the first lattice point */
+        while (q + 4608 <= end)
+            q += 4608;
+        if (q + 16 <= end) {
+            uslab_free(launder((void *)q));
+            for (int k = 0; k < 64; k++)
+                (void)uslab_malloc(4608);
+            return;
+        }
+    }
+}
+
 static void free_interior_realloc(void)
 {
     char *p = uslab_malloc(100);
@@ -197,6 +217,8 @@ static const struct death_case {
     {"free_interior", free_interior, "uslab: free(0x", "16 bytes into the malloc-112 block at"},
     {"free_interior_odd", free_interior_odd, "uslab: free(0x",
      "1 bytes into the malloc-112 block at"},
+    {"free_lattice_tail", free_lattice_tail, "uslab: free(0x",
+     "inside a malloc-4608 slab, not the start of a block"},
     {"double_free", double_free, "uslab: free(0x", "double free (the malloc-64 block"},
     {"free_cache_object", free_cache_object, "uslab: free(0x", "belongs to cache death-user"},
     {"realloc_cache_object", realloc_cache_object, "uslab: realloc(0x",
