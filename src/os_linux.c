@@ -1618,22 +1618,29 @@ static int find_glibc_fns(struct sys_fns *out)
     return 0;
 }
 
-/* A function of glibc's own, from libc.so.6's table (memory only), else by dlsym; NULL if
- * neither has it. For the few that are looked up at their first use (malloc_trim,
- * mallinfo2): dlsym waits for the dynamic linker's lock, which a thread in dlopen holds
- * while it runs constructors, and a program's first malloc_trim deadlocked against one that
- * waited for a lock the caller held (session 18's audit). */
-static void *glibc_symbol(const char *name)
+/* A function of glibc's own, kept in *once after its first lookup: from libc.so.6's table
+ * (memory only), else by dlsym; NULL if neither has it. For the few that are looked up at
+ * their first use (malloc_trim, mallinfo2): dlsym waits for the dynamic linker's lock, which
+ * a thread in dlopen holds while it runs constructors, and a program's first malloc_trim
+ * deadlocked against one that waited for a lock the caller held (session 18's audit). */
+static void *glibc_symbol(const char *name, void **once)
 {
+    void *f = __atomic_load_n(once, __ATOMIC_ACQUIRE);
+    if (f)
+        return f;
     const struct link_map *m = _r_debug.r_map;
     while (m && !(m->l_name && strcmp(file_base_name(m->l_name), "libc.so.6") == 0))
         m = m->l_next;
     struct obj_syms o;
     const ElfW(Sym) *s = m && obj_syms_of(m, &o) == 0 ? obj_lookup(&o, name) : NULL;
-    if (s)
-        return (void *)(o.base + (uintptr_t)s->st_value);
-    void *f = dlsym(RTLD_NEXT, name);
-    (void)dlerror(); /* leave no error of this lookup for the program's dlerror() */
+    if (s) {
+        f = (void *)(o.base + (uintptr_t)s->st_value);
+    } else {
+        f = dlsym(RTLD_NEXT, name);
+        (void)dlerror(); /* leave no error of this lookup for the program's dlerror() */
+    }
+    if (f)
+        __atomic_store_n(once, f, __ATOMIC_RELEASE);
     return f;
 }
 
@@ -1771,14 +1778,9 @@ int usi_sys_trim_pad(size_t pad)
 {
 #ifdef USLAB_PRELOAD
     typedef int (*trim_fn)(size_t);
-    static trim_fn glibc_trim; /* glibc's: the preload library's malloc_trim is its own */
+    static void *glibc_trim; /* glibc's: the preload library's malloc_trim is its own */
     int e = errno;
-    trim_fn f = __atomic_load_n(&glibc_trim, __ATOMIC_ACQUIRE);
-    if (!f) {
-        f = (trim_fn)(uintptr_t)glibc_symbol("malloc_trim");
-        if (f)
-            __atomic_store_n(&glibc_trim, f, __ATOMIC_RELEASE);
-    }
+    trim_fn f = (trim_fn)(uintptr_t)glibc_symbol("malloc_trim", &glibc_trim);
     int r = f ? f(pad) : 0;
     errno = e;
     return r;
@@ -1793,14 +1795,9 @@ int usi_sys_mallinfo2(struct mallinfo2 *out)
     memset(out, 0, sizeof *out);
 #ifdef USLAB_PRELOAD
     typedef struct mallinfo2 (*info_fn)(void);
-    static info_fn glibc_info; /* glibc's: the preload library's mallinfo2 is its own */
+    static void *glibc_info; /* glibc's: the preload library's mallinfo2 is its own */
     int e = errno;
-    info_fn f = __atomic_load_n(&glibc_info, __ATOMIC_ACQUIRE);
-    if (!f) {
-        f = (info_fn)(uintptr_t)glibc_symbol("mallinfo2");
-        if (f)
-            __atomic_store_n(&glibc_info, f, __ATOMIC_RELEASE);
-    }
+    info_fn f = (info_fn)(uintptr_t)glibc_symbol("mallinfo2", &glibc_info);
     if (f)
         *out = f();
     errno = e;
