@@ -36,9 +36,9 @@ layers: all
 test: format-check check test-glibc test-python test-selfhost test-ubsan test-tsan test-valgrind fuzz
 
 # glibc 2.36's own malloc tests (from Debian's glibc-source tarball, built at test time in
-# $(BUILD)/glibc-tests), each run under plain glibc and under libuslab-preload.so:
-# tests/glibc/run.py. Fails if one fails under uslab; skips when the tarball is missing,
-# unless CI is set.
+# $(BUILD)/glibc-tests), each run under libuslab-preload.so, and under plain glibc as the
+# control where it fails there: tests/glibc/run.py. Fails if one fails under uslab; skips
+# when the tarball is missing, unless CI is set.
 test-glibc: all
 	python3 tests/glibc/run.py --build $(BUILD) --jobs $(JOBS)
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """run.py - glibc's own malloc tests, run under glibc and under libuslab-preload.so.
 
-Usage: run.py [--build DIR] [--jobs N] [--tarball PATH] [--only NAME[,NAME...]]
+Usage: run.py [--build DIR] [--jobs N] [--tarball PATH] [--only NAME[,NAME...]] [--control]
 
 PATH defaults to $GLIBC_SOURCE_TARBALL, else the newest /usr/src/glibc/glibc-*.tar.*.
 
@@ -17,15 +17,17 @@ At test time, from Debian's glibc-source package (a tarball under /usr/src/glibc
      tree), so everything else comes from the installed C library's headers (Debian 12's
      libc6-dev is glibc 2.36, the same release);
   3. build each test of TESTS below with glibc's own warning flags and -Werror;
-  4. run each test twice: under plain glibc (the control) and with
-     LD_PRELOAD=DIR/libuslab-preload.so. The support library's test driver (linked into
-     every test) enforces the test's own timeout (TIMEOUT in the test source, else 20 s,
-     scaled by TIMEOUTFACTOR as in glibc's make check); the harness kills a run only if the
-     driver itself hangs, 30 s after that.
+  4. run each test with LD_PRELOAD=DIR/libuslab-preload.so, and each that fails there again
+     under plain glibc (the control), which tells a failure of uslab's from one of the
+     machine's; --control runs the control for every test (it doubles the time: two of the
+     tests take a minute each). The support library's test driver (linked into every test)
+     enforces the test's own timeout (TIMEOUT in the test source, else 20 s, scaled by
+     TIMEOUTFACTOR as in glibc's make check); the harness kills a run only if the driver
+     itself hangs, 30 s after that.
 
-Prints one line per test: name, result under glibc, result under uslab (PASS, FAIL ..., TIMEOUT,
-UNSUPPORTED), then the start of each failing uslab run's output. Logs are in
-DIR/glibc-tests/logs/<test>.<glibc|uslab>.log.
+Prints one line per test: name, result under glibc ("-" where the control did not run),
+result under uslab (PASS, FAIL ..., TIMEOUT, UNSUPPORTED), then the start of each failing
+uslab run's output. Logs are in DIR/glibc-tests/logs/<test>.<glibc|uslab>.log.
 
 Exit status: 0 when every test passes under uslab (the control's results are reported, not
 judged); 1 when one fails or times out under uslab, or the build fails; 0 with a SKIP line when
@@ -405,6 +407,8 @@ def main():
     ap.add_argument("--tarball", help="glibc source tarball (default: $GLIBC_SOURCE_TARBALL, "
                     "else /usr/src/glibc/glibc-*.tar.*)")
     ap.add_argument("--only", help="comma-separated test names (default: all of TESTS)")
+    ap.add_argument("--control", action="store_true",
+                    help="run every test under plain glibc too, not only those that fail")
     args = ap.parse_args()
 
     build = os.path.abspath(args.build)
@@ -447,40 +451,50 @@ def main():
     os.makedirs(logdir)
 
     # Longest first (by timeout), so the runs that may take their full timeout start at once.
-    runs = [(t, a) for t in tests for a in ("uslab", "glibc")]
     timeouts = {t: test_timeout(src, t) for t in tests}
-    runs.sort(key=lambda r: -timeouts[r[0]])
-    say("test-glibc: %s: %d tests built in %.0f s; running each under glibc and uslab "
-        "(%d jobs)" % (os.path.basename(tarball), len(tests), t_build, args.jobs))
+    tests_by_time = sorted(tests, key=lambda t: -timeouts[t])
+    say("test-glibc: %s: %d tests built in %.0f s; running each under uslab, and under glibc "
+        "%s (%d jobs)" % (os.path.basename(tarball), len(tests), t_build,
+                          "too" if args.control else "where it fails", args.jobs))
+
+    def run_all(runs):
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as ex:
+            futs = {ex.submit(run_one, os.path.join(bindir, t), a, preload, timeouts[t], logdir,
+                              factor): (t, a) for t, a in runs}
+            for fut in concurrent.futures.as_completed(futs):
+                results[futs[fut]] = fut.result()
+
     results = {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as ex:
-        futs = {ex.submit(run_one, os.path.join(bindir, t), a, preload, timeouts[t], logdir,
-                          factor): (t, a) for t, a in runs}
-        for fut in concurrent.futures.as_completed(futs):
-            results[futs[fut]] = fut.result()
+    if args.control:
+        run_all([(t, a) for t in tests_by_time for a in ("uslab", "glibc")])
+    else:
+        run_all([(t, "uslab") for t in tests_by_time])
+        run_all([(t, "glibc") for t in tests_by_time
+                 if results[(t, "uslab")][0] not in ("PASS", "UNSUPPORTED")])
 
     width = max(len(t) for t in tests)
     say("")
     say("%-*s  %-22s  %s" % (width, "test", "glibc (control)", "uslab"))
     failed = []
     for t in tests:
-        g, gs, _ = results[(t, "glibc")]
+        g, gs, _ = results.get((t, "glibc"), ("-", None, None))
         u, us, _ = results[(t, "uslab")]
         note = ""
-        if t in GLIBC_EXPECTED_FAIL and g != "PASS":
+        if t in GLIBC_EXPECTED_FAIL and g not in ("PASS", "-"):
             note = "  (glibc: %s)" % GLIBC_EXPECTED_FAIL[t]
-        say(("%-*s  %-22s  %-22s%s" % (width, t, "%s %.1fs" % (g, gs), "%s %.1fs" % (u, us),
-                                        note)).rstrip())
+        gtext = g if gs is None else "%s %.1fs" % (g, gs)
+        say(("%-*s  %-22s  %-22s%s" % (width, t, gtext, "%s %.1fs" % (u, us), note)).rstrip())
         if u not in ("PASS", "UNSUPPORTED"):
             failed.append(t)
     for t in absent:
         say("%-*s  %-22s  %s" % (width, t, "(not in this glibc)", "-"))
-    npass_g = sum(results[(t, "glibc")][0] == "PASS" for t in tests)
+    ran_g = [t for t in tests if (t, "glibc") in results]
+    npass_g = sum(results[(t, "glibc")][0] == "PASS" for t in ran_g)
     npass_u = sum(results[(t, "uslab")][0] == "PASS" for t in tests)
     say("")
-    say("test-glibc: passed under glibc %d/%d, under uslab %d/%d (%d excluded: see "
-        "EXCLUDED in tests/glibc/run.py); %.0f s" % (npass_g, len(tests), npass_u, len(tests),
-                                                     len(EXCLUDED), time.monotonic() - t0))
+    say("test-glibc: passed under uslab %d/%d, under glibc (the control) %d/%d run (%d "
+        "excluded: see EXCLUDED in tests/glibc/run.py); %.0f s"
+        % (npass_u, len(tests), npass_g, len(ran_g), len(EXCLUDED), time.monotonic() - t0))
     for t in failed:
         out = results[(t, "uslab")][2].splitlines()
         seen = []
