@@ -14,9 +14,10 @@
  * The threaded tries (`try SIZE threads`, session 11's audit) start 200 threads one after
  * another; each makes its SIZE-byte alternate stack and signals itself, so its first calls
  * into the allocator are the handler's (blocks up to 44,100 bytes: glibc's too), and half
- * way the program sleeps 1.2 s, so that the purger's start (and the cgroup read before
- * it), passes and the live page's update (USLAB_LIVE=always) fall due on those handlers'
- * slow paths. uslab used to do that work there and overflowed 4 and 5 KiB stacks on which
+ * way the program sleeps past the purge delay (USLAB_PURGE_DELAY=50 for these tries, a
+ * 120 ms sleep: it was 1.2 s past the default delay, 26 s of the test), so that inline
+ * passes fall due on those handlers' slow paths (and the purger's start did, when it was
+ * the default). uslab used to do that work there and overflowed 4 and 5 KiB stacks on which
  * glibc ran; now it puts it off to a slow path on a thread's own stack. The threaded tries
  * start at 5 KiB: at 4 KiB a new thread's first slab of a class, made in the handler, still
  * overflows where glibc fits (design §12: the kernel's signal frame takes 2.9 KiB of it).
@@ -94,7 +95,7 @@ static int try_threads(size_t size)
             return 2;
         pthread_join(t, NULL);
         if (i == 100)
-            usleep(1200 * 1000);
+            usleep(120 * 1000);
     }
     return bad ? 4 : 0;
 }
@@ -137,7 +138,7 @@ static int survives(const char *self, size_t size, int glibc, int threads)
         if (null >= 0)
             dup2(null, 2); /* a crash's message, if the shell printed one */
         if (threads)
-            setenv("USLAB_LIVE", "always", 1);
+            setenv("USLAB_PURGE_DELAY", "50", 1);
         execl(self, self, "try", arg, threads ? "threads" : (char *)NULL, (char *)NULL);
         _exit(127);
     }
