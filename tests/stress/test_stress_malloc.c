@@ -9,7 +9,8 @@
  *
  * Phase 1: one thread, 10M operations (argument 1 changes the count).
  * Phase 2: 4 threads, each with its own table, passing blocks to each other through a
- * shared mailbox, so blocks are freed and realloc'ed by threads that did not allocate them.
+ * shared mailbox, so blocks are freed and realloc'ed by threads that did not allocate them;
+ * half phase 1's operations in all (argument 2 changes the count).
  */
 #include "check.h"
 #include "uslab.h"
@@ -228,7 +229,7 @@ int main(int argc, char **argv)
 {
     unsigned long ops = argc > 1 ? strtoul(argv[1], NULL, 0) : 10000000ul;
     single_thread(ops);
-    multi_thread(ops / 2);
+    multi_thread(argc > 2 ? strtoul(argv[2], NULL, 0) : ops / 2);
     uslab_reap();
     TEST_DONE();
 }
