@@ -33,7 +33,14 @@ layers: all
 	cd $(BUILD) && $(CTEST) -R '^layers_selftest$$'
 	python3 tools/check_layers.py $(LAYERS_FLAGS) --root . docs/design.md @$(BUILD)/tests/layers/objects.txt
 
-test: format-check check test-glibc test-python test-selfhost test-ubsan test-tsan test-valgrind fuzz
+# The parts one after another, each followed by a line with its time in seconds, and the
+# total at the end (where make test's time goes: the README says how long it takes).
+TEST_PARTS = format-check check test-glibc test-python test-selfhost test-ubsan test-tsan test-valgrind fuzz
+test:
+	@t0=$$(date +%s); for part in $(TEST_PARTS); do \
+	    t=$$(date +%s); $(MAKE) --no-print-directory $$part || exit 1; \
+	    echo "make test: $$part took $$(( $$(date +%s) - t )) s"; \
+	done; echo "make test: every part passed in $$(( $$(date +%s) - t0 )) s"
 
 # glibc 2.36's own malloc tests (from Debian's glibc-source tarball, built at test time in
 # $(BUILD)/glibc-tests), each run under libuslab-preload.so, and under plain glibc as the
