@@ -14,11 +14,13 @@
  * The threaded tries (`try SIZE threads`, session 11's audit) start 200 threads one after
  * another; each makes its SIZE-byte alternate stack and signals itself, so its first calls
  * into the allocator are the handler's (blocks up to 44,100 bytes: glibc's too), and half
- * way the program sleeps past the purge delay (USLAB_PURGE_DELAY=50 for these tries, a
- * 120 ms sleep: it was 1.2 s past the default delay, 26 s of the test), so that inline
- * passes fall due on those handlers' slow paths (and the purger's start did, when it was
- * the default). uslab used to do that work there and overflowed 4 and 5 KiB stacks on which
- * glibc ran; now it puts it off to a slow path on a thread's own stack. The threaded tries
+ * way the program sleeps 120 ms (1.2 s past the default delay until session 54: 26 s of the
+ * test). Every try runs with USLAB_PURGE_DELAY=1, and the single-threaded ones free 2.5 MB
+ * of blocks and sleep 5 ms before the first signal, so that an inline pass falls due on a
+ * handler's slow path (the purger's start did too, when it was the default). uslab used to
+ * do that work there and overflowed 4 and 5 KiB stacks on which glibc ran; now it puts it
+ * off to a slow path on a thread's own stack (before session 54 no try made a pass due in a
+ * handler: counted with a write in a scratch build; now 24 in a try). The threaded tries
  * start at 5 KiB: at 4 KiB a new thread's first slab of a class, made in the handler, still
  * overflows where glibc fits (design §12: the kernel's signal frame takes 2.9 KiB of it).
  * Sizes start where the kernel's frame leaves a handler at least 1 KiB: the frame depends on
@@ -115,6 +117,14 @@ static int try_size(size_t size)
     sigaction(SIGUSR1, &sa, NULL);
     for (int i = 0; i < 1000; i++)
         free(malloc((size_t)i * 33 + 1));
+    /* 2.5 MB of empty slabs, whose pass falls due 1 ms later: in a handler's slow path,
+     * the first after the sleep. */
+    static void *idle[20000];
+    for (int i = 0; i < 20000; i++)
+        idle[i] = malloc(128);
+    for (int i = 0; i < 20000; i++)
+        free(idle[i]);
+    usleep(5 * 1000);
     for (int r = 0; r < 2000; r++)
         raise(SIGUSR1);
     return bad ? 4 : 0;
@@ -136,9 +146,8 @@ static int survives(const char *self, size_t size, int glibc, int threads)
         snprintf(arg, sizeof arg, "%zu", size);
         int null = open("/dev/null", O_WRONLY);
         if (null >= 0)
-            dup2(null, 2); /* a crash's message, if the shell printed one */
-        if (threads)
-            setenv("USLAB_PURGE_DELAY", "50", 1);
+            dup2(null, 2);                   /* a crash's message, if the shell printed one */
+        setenv("USLAB_PURGE_DELAY", "1", 1); /* passes fall due within the tries */
         execl(self, self, "try", arg, threads ? "threads" : (char *)NULL, (char *)NULL);
         _exit(127);
     }
