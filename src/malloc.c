@@ -560,16 +560,7 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
         return;
     uintptr_t e = usi_pagemap_lookup(p);
     if (USI_LIKELY(is_class_id(e & USI_ID_MASK))) {
-        /* The fast path missed: a full magazine, the key, a pointer off the lattice, or no
-         * tag table yet (design §2): every 1024th such free tries to map it (a racy count:
-         * a hint). */
-        static unsigned untagged;
-        if (USI_UNLIKELY(!usi_pages_have_tags())) {
-            unsigned n = __atomic_load_n(&untagged, __ATOMIC_RELAXED) + 1;
-            __atomic_store_n(&untagged, n, __ATOMIC_RELAXED);
-            if ((n & 1023) == 0)
-                usi_pages_try_tags();
-        }
+        /* The fast path missed: a full magazine, the key, or a pointer off the lattice. */
         struct uslab_cache *c = &usi_class_caches[e & USI_ID_MASK];
         check_block(c, e, p);
 #ifdef USLAB_VALGRIND

@@ -114,8 +114,7 @@ void usi_os_huge_pages(void *addr, size_t size, int huge);
  * failure changes nothing (the pages fault as they are written); after EINVAL, EPERM or
  * ENOSYS (an older kernel, a filter on the advice) it stops asking. */
 void usi_os_populate(void *addr, size_t size);
-void *usi_os_map(size_t size);         /* fresh zeroed read/write memory */
-void *usi_os_map_zero_ro(size_t size); /* read-only zeros, no commit charge */
+void *usi_os_map(size_t size); /* fresh zeroed read/write memory */
 void usi_os_unmap(void *addr, size_t size);
 /* usi_os_purge (MADV_DONTNEED) returns 0, and the pages read as zero; or -1 (e.g. EINVAL:
  * the range is locked by mlock or mlockall), and the contents may be unchanged, in part or
@@ -233,9 +232,6 @@ void usi_os_prefork(void);
 void usi_os_postfork_parent(void);
 /* glibc's __libc_single_threaded: no other thread was ever started. */
 int usi_os_single_threaded(void);
-/* Whether the process has one thread now: usi_os_single_threaded, else the kernel's count
- * of its tasks (a read of /proc/self/stat: off the hot paths). */
-int usi_os_alone(void);
 /* Whether the calling thread runs where glibc itself blocked every signal, its SIGCANCEL
  * (32) too, which a program's sigprocmask or pthread_sigmask never blocks: a thread's
  * exit after its thread-specific data destructors, which frees its DTV under glibc's

@@ -514,18 +514,6 @@ void *usi_os_map(size_t size)
     return p;
 }
 
-void *usi_os_map_zero_ro(size_t size)
-{
-    /* Read-only private mappings carry no commit charge, even with strict overcommit; reads
-     * of never-written pages see the shared zero page. */
-    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    return p;
-}
-
 void usi_os_unmap(void *addr, size_t size)
 {
     if (addr && size)
@@ -1323,12 +1311,6 @@ static long task_count(void)
     for (; *p >= '0' && *p <= '9'; p++)
         n_tasks = n_tasks * 10 + (*p - '0');
     return n_tasks > 0 ? n_tasks : -1;
-}
-
-int usi_os_alone(void)
-{
-    /* glibc's flag stays clear in a fork child of a threaded parent: ask the kernel. */
-    return usi_os_single_threaded() || task_count() == 1;
 }
 
 #ifndef USLAB_SHARED

@@ -2,10 +2,9 @@
 /*
  * override.c - the C++ operator new/delete family for libuslab-preload (docs/design.md §8),
  * written in C under their Itanium-ABI names so the preload library needs no C++ runtime.
- * The malloc family itself is exported from malloc.c. Also mlockall, which must not lock
- * (nor, without CAP_IPC_LOCK, count) uslab's 4 GiB unit-tag table (design §2), and
- * malloc_trim, which gives back uslab's free memory as well as glibc's, and mallopt, which
- * keeps uslab from overriding a threshold the program sets for glibc (design §8).
+ * The malloc family itself is exported from malloc.c. Also malloc_trim, which gives back
+ * uslab's free memory as well as glibc's, and mallopt, which keeps uslab from overriding a
+ * threshold the program sets for glibc (design §8).
  *
  * A throwing operator new that cannot allocate calls the installed new_handler and retries,
  * as the standard asks; with no handler it throws std::bad_alloc through libstdc++'s
@@ -17,7 +16,6 @@
 #include "base.h"
 #include "init.h"
 #include "os.h"
-#include "pages.h"
 #include "purge.h"
 #include "reclaim.h"
 #include "report.h"
@@ -409,85 +407,6 @@ EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t
 EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t)
 {
     OWN_MODE() ? usi_free_for_delete(p) : del_al_nothrow_slow(OP_DEL_ARRAY_AL_NOTHROW, p, a, t);
-}
-
-/* The next definition of a function this library wraps (libc's, unless an interposer
- * comes between): the loaded objects' symbol tables first (memory only, no lock), dlsym
- * where they cannot tell. NULL with errno ENOSYS when there is none. */
-static void *next_definition(const char *name)
-{
-    void *f = NULL;
-    int e = errno;
-    if (usi_os_defined_after(&name, &f, 1) != 0 || !f) {
-        f = dlsym(RTLD_NEXT, name);
-        (void)dlerror();
-    }
-    errno = f ? e : ENOSYS;
-    return f;
-}
-
-/* mlockall (a wrapper allocation needs, design §2): the tag table goes first where that
- * is safe (usi_pages_before_mlockall); no new one is mapped while MCL_FUTURE is in force
- * (usi_pages_try_tags). Then the next definition. */
-__attribute__((visibility("default"))) int mlockall(int flags)
-{
-    static int (*next)(int);
-    if (!__atomic_load_n(&next, __ATOMIC_ACQUIRE))
-        __atomic_store_n(&next, (int (*)(int))(uintptr_t)next_definition("mlockall"),
-                         __ATOMIC_RELEASE);
-    usi_pages_before_mlockall(flags);
-    return next ? next(flags) : -1;
-}
-
-/* setrlimit and prlimit (and their 64 names, the same on x86-64; wrappers allocation needs,
- * design §2): the next definition (glibc's prlimit64), then, when the process's own
- * RLIMIT_AS changed, uslab's address-space budget follows, and the tag table goes where it
- * no longer fits (usi_pages_address_limit_changed). The limits are taken as glibc's struct
- * rlimit, two 64-bit fields: declared here without <sys/resource.h>, whose prototypes name
- * an enum. */
-struct usi_rlimit {
-    uint64_t cur, max;
-};
-#define USI_RLIMIT_AS     9
-#define USI_RLIM_INFINITY (~(uint64_t)0)
-
-static int limit_set(int pid, int resource, const struct usi_rlimit *new_limit,
-                     struct usi_rlimit *old_limit)
-{
-    typedef int (*prlimit_fn)(int, int, const struct usi_rlimit *, struct usi_rlimit *);
-    static prlimit_fn next;
-    if (!__atomic_load_n(&next, __ATOMIC_ACQUIRE))
-        __atomic_store_n(&next, (prlimit_fn)(uintptr_t)next_definition("prlimit64"),
-                         __ATOMIC_RELEASE);
-    int r = next ? next(pid, resource, new_limit, old_limit) : -1;
-    if (r == 0 && new_limit && resource == USI_RLIMIT_AS &&
-        (pid == 0 || pid == (int)usi_os_getpid())) {
-        int saved = errno;
-        usi_pages_address_limit_changed(
-            new_limit->cur == USI_RLIM_INFINITY ? SIZE_MAX : (size_t)new_limit->cur,
-            usi_os_alone());
-        errno = saved;
-    }
-    return r;
-}
-
-EXPORT int setrlimit(int resource, const struct usi_rlimit *rl)
-{
-    return limit_set(0, resource, rl, NULL);
-}
-EXPORT int setrlimit64(int resource, const struct usi_rlimit *rl)
-{
-    return limit_set(0, resource, rl, NULL);
-}
-EXPORT int prlimit(int pid, int resource, const struct usi_rlimit *new_limit,
-                   struct usi_rlimit *old_limit)
-{
-    return limit_set(pid, resource, new_limit, old_limit);
-}
-EXPORT int prlimit64(int pid, int resource, const struct usi_rlimit *new_limit,
-                     struct usi_rlimit *old_limit)
-{
-    return limit_set(pid, resource, new_limit, old_limit);
 }
 
 /* malloc_trim(pad), as glibc's: gives free memory back to the system and returns 1 if any

@@ -23,16 +23,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define NTAGS     ((size_t)1 << (USI_ADDRESS_BITS - USI_UNIT_SHIFT))
 #define MAX_SKIPS 8 /* times the range may go on past another mapping (grow) */
 
-/* Until the tag table exists, the mask is 0 and every lookup reads this one tag: 0. */
-static const uint16_t zero_tags[1];
-
-struct usi_pagemap usi_pagemap;
-const uint16_t *usi_unit_tags = zero_tags;
-uintptr_t usi_unit_tag_mask;
-static uint16_t *unit_tags; /* writable view of usi_unit_tags */
+/* One cache line: free's fast path reads base, nunits and tags (usi_unit_tag). */
+__attribute__((aligned(64))) struct usi_pagemap usi_pagemap;
 
 /* Everything below is protected by pages.lock; it is the innermost lock (design §6). */
 static struct {
@@ -100,20 +94,18 @@ static inline uint32_t unit_of(uintptr_t addr)
 /*
  * The address-space budget (design §2). RLIMIT_AS and mlockall's RLIMIT_MEMLOCK check count
  * every mapping, PROT_NONE too, so uslab's own mappings grow with use: at first only
- * INITIAL_RESERVE of the range is reserved, with side arrays for just that, and there is
- * no tag table; the reservation and every side array grow in place (doubling, with
- * MAP_FIXED_NOREPLACE right after their ends, in the holes found at initialisation; the
- * range past another mapping in its way) when the bump pointer reaches the end, and the tag table
- * is mapped once frees show the program uses slabs (usi_pages_try_tags). Under a finite RLIMIT_AS,
- * as read at each step, uslab's mappings stay within a quarter of it, so the system allocator keeps
- * three quarters; the tag table (4 GiB) only when that leaves room for it twice. Below room for
- * MIN_RESERVE at start-up uslab steps aside: the caller disables slabs.
+ * INITIAL_RESERVE of the range is reserved, with side arrays for just that; the reservation
+ * and every side array grow in place (doubling, with MAP_FIXED_NOREPLACE right after their
+ * ends, in the holes found at initialisation; the range past another mapping in its way)
+ * when the bump pointer reaches the end. Under a finite RLIMIT_AS, as read at
+ * initialisation, uslab's mappings stay within a quarter of it, so the system allocator
+ * keeps three quarters. Below room for MIN_RESERVE at start-up uslab steps aside: the
+ * caller disables slabs.
  */
 #define BUDGET_SHARE    4                  /* of RLIMIT_AS */
 #define MIN_RESERVE     ((size_t)64 << 20) /* eight largest spans: the least useful budget */
 #define INITIAL_RESERVE ((size_t)2 << 20)  /* reserved at first; also the least step */
-#define TAG_BYTES       (NTAGS * sizeof(uint16_t))
-#define COMMIT_AHEAD    ((size_t)4 << 20) /* the most committed beyond a new span */
+#define COMMIT_AHEAD    ((size_t)4 << 20)  /* the most committed beyond a new span */
 
 /* The side arrays, indexed by unit: page map, free-span links and unit tags (read/write
  * as reserved, MAP_NORESERVE: resident only where written), slab headers and bitmaps
@@ -128,35 +120,24 @@ static size_t side_len[NSIDES]; /* bytes mapped, a multiple of the page size */
     (sizeof(uintptr_t) + sizeof(uint32_t) + sizeof(uint16_t) + USI_SLAB_META_BYTES +               \
      USI_SLAB_BITS_BYTES)
 
-static uint16_t *side_tags; /* each unit's tag, the tag table's source */
-
 static inline size_t page_up(size_t n)
 {
     return (n + USI_PAGE_SIZE - 1) & ~(size_t)(USI_PAGE_SIZE - 1);
 }
 
-/* RLIMIT_AS as it was at initialisation (SIZE_MAX: none), and as the program set it since
- * through setrlimit or prlimit (the preload library's, override.c). Not read again: a
- * growth path that asked the kernel each time would make a system call that sandboxes
- * allowing only memory calls refuse (design §2, §3). A limit lowered otherwise (another
- * process's prlimit, the system call by hand) makes mmap fail, which every growth path
- * handles. Written under pages.lock; read without it (atomic). */
+/* RLIMIT_AS as it was at initialisation (SIZE_MAX: none). Not read again: a growth path
+ * that asked the kernel would make a system call that sandboxes allowing only memory calls
+ * refuse (design §2, §3). A limit lowered later makes mmap fail, which every growth path
+ * handles. Written once, before the range exists. */
 static size_t as_limit = SIZE_MAX;
 
-/* Bytes uslab may still map under RLIMIT_AS (SIZE_MAX without a limit), the tag table
- * counted if `with_tags`. */
-static size_t budget_of(int with_tags)
-{
-    size_t limit = __atomic_load_n(&as_limit, __ATOMIC_RELAXED);
-    if (limit == SIZE_MAX)
-        return SIZE_MAX;
-    size_t used = pages.reserved + pages.side_bytes + (with_tags ? TAG_BYTES : 0);
-    return limit / BUDGET_SHARE > used ? limit / BUDGET_SHARE - used : 0;
-}
-
+/* Bytes uslab may still map under RLIMIT_AS (SIZE_MAX without a limit); pages.lock held. */
 static size_t budget_left(void)
 {
-    return budget_of(unit_tags != NULL);
+    if (as_limit == SIZE_MAX)
+        return SIZE_MAX;
+    size_t used = pages.reserved + pages.side_bytes;
+    return as_limit / BUDGET_SHARE > used ? as_limit / BUDGET_SHARE - used : 0;
 }
 
 /* Maps side array i up to `units` units, in place after what it has: the first three
@@ -187,22 +168,12 @@ static int sides_extend(size_t units)
     return 0;
 }
 
-/* The window of the tag table over [from, to) of the range becomes writable. */
-static int tags_window(uint16_t *tags, uintptr_t from, uintptr_t to)
-{
-    uintptr_t first = (from >> USI_UNIT_SHIFT) * sizeof(uint16_t);
-    uintptr_t last = (to >> USI_UNIT_SHIFT) * sizeof(uint16_t);
-    first &= ~(uintptr_t)(USI_PAGE_SIZE - 1);
-    last = page_up(last);
-    return last > first ? usi_os_commit((char *)tags + first, last - first) : 0;
-}
-
 int usi_pages_init(void)
 {
     size_t align = span_bytes(USI_SPAN_ORDERS - 1);
     size_t size = usi_options.reserve_bytes;
     size_t limit = usi_os_address_limit();
-    __atomic_store_n(&as_limit, limit, __ATOMIC_RELAXED);
+    as_limit = limit;
     if (limit != SIZE_MAX) {
         size_t budget = limit / BUDGET_SHARE;
         if (budget < MIN_RESERVE + align)
@@ -285,7 +256,6 @@ int usi_pages_init(void)
             errno = ENOMEM;
             return -1;
         }
-    side_tags = (uint16_t *)side_base[SIDE_TAGS];
     pages.bump = pages.committed = (uintptr_t)base;
     pages.end = (uintptr_t)base + first;
     pages.max_end = (uintptr_t)base + size;
@@ -293,6 +263,7 @@ int usi_pages_init(void)
     usi_pagemap.base = (uintptr_t)base;
     usi_pagemap.map = (uintptr_t *)side_base[SIDE_MAP];
     usi_pagemap.link = (uint32_t *)side_base[SIDE_LINK];
+    usi_pagemap.tags = (uint16_t *)side_base[SIDE_TAGS];
     usi_pagemap.meta = side_base[SIDE_META];
     usi_pagemap.bits = (uint64_t *)side_base[SIDE_BITS];
     /* Published last: lookups see nunits == 0 (nothing is ours) until the map exists. */
@@ -386,10 +357,9 @@ static int grow(uintptr_t need)
         if (errno != EEXIST || !(at = skip_to(want = want > most ? want : most)))
             return -1;
     }
-    /* The side arrays' part for the new units, right after their ends (in their holes),
-     * and the tag table's writable window over them. */
+    /* The side arrays' part for the new units, right after their ends (in their holes). */
     size_t units = (at + want - usi_pagemap.base) >> USI_UNIT_SHIFT;
-    if (sides_extend(units) != 0 || (unit_tags && tags_window(unit_tags, at, at + want) != 0)) {
+    if (sides_extend(units) != 0) {
         usi_os_unmap((void *)at, want); /* where that fails, the next growth skips it */
         return -1;
     }
@@ -410,83 +380,6 @@ static int grow(uintptr_t need)
     /* The page map covers the new units now: lookups may look at them. */
     __atomic_store_n(&usi_pagemap.nunits, units, __ATOMIC_RELEASE);
     return 0;
-}
-
-int usi_pages_have_tags(void)
-{
-    return __atomic_load_n(&unit_tags, __ATOMIC_RELAXED) != NULL;
-}
-
-void usi_pages_try_tags(void)
-{
-    /* Under strict seccomp mode the probe and the mapping would kill the process. */
-    if (usi_pages_have_tags() || !__atomic_load_n(&usi_pagemap.nunits, __ATOMIC_RELAXED) ||
-        usi_os_quiet())
-        return;
-    int saved_errno = errno; /* called from free, which leaves errno alone */
-    usi_lock(&pages.lock);
-    /* Not while the process locks its future mappings (mlockall(MCL_FUTURE)): the kernel
-     * would make all 4 GiB of it present, zero page by zero page (design §2). */
-    if (!unit_tags && budget_left() >= 2 * TAG_BYTES && !usi_os_locks_future()) {
-        uint16_t *tags = usi_os_map_zero_ro(TAG_BYTES);
-        /* Only the tags over the reservation are ever written: that window is writable
-         * (and grows with it). */
-        if (tags && tags_window(tags, usi_pagemap.base, pages.end) != 0) {
-            usi_os_unmap(tags, TAG_BYTES);
-            tags = NULL;
-        }
-        if (tags) {
-            uintptr_t t0 = usi_pagemap.base >> USI_UNIT_SHIFT;
-            for (uint32_t u = 0; u < unit_of(pages.end); u++)
-                if (side_tags[u])
-                    tags[t0 + u] = side_tags[u];
-            /* The table before the mask: a reader that sees the mask sees the table
-             * (usi_unit_tag loads them in that order). */
-            __atomic_store_n(&unit_tags, tags, __ATOMIC_RELEASE);
-            __atomic_store_n(&usi_unit_tags, tags, __ATOMIC_RELEASE);
-            __atomic_store_n(&usi_unit_tag_mask, NTAGS - 1, __ATOMIC_RELEASE);
-        }
-    }
-    usi_unlock(&pages.lock);
-    errno = saved_errno;
-}
-
-/* Unmaps the tag table, under pages.lock, where no other thread can be reading it: the
- * mask first (a reader that still sees the old one reads entry 0 of the old table), then
- * the table. A signal handler that frees here sees one of the two consistent states. */
-static void drop_tags(int alone)
-{
-    if (unit_tags && alone) {
-        uint16_t *old = unit_tags;
-        __atomic_store_n(&usi_unit_tag_mask, 0, __ATOMIC_RELEASE);
-        __atomic_store_n(&usi_unit_tags, zero_tags, __ATOMIC_RELEASE);
-        __atomic_store_n(&unit_tags, NULL, __ATOMIC_RELEASE);
-        usi_os_unmap(old, TAG_BYTES);
-    }
-}
-
-void usi_pages_before_mlockall(int flags)
-{
-    if (!(flags & MCL_CURRENT) || !usi_pages_have_tags())
-        return;
-    usi_lock(&pages.lock);
-    drop_tags(usi_os_single_threaded());
-    usi_unlock(&pages.lock);
-}
-
-void usi_pages_address_limit_changed(size_t limit, int alone)
-{
-    if (!__atomic_load_n(&usi_pagemap.nunits, __ATOMIC_ACQUIRE))
-        return; /* not initialised (it reads the limit then), or slabs are off */
-    usi_lock(&pages.lock);
-    __atomic_store_n(&as_limit, limit, __ATOMIC_RELAXED);
-    /* Where the table would not be mapped now (usi_pages_try_tags), it goes: a program
-     * that lowers its RLIMIT_AS (a worker's sandbox, `resource.setrlimit` in Python) found
-     * its 4 GiB already over a 1 GiB limit, and every new mapping of its own failed
-     * (session 17's audit of CPython's tests: a pool initialiser's limit, MemoryError). */
-    if (unit_tags && budget_of(0) < 2 * TAG_BYTES)
-        drop_tags(alone);
-    usi_unlock(&pages.lock);
 }
 
 size_t usi_pages_reserved_bytes(void)
@@ -823,15 +716,10 @@ int usi_pages_guard(void *span, size_t size, size_t guard, int *how)
 void usi_pages_set_owner(void *span, unsigned order, uintptr_t entry, uint16_t unit_tag)
 {
     uint32_t u = unit_of((uintptr_t)span);
-    uintptr_t t = (uintptr_t)span >> USI_UNIT_SHIFT;
-    usi_lock(&pages.lock); /* against usi_pages_try_tags copying side_tags */
     for (size_t i = 0; i < ((size_t)1 << order); i++) {
         __atomic_store_n(&usi_pagemap.map[u + i], entry, __ATOMIC_RELEASE);
-        side_tags[u + i] = unit_tag;
-        if (unit_tags)
-            __atomic_store_n(&unit_tags[t + i], unit_tag, __ATOMIC_RELEASE);
+        __atomic_store_n(&usi_pagemap.tags[u + i], unit_tag, __ATOMIC_RELAXED);
     }
-    usi_unlock(&pages.lock);
 }
 
 void usi_pages_prefork(void)

@@ -16,23 +16,21 @@
 /*
  * The page map: one word per 64 KiB unit of the reserved range [base, base + nunits*64K);
  * nunits grows with the reservation (design §2).
- * Written under the pages lock when a slab is created or released, read without a lock
- * (relaxed atomics): a pointer is ours iff it falls in the range and its entry is
- * non-zero. No value is ever read from the pages themselves.
+ * Written by the slab layer when it creates or releases a slab (the span is its alone
+ * then), read without a lock (relaxed atomics): a pointer is ours iff it falls in the range and its
+ * entry is non-zero. No value is ever read from the pages themselves.
  *
- * The unit tags: one uint16_t per 64 KiB unit of the whole 47-bit user address space (4 GiB
- * of address space, mapped read-only except over the reservation, so it costs no commit
- * charge and no memory where never written). The owner of a span chooses its tag (the
- * slab layer writes the cache's unit_tag; the malloc front end gives its classes their
- * pair offset, §8); 0 everywhere else. The index is masked with usi_unit_tag_mask (0 until
- * the table exists: then it reads a one-entry table), so any pointer, even a garbage one,
- * reads a valid tag without a range check.
+ * The unit tags: one uint16_t per unit of the range, read like the page map (usi_unit_tag).
+ * The owner of a span chooses its tag (the slab layer writes the cache's unit_tag; the
+ * malloc front end gives its classes their pair offset, §8); 0 everywhere else, and for
+ * any pointer outside the range.
  */
 struct usi_pagemap {
     uintptr_t base; /* start of the reserved range, 8 MiB aligned */
     size_t nunits;  /* units reserved so far; 0 before initialisation */
     uintptr_t *map; /* nunits entries: (slab | cache id) or 0 */
     uint32_t *link; /* nunits entries: free-span list links (unit index + 1, 0 = end) */
+    uint16_t *tags; /* nunits entries: unit tags (above) */
     char *meta;     /* nunits records of USI_SLAB_META_BYTES: slab headers (slab.c) */
     uint64_t *bits; /* nunits * USI_SLAB_BITS_BYTES: slab allocation bitmaps (slab.c) */
 };
@@ -64,45 +62,26 @@ static inline uint64_t *usi_pages_bits(uintptr_t span)
 }
 
 #define USI_ADDRESS_BITS 47
-extern const uint16_t *usi_unit_tags; /* 2^(47-16) entries; see above */
-extern uintptr_t usi_unit_tag_mask;
 
+/* The unit tag of p's unit; 0 outside the range (free's fast path, §8). nunits only grows,
+ * after the arrays cover the new units (release): on x86-64 a plain load orders as well as
+ * a relaxed one, and the compiler can fold it into the compare (one instruction less). */
 static inline unsigned usi_unit_tag(const void *p)
 {
-    /* Both words change once, when the table is mapped (usi_pages_try_tags): the table
-     * pointer first, then the mask. The mask is loaded first and the pointer after it: on
-     * x86-64 an empty asm that takes the masked index as input orders the two loads at no
-     * cost (loads are not reordered with loads); elsewhere an acquire load does. A reader
-     * that sees the old mask (0) reads entry 0 of either table: 0. */
-    uintptr_t idx = ((uintptr_t)p >> USI_UNIT_SHIFT) & usi_unit_tag_mask;
-    const uint16_t *tags;
+    uintptr_t idx = ((uintptr_t)p - usi_pagemap.base) >> USI_UNIT_SHIFT;
 #if defined(__x86_64__) && !USI_TSAN
-    __asm__("mov %1, %0" : "=r"(tags) : "m"(usi_unit_tags), "r"(idx));
+    size_t nunits = usi_pagemap.nunits;
 #else
-    idx = ((uintptr_t)p >> USI_UNIT_SHIFT) & __atomic_load_n(&usi_unit_tag_mask, __ATOMIC_ACQUIRE);
-    tags = __atomic_load_n(&usi_unit_tags, __ATOMIC_RELAXED);
+    size_t nunits = __atomic_load_n(&usi_pagemap.nunits, __ATOMIC_ACQUIRE);
 #endif
-    return tags[idx];
+    if (USI_UNLIKELY(idx >= nunits))
+        return 0;
+    return usi_pagemap.tags[idx];
 }
 
 /* Reserves the range within the address-space budget (RLIMIT_AS / 4); 0, or -1 when
  * there is no room for a useful reservation (slabs are then disabled). */
 int usi_pages_init(void);
-/* Whether the unit-tag table exists. Until it does, every free takes the slow path. */
-int usi_pages_have_tags(void);
-/* Maps the unit-tag table if RLIMIT_AS leaves room for it and the process does not lock
- * its future mappings (design §2); cold. */
-void usi_pages_try_tags(void);
-/* Before mlockall(flags): with MCL_CURRENT, in a process that never had a second thread,
- * unmaps the tag table (4 GiB that the kernel would count and make present); free then
- * takes the page-map path, as before the table existed (design §2). */
-void usi_pages_before_mlockall(int flags);
-/* The process's RLIMIT_AS is now `limit` bytes (SIZE_MAX: none), set by the program
- * (override.c's setrlimit and prlimit): the budget follows it, and where the tag table no
- * longer fits it (room for it twice in a quarter of the limit, as when it is mapped) and
- * no other thread can be reading it (`alone`: the caller's word, by the purger's rule), the
- * table is unmapped (design §2). */
-void usi_pages_address_limit_changed(size_t limit, int alone);
 /* A span of 64 KiB << order bytes, aligned to its size, read/write, reading as zero (fresh,
  * purged, or zeroed by hand where the purge failed: design §2). `dense`: its user writes it
  * from one end on, so it may lie in a chunk of huge pages. NULL (ENOMEM) when the

@@ -15,11 +15,8 @@
  * (include/uslab.h) is looked up with dlsym: the program runs only under the preload library (exit
  * 3 otherwise).
  *
- * A case named warm_CASE runs CASE after 4096 frees (warm_up): free's fast path runs only
- * once the unit-tag table is mapped (docs/design.md §2), which the first frees of a process
- * ask for. Before it a free takes the exact checks; after it free only stores the key, and
- * the double free is caught where the block would be handed out again (docs/security.md
- * §2.2). Both must stop every misuse.
+ * free only stores the key; a double free is caught where the block would be handed out
+ * again, or put back into its slab (docs/security.md §2.2).
  *
  * Built with -fno-builtin, and the misuse goes through volatile pointers and a volatile
  * function pointer: the compiler must neither fold a malloc/free pair nor see the bug.
@@ -49,15 +46,6 @@ static void find_reap(void)
 static void reap(void)
 {
     reap_fn();
-}
-
-/* Enough frees of a class no case uses for free's fast path to run (the tag table). */
-static void warm_up(void)
-{
-    for (int i = 0; i < 4096; i++) {
-        char *volatile q = malloc(1000);
-        free(q);
-    }
 }
 
 /* Kept out of the optimiser's reach: the misuse must really happen. */
@@ -171,6 +159,24 @@ static int case_double_free_other_thread(void)
     return 1;
 }
 
+/* A block freed by this thread, then again as the first call of a new thread: that free
+ * takes the slow path (the thread has no thread cache yet), which checks exactly at the
+ * free (design §8). */
+static int case_double_free_first_in_thread(void)
+{
+    char *volatile p = malloc(64);
+    do_free(p);
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_in_thread, p) != 0 || pthread_join(t, NULL) != 0) {
+        fprintf(stderr, "hardening_cases: no thread\n");
+        return 2;
+    }
+    if (handed_out_twice(64, p, 256))
+        return 0;
+    fprintf(stderr, "hardening_cases: double free of %p not caught\n", (void *)p);
+    return 1;
+}
+
 /*
  * A block freed first into the magazine of a thread that lives on, then freed again by
  * this thread: without the look into other threads' pairs (design §8) it was in two
@@ -233,7 +239,7 @@ static int case_double_free_live_thread(int in_prev)
 /*
  * A block freed twice by a thread that then gets it back once and exits: its magazine,
  * with the second copy, goes to the depot (or its slab), and this thread's mallocs take
- * it from there: the second pop is on another thread than the first (warm: the key is
+ * it from there: the second pop is on another thread than the first (the key is
  * gone by then; a put back into its slab checks the key as a pop does).
  */
 static void *free_twice_and_pop(void *arg)
@@ -525,16 +531,14 @@ int main(int argc, char **argv)
     }
     const char *c = argv[1];
     find_reap(); /* before any misuse: the cases need the preload library */
-    if (strncmp(c, "warm_", 5) == 0) {
-        warm_up();
-        c += 5;
-    }
     if (strcmp(c, "double_free") == 0)
         return case_double_free();
     if (strcmp(c, "double_free_after_reap") == 0)
         return case_double_free_after_reap();
     if (strcmp(c, "double_free_other_thread") == 0)
         return case_double_free_other_thread();
+    if (strcmp(c, "double_free_first_in_thread") == 0)
+        return case_double_free_first_in_thread();
     if (strcmp(c, "double_free_live_thread") == 0)
         return case_double_free_live_thread(0);
     if (strcmp(c, "double_free_live_thread_prev") == 0)

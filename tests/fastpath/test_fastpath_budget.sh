@@ -16,15 +16,18 @@
 # handout (issue 38): free no longer reads the block, whose line a program often frees
 # cold (std::unordered_map churn: a quarter of the time), and malloc checks the free
 # mark (compare with an immediate, branch) and the key (the key's load, an xor that also
-# clears it, branch) instead of clearing the key.
+# clears it, branch) instead of clearing the key. free went from 21 to 23 (pair 42) when the
+# 4 GiB unit-tag table gave way to the range's own tag array (session 55): the index is
+# checked against the reservation (subtract the base, compare, branch; the mask's `and`
+# went), and the preload library no longer wraps mlockall, setrlimit and prlimit for it.
 # Method: run the loop with N and 2N iterations, count the instructions inside each
 # function (--toggle-collect), and divide the difference by N: start-up and warm-up cancel.
 set -euo pipefail
 loop=$1 preload=$2
 budget_malloc=${BUDGET_MALLOC:-19}
 budget_malloc_large=${BUDGET_MALLOC_LARGE:-23}
-budget_free=${BUDGET_FREE:-21}
-budget_pair=${BUDGET_PAIR:-40}
+budget_free=${BUDGET_FREE:-23}
+budget_pair=${BUDGET_PAIR:-42}
 budget_cache_alloc=${BUDGET_CACHE_ALLOC:-15}
 budget_cache_free=${BUDGET_CACHE_FREE:-24} # 9 of them: the ownership check
 # A block of 1 MiB is glibc's (design §8): these count glibc's own malloc and free too (139

@@ -8,18 +8,16 @@
  * passes; uslab must too, and then keep working under MCL_FUTURE, where every new mapping
  * counts against the same 8 MiB.
  *
- *   mlock_small EARLY    EARLY malloc/free pairs before mlockall (2000 maps uslab's tag
- *                        table, design §2), then 200,000 mixed malloc, calloc, realloc,
- *                        aligned_alloc and free calls with at most 1500 live blocks, every
- *                        block's contents checked. Prints VmSize/VmLck/VmRSS before and after.
- *                        Under uslab, small blocks must still come from its slabs at the end.
+ *   mlock_small EARLY    EARLY malloc/free pairs before mlockall, then 200,000 mixed malloc,
+ *                        calloc, realloc, aligned_alloc and free calls with at most 1500
+ *                        live blocks, every block's contents checked. Prints VmSize/VmLck/VmRSS
+ *                        before and after. Under uslab, small blocks must still come from its
+ *                        slabs at the end.
  *   mlock_small EARLY cap  the same, keeping CAP_IPC_LOCK (exit 77, skipped, without it):
- *                        the address space must stay small (no 4 GiB tag table is mapped
- *                        while MCL_FUTURE is in force: the kernel would make all of it
- *                        present), and under uslab the locked memory (VmLck, after mlockall
- *                        and after the churn) must be at most what the same program locks
- *                        with glibc's malloc plus ALLOWANCE_KB below. The glibc figures come
- *                        from this program run again without LD_PRELOAD.
+ *                        the address space must stay small, and under uslab the locked memory
+ *                        (VmLck, after mlockall and after the churn) must be at most what the
+ *                        same program locks with glibc's malloc plus ALLOWANCE_KB below. The
+ *                        glibc figures come from this program run again without LD_PRELOAD.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -43,8 +41,8 @@
  * counts whole (the PROT_NONE part included) and which is at most twice what the slabs use:
  * here a slab of 64 KiB or more for each of the about 40 classes the churn uses, plus the
  * live blocks, about 3 MiB, so at most 7 MiB. glibc's heap, which the same blocks would
- * otherwise grow, is not subtracted. A reservation twice as large as the one measured, the
- * 4 GiB tag table, or an early reservation of many MiB all exceed it.
+ * otherwise grow, is not subtracted. A reservation twice as large as the one measured, or an
+ * early reservation of many MiB, exceeds it.
  */
 #define ALLOWANCE_KB (8L * 1024)
 

@@ -3,10 +3,10 @@
  * rlimit_late.c - a program that lowers its own RLIMIT_AS after it has started allocating
  * still gets memory (design §2, "The address-space budget"; session 17's audit of CPython's
  * tests: a multiprocessing pool whose initialiser set a 1 GiB limit got MemoryError in
- * every worker). Once frees show that a program uses slabs, uslab maps its 4 GiB tag
- * table; under a limit lowered below that, every new mapping failed: a large malloc, a
- * thread's stack, a new slab. The preload library's setrlimit and prlimit now follow the
- * limit and unmap the table where it no longer fits and no other thread can read it.
+ * every worker). uslab then mapped a 4 GiB tag table once frees showed that a program used
+ * slabs; under a limit lowered below that, every new mapping failed: a large malloc, a
+ * thread's stack, a new slab. Since session 55 there is no such table: uslab's mappings
+ * are its reservation and side arrays, which grow with use.
  * Modes (argv[1]):
  *  - `setrlimit`: the process, single-threaded, lowers its limit to 1 GiB;
  *  - `prlimit`: the same through prlimit(0, ...);
@@ -108,7 +108,7 @@ static int after_limit(const char *how)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "setrlimit";
-    /* Start-up: enough blocks allocated and freed for uslab to map its tag table. */
+    /* Start-up: blocks of many classes allocated and freed before the limit. */
     static void *p[4096];
     for (int r = 0; r < 4; r++) {
         for (int i = 0; i < 4096; i++)

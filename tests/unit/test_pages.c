@@ -143,8 +143,7 @@ static void test_spans(void)
         uint16_t tag = (uint16_t)(3 * sizeof(struct usi_magpair));
         usi_pages_set_owner(s, order, entry, tag);
         for (size_t off = 0; off < bytes; off += USI_UNIT_SIZE)
-            CHECK(usi_unit_tag(s + off) == (usi_pages_have_tags() ? tag : 0),
-                  "unit tag inside the span");
+            CHECK(usi_unit_tag(s + off) == tag, "unit tag inside the span");
         CHECK(usi_unit_tag(s + bytes) != tag || usi_pagemap_lookup(s + bytes) != 0,
               "unit tag after the span");
         for (size_t off = 0; off < bytes; off += USI_UNIT_SIZE / 2)
@@ -294,17 +293,19 @@ int main(void)
     CHECK(usi_pagemap_lookup(p) != 0, "malloc block is ours");
     unsigned id = (unsigned)(usi_pagemap_lookup(p) & USI_ID_MASK);
     CHECK(id >= 1 && id <= usi_nclasses, "malloc block in a class cache");
-    /* Mapped lazily (design §2): no tag table, and only the first 2 MiB reserved, until
-     * the program shows it uses slabs. */
-    CHECK(!usi_pages_have_tags() && usi_unit_tag(p) == 0, "no tag table at first");
+    /* Mapped lazily (design §2): only the first 2 MiB reserved at first. */
     CHECK(usi_pages_reserved_bytes() == (size_t)2 << 20, "first piece: %zu",
           usi_pages_reserved_bytes());
-    usi_pages_try_tags();
-    if (usi_os_address_limit() == SIZE_MAX) { /* under a limit the table may not fit */
-        CHECK(usi_pages_have_tags(), "tag table mapped");
-        CHECK(usi_unit_tag(p) == (unsigned)(id * sizeof(struct usi_magpair)),
-              "unit tag of a malloc block: %u", usi_unit_tag(p));
-    }
+    CHECK(usi_unit_tag(p) == (unsigned)(id * sizeof(struct usi_magpair)),
+          "unit tag of a malloc block: %u", usi_unit_tag(p));
+    /* Outside the range, any pointer reads tag 0: below, just past the reservation, and
+     * garbage. */
+    CHECK(usi_unit_tag((void *)(usi_pagemap.base - 1)) == 0, "tag below the range");
+    CHECK(usi_unit_tag((void *)(usi_pagemap.base + (usi_pagemap.nunits << USI_UNIT_SHIFT))) == 0,
+          "tag past the reservation");
+    CHECK(usi_unit_tag(NULL) == 0 && usi_unit_tag((void *)~(uintptr_t)0) == 0 &&
+              usi_unit_tag((void *)((uintptr_t)1 << 62)) == 0,
+          "tag of garbage");
     uslab_free(p);
     test_grow_past_mapping(); /* first: the bump pointer is near the end */
     test_foreign_pointers();

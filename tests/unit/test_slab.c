@@ -279,8 +279,7 @@ static void test_span_group(void)
           "the 48 KiB class gave its empty slab up");
     CHECK(c64->slabs_created == made + 1, "the 64 KiB class counts it as made");
     CHECK((usi_pagemap_lookup(q) & USI_ID_MASK) == c64->id, "the span's owner is the new class");
-    CHECK(!usi_pages_have_tags() || usi_unit_tag(q) == c64->unit_tag,
-          "and free's unit tag names its pair");
+    CHECK(usi_unit_tag(q) == c64->unit_tag, "and free's unit tag names its pair");
     usi_lock(&c64->lock);
     check_all_slabs(c64, "adopted");
     usi_unlock(&c64->lock);
@@ -341,8 +340,7 @@ static void test_span_group_small(void)
               a->slabs_released == gone + 1,
           "the 96-byte class kept its reserve and gave up the other");
     CHECK((usi_pagemap_lookup(taken) & USI_ID_MASK) == b->id, "the span's owner is the new class");
-    CHECK(!usi_pages_have_tags() || usi_unit_tag(objs[(got - 1) % n]) == b->unit_tag,
-          "and free's unit tag names its pair");
+    CHECK(usi_unit_tag(objs[(got - 1) % n]) == b->unit_tag, "and free's unit tag names its pair");
     usi_lock(&b->lock);
     check_all_slabs(b, "adopted small");
     usi_unlock(&b->lock);

@@ -122,6 +122,7 @@ static void free_interior_odd(void)
     uslab_reap();
 }
 
+/* Both copies go back into the slab at the reap: the second finds its bit already free. */
 static void double_free(void)
 {
     void *p = uslab_malloc(64);
@@ -219,7 +220,7 @@ static const struct death_case {
      "1 bytes into the malloc-112 block at"},
     {"free_lattice_tail", free_lattice_tail, "uslab: free(0x",
      "inside a malloc-4608 slab, not the start of a block"},
-    {"double_free", double_free, "uslab: free(0x", "double free (the malloc-64 block"},
+    {"double_free", double_free, "uslab: double free of 0x", "in cache malloc-64 (object"},
     {"free_cache_object", free_cache_object, "uslab: free(0x", "belongs to cache death-user"},
     {"realloc_cache_object", realloc_cache_object, "uslab: realloc(0x",
      "belongs to cache death-user"},
