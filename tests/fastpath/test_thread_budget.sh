@@ -18,10 +18,10 @@
 # run without a population count). Session 41: 80,188 -> 73,698, and a thread created, used
 # and joined 5,372 -> 4,979 (uslab's own lock, taken inline: design §6). USLAB_PURGE_DELAY is
 # raised for it: the count must not depend on how fast the machine runs valgrind. Session 53:
-# thread_loop does the process's first 1,024 frees before its threads, after which free's
-# fast path has its table (design §2); before, valgrind ran the thread that maps it so seldom
-# that every thread's frees took the slow path: live 76,288 -> 67,899, and a thread created,
-# used and joined 4,977 -> 4,833 (glibc 34,018 and 2,655); the budgets came down with them.
+# live 76,288 -> 67,899, and a thread created, used and joined 4,977 -> 4,833 (glibc 34,018
+# and 2,655), once the threads' frees took free's fast path; the budgets came down with them.
+# (That path needed a table mapped after 1,024 frees until session 55; now it runs from the
+# first free.)
 set -euo pipefail
 loop=$1
 preload=$2

@@ -40,14 +40,6 @@ int main(int argc, char **argv)
     blocks = argc > 2 ? atoi(argv[2]) : 0;
     if (blocks < 0 || blocks > 256 || n < 1)
         return 1;
-    /* uslab maps the table of free's fast path after the process's first 1,024 frees (design
-     * §2): first those, so that the threads' frees are a running program's. Else how many of
-     * them took the slow path hung on when the table came: under callgrind, which runs the
-     * thread that maps it seldom, every one of them (139 instructions a free, not 21). */
-    for (int i = 0; i < 2048; i++) {
-        void *volatile p = malloc(64);
-        free(p);
-    }
     if (blocks) {
         pthread_t *t = malloc((size_t)n * sizeof *t);
         if (!t || pthread_barrier_init(&all, NULL, (unsigned)n) != 0)
