@@ -62,8 +62,10 @@ test-python: all
 # rebuild of $(BUILD) never replaces a library in use. The probe first proves the preload
 # takes effect (the loader only warns about a library it cannot preload). Left out: label
 # preload, whose tests set or unset LD_PRELOAD for the program they run, so the outer preload
-# changes nothing they test (they run in make check) and they are half of ctest's time here.
-# Other tests that must run without a preload library unset LD_PRELOAD themselves.
+# changes nothing they test (they run in make check) and they are half of ctest's time here;
+# and label stress, the API library's long runs, which make check, UBSan and TSan run too
+# (about 90 s here). Other tests that must run without a preload library unset LD_PRELOAD
+# themselves.
 SELFHOST_LIB = $(CURDIR)/build-selfhost-lib/libuslab-preload.so
 SELFHOST = env LD_PRELOAD=$(SELFHOST_LIB)
 test-selfhost: all
@@ -72,7 +74,7 @@ test-selfhost: all
 	$(SELFHOST) $(BUILD)/tests/preload/preload_probe uslab
 	$(SELFHOST) cmake -S . -B build-selfhost $(CMAKE_FLAGS) > /dev/null
 	$(SELFHOST) cmake --build build-selfhost -j $(JOBS)
-	cd build-selfhost && $(SELFHOST) $(CTEST) -LE preload
+	cd build-selfhost && $(SELFHOST) $(CTEST) -LE 'preload|stress'
 
 # The API library and its tests under UndefinedBehaviorSanitizer (preload tests excluded:
 # the preload library is never sanitized), built as a Debug build: -O0 hides no undefined
@@ -82,10 +84,12 @@ test-ubsan:
 	$(MAKE) all BUILD=build-ubsan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DUSLAB_SANITIZE=undefined -DUSLAB_BUILD_BENCH=OFF"
 	cd build-ubsan && $(CTEST) -LE 'preload'
 
-# The stress tests of the API library under ThreadSanitizer (clang). The fork handler holds
-# every cache lock at once, more than the deadlock detector tracks, so that detector is off.
+# The stress tests of the API library under ThreadSanitizer (clang), and only their programs
+# built. The fork handler holds every cache lock at once, more than the deadlock detector
+# tracks, so that detector is off.
 test-tsan:
-	$(MAKE) all BUILD=build-tsan CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DUSLAB_SANITIZE=thread -DUSLAB_BUILD_BENCH=OFF"
+	$(MAKE) configure BUILD=build-tsan CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DUSLAB_SANITIZE=thread -DUSLAB_BUILD_BENCH=OFF"
+	cmake --build build-tsan -j $(JOBS) --target stress-programs
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0:die_after_fork=0 $(CTEST) -L stress
 
 # libFuzzer (clang): tests/fuzz/fuzz_cache_ops for 60 seconds, on a copy of the corpus in
@@ -111,9 +115,12 @@ bench-full:
 	cmake --build $(BUILD) -j $(JOBS) --target uslab-bench
 	python3 bench/run.py --full --build $(BUILD)
 
-# A build with Valgrind client requests: memcheck must see uslab's objects.
+# A build with Valgrind client requests: memcheck must see uslab's objects. Only the
+# libraries and the label's one program are built (the whole tree took a minute, for five
+# tests of two seconds).
 test-valgrind:
-	$(MAKE) all BUILD=build-vg CMAKE_FLAGS="-DUSLAB_VALGRIND=ON -DUSLAB_BUILD_BENCH=OFF"
+	$(MAKE) configure BUILD=build-vg CMAKE_FLAGS="-DUSLAB_VALGRIND=ON -DUSLAB_BUILD_BENCH=OFF"
+	cmake --build build-vg -j $(JOBS) --target uslab uslab_static uslab-preload vg_program
 	cd build-vg && $(CTEST) -L valgrind
 
 clean:
