@@ -39,7 +39,7 @@ command -v valgrind >/dev/null || { echo "valgrind is not installed"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-count() { # count <function> <iterations> [size [selfref]]
+count() { # count <function> <iterations> [size [mode]]
     LD_PRELOAD=$preload valgrind --tool=callgrind --callgrind-out-file="$tmp/out" \
         --toggle-collect="$1" "$loop" "$2" "${3:-32}" ${4:-} >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
     sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/err"
@@ -47,52 +47,35 @@ count() { # count <function> <iterations> [size [selfref]]
 
 status=0
 n=20000
+# measure <label> <budget> <function> [size [mode]]: N and 2N iterations, the difference
+# divided by N, in $per; a line, and status 1 when over the budget.
+measure() {
+    local a b verdict=ok
+    a=$(count "$3" $n "${4:-32}" ${5:-})
+    b=$(count "$3" $((2 * n)) "${4:-32}" ${5:-})
+    per=$(( (b - a + n / 2) / n ))
+    if [ "$per" -gt "$2" ]; then verdict="OVER BUDGET"; status=1; fi
+    printf '%-18s %3d instructions per call (budget %d) %s\n' "$1" "$per" "$2" "$verdict"
+}
 for spec in malloc:$budget_malloc free:$budget_free \
     uslab_cache_alloc:$budget_cache_alloc uslab_cache_free:$budget_cache_free; do
-    fn=${spec%%:*} budget=${spec##*:}
-    a=$(count "$fn" $n)
-    b=$(count "$fn" $((2 * n)))
-    per=$(( (b - a + n / 2) / n ))
-    verdict=ok
-    if [ "$per" -gt "$budget" ]; then verdict="OVER BUDGET"; status=1; fi
-    printf '%-18s %3d instructions per call (budget %d) %s\n' "$fn" "$per" "$budget" "$verdict"
+    fn=${spec%%:*}
+    measure "$fn" "${spec##*:}" "$fn"
     eval "count_$fn=$per"
 done
-a=$(count free $n 32 selfref)
-b=$(count free $((2 * n)) 32 selfref)
-per=$(( (b - a + n / 2) / n ))
-verdict=ok
-if [ "$per" -gt "$budget_free" ]; then verdict="OVER BUDGET"; status=1; fi
-printf '%-18s %3d instructions per call (budget %d) %s\n' "free (selfref)" "$per" "$budget_free" "$verdict"
+measure "free (selfref)" "$budget_free" free 32 selfref
 # The same after mlockall(MCL_FUTURE): free's unit tags are the range's own side array, so
 # its fast path runs there too (a 4 GiB tag table could not be mapped there: 126 more a free).
 if LD_PRELOAD=$preload "$loop" 10 32 locked >/dev/null 2>&1; then
-    a=$(count free $n 32 locked)
-    b=$(count free $((2 * n)) 32 locked)
-    per=$(( (b - a + n / 2) / n ))
-    verdict=ok
-    if [ "$per" -gt "$budget_free" ]; then verdict="OVER BUDGET"; status=1; fi
-    printf '%-18s %3d instructions per call (budget %d) %s\n' "free (mlockall)" "$per" "$budget_free" "$verdict"
+    measure "free (mlockall)" "$budget_free" free 32 locked
 else
     echo "free (mlockall)    not counted: the kernel refused mlockall here"
 fi
 # Above the small classes (1 KiB) malloc's fast path reads a second table, by 128-byte steps:
 # a 4 KiB block took the slow path (its set-up check, the size class's table call): 54 -> 23.
-a=$(count malloc $n 4096)
-b=$(count malloc $((2 * n)) 4096)
-per=$(( (b - a + n / 2) / n ))
-verdict=ok
-if [ "$per" -gt "$budget_malloc_large" ]; then verdict="OVER BUDGET"; status=1; fi
-printf '%-18s %3d instructions per call (budget %d) %s\n' "malloc (4 KiB)" "$per" "$budget_malloc_large" "$verdict"
-for spec in malloc:$budget_malloc_mib free:$budget_free_mib; do
-    fn=${spec%%:*} budget=${spec##*:}
-    a=$(count "$fn" $n 1048576)
-    b=$(count "$fn" $((2 * n)) 1048576)
-    per=$(( (b - a + n / 2) / n ))
-    verdict=ok
-    if [ "$per" -gt "$budget" ]; then verdict="OVER BUDGET"; status=1; fi
-    printf '%-18s %3d instructions per call (budget %d) %s\n' "$fn (1 MiB)" "$per" "$budget" "$verdict"
-done
+measure "malloc (4 KiB)" "$budget_malloc_large" malloc 4096
+measure "malloc (1 MiB)" "$budget_malloc_mib" malloc 1048576
+measure "free (1 MiB)" "$budget_free_mib" free 1048576
 pair=$((count_malloc + count_free))
 verdict=ok
 if [ "$pair" -gt "$budget_pair" ]; then verdict="OVER BUDGET"; status=1; fi
