@@ -2,15 +2,16 @@
 /*
  * sigstack.c - malloc and free in a signal handler that runs on a small alternate stack
  * need no more stack under uslab than under glibc (docs/design.md §12). The program, run
- * with LD_PRELOAD=libuslab-preload.so, tries stacks of 4 KiB to 12 KiB for both: each try
- * is this program run again (`try SIZE`), with and without LD_PRELOAD. A try warms up in
- * main (fewer than 1024 frees, so the handler's frees are the ones that map the unit-tag
- * table), then raises a signal 2000 times whose handler allocates and frees 64 blocks of
- * 1 to 32,572 bytes on a SIZE-byte stack with a guard page below it. Every size glibc
- * survives, uslab must survive too. Before the preload library was linked with -z now,
- * uslab's first call of madvise there went through the dynamic linker's lazy resolver,
- * which saves the vector registers on the stack: it needed more than 6 KiB where glibc
- * needed less than 4.
+ * with LD_PRELOAD=libuslab-preload.so, tries growing stacks for both: each try is this
+ * program run again (`try SIZE`), with and without LD_PRELOAD. A try warms up in main with
+ * 1,000 pairs, then raises a signal 2000 times whose handler allocates and frees 64 blocks
+ * of 1 to 32,572 bytes on a SIZE-byte stack with a guard page below it. Every size glibc
+ * survives, uslab must survive too. The sweep of each kind of try stops at the first size
+ * both survive (a larger stack only adds room; up to 12 KiB before session 56, 48 runs and
+ * 19 s here where every size passed for both). Before the preload library was linked
+ * with -z now, uslab's first call of madvise there went through the dynamic linker's lazy
+ * resolver, which saves the vector registers on the stack: it needed more than 6 KiB where
+ * glibc needed less than 4.
  * The threaded tries (`try SIZE threads`, session 11's audit) start 200 threads one after
  * another; each makes its SIZE-byte alternate stack and signals itself, so its first calls
  * into the allocator are the handler's (blocks up to 44,100 bytes: glibc's too), and half
@@ -184,14 +185,17 @@ int main(int argc, char **argv)
                    threads ? ", new threads" : "", g ? "ok" : "overflows", u ? "ok" : "overflows");
             if (g && !u)
                 failed = 1;
-            both += g && u;
+            if (g && u) {
+                both++;
+                break;
+            }
         }
     if (failed) {
         printf("FAIL: uslab needs more signal stack than glibc\n");
         return 1;
     }
-    if (!both) {
-        printf("FAIL: no size worked for both: the test tested nothing\n");
+    if (both < 2) {
+        printf("FAIL: no size worked for both in a kind of try: it tested nothing\n");
         return 1;
     }
     printf("ok\n");
