@@ -2,9 +2,9 @@
 # Thin wrapper over CMake: each target is a configure, a build and a ctest or runner line.
 #   make          build libuslab.so, libuslab.a, libuslab-preload.so (in ./build)
 #   make test     everything CI runs: a clang-format check, the test suite, glibc's malloc
-#                 tests under uslab, CPython's tests under uslab, the suite again built and run on uslab (test-selfhost),
-#                 then under UBSan (a Debug build), TSan and memcheck
-#                 (a Valgrind client-request build), then 60 s of fuzzing
+#                 tests under uslab, CPython's tests under uslab, the suite under UBSan (a
+#                 Debug build that cmake, make and the compilers make on uslab), TSan and
+#                 memcheck (a Valgrind client-request build), then 30 s of fuzzing
 #   make check    just the test suite of ./build (the quick inner loop)
 #   make layers   the layer check of docs/design.md §1 on ./build's objects and src/'s includes
 #                 (ctest label layers)
@@ -13,7 +13,7 @@ JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all configure check layers test test-glibc test-python test-selfhost test-ubsan test-tsan test-valgrind fuzz clean format format-check
+.PHONY: all configure check layers test test-glibc test-python test-ubsan test-tsan test-valgrind fuzz clean format format-check
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -35,7 +35,7 @@ layers: all
 
 # The parts one after another, each followed by a line with its time in seconds, and the
 # total at the end (where make test's time goes: the README says how long it takes).
-TEST_PARTS = format-check check test-glibc test-python test-selfhost test-ubsan test-tsan test-valgrind fuzz
+TEST_PARTS = format-check check test-glibc test-python test-ubsan test-tsan test-valgrind fuzz
 test:
 	@t0=$$(date +%s); for part in $(TEST_PARTS); do \
 	    t=$$(date +%s); $(MAKE) --no-print-directory $$part || exit 1; \
@@ -56,32 +56,25 @@ test-glibc: all
 test-python: all
 	python3 tests/python/run.py --build $(BUILD) --jobs $(JOBS)
 
-# Self-hosting: a fresh configure, build and test run of build-selfhost with LD_PRELOAD set to
-# $(BUILD)'s preload library, so cmake, make, the compilers (cc1, as, ld), ctest, python and
-# the tests all allocate from uslab. The library is a copy (in build-selfhost-lib), so that a
-# rebuild of $(BUILD) never replaces a library in use. The probe first proves the preload
-# takes effect (the loader only warns about a library it cannot preload). Left out: label
-# preload, whose tests set or unset LD_PRELOAD for the program they run, so the outer preload
-# changes nothing they test (they run in make check) and they are half of ctest's time here;
-# and label stress, the API library's long runs, which make check, UBSan and TSan run too
-# (about 90 s here). Other tests that must run without a preload library unset LD_PRELOAD
-# themselves.
-SELFHOST_LIB = $(CURDIR)/build-selfhost-lib/libuslab-preload.so
-SELFHOST = env LD_PRELOAD=$(SELFHOST_LIB)
-test-selfhost: all
-	rm -rf build-selfhost build-selfhost-lib
-	mkdir build-selfhost-lib && cp $(BUILD)/libuslab-preload.so $(SELFHOST_LIB)
-	$(SELFHOST) $(BUILD)/tests/preload/preload_probe uslab
-	$(SELFHOST) cmake -S . -B build-selfhost $(CMAKE_FLAGS) > /dev/null
-	$(SELFHOST) cmake --build build-selfhost -j $(JOBS)
-	cd build-selfhost && $(SELFHOST) $(CTEST) -LE 'preload|stress'
-
 # The API library and its tests under UndefinedBehaviorSanitizer (preload tests excluded:
 # the preload library is never sanitized), built as a Debug build: -O0 hides no undefined
 # behaviour behind an optimisation, and it is the build where gcc's -Wformat-truncation
 # judges differently (a Debug build of tools/top.c failed under -Werror, unnoticed).
-test-ubsan:
-	$(MAKE) all BUILD=build-ubsan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DUSLAB_SANITIZE=undefined -DUSLAB_BUILD_BENCH=OFF"
+# Self-hosted: the configure and the build run with LD_PRELOAD set to $(BUILD)'s preload
+# library, so cmake, make and the compilers (cc1, as, ld) allocate from uslab, and the tree
+# they make must pass its tests. The library is a copy (in build-ubsan-lib), so that a
+# rebuild of $(BUILD) never replaces a library in use; the probe first proves the preload
+# takes effect (the loader only warns about a library it cannot preload). The tests run
+# without it: the preload library exports the API, which would take the place of the
+# sanitized library's. (Until session 56 a separate RelWithDebInfo tree, build-selfhost, was
+# made and tested this way: 160-180 s of make test, for what the preload label and CPython's
+# suite test anyway.)
+UBSAN_PRELOAD = env LD_PRELOAD=$(CURDIR)/build-ubsan-lib/libuslab-preload.so
+test-ubsan: all
+	rm -rf build-ubsan build-ubsan-lib
+	mkdir build-ubsan-lib && cp $(BUILD)/libuslab-preload.so build-ubsan-lib/
+	$(UBSAN_PRELOAD) $(BUILD)/tests/preload/preload_probe uslab
+	$(UBSAN_PRELOAD) $(MAKE) all BUILD=build-ubsan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DUSLAB_SANITIZE=undefined -DUSLAB_BUILD_BENCH=OFF"
 	cd build-ubsan && $(CTEST) -LE 'preload'
 
 # The stress tests of the API library under ThreadSanitizer (clang), and only their programs
@@ -124,7 +117,7 @@ test-valgrind:
 	cd build-vg && $(CTEST) -L valgrind
 
 clean:
-	rm -rf $(BUILD) build-selfhost build-selfhost-lib build-ubsan build-tsan build-vg build-fuzz
+	rm -rf $(BUILD) build-ubsan build-ubsan-lib build-tsan build-vg build-fuzz
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc' '*.cpp')
