@@ -54,6 +54,11 @@ static inline int mt_park_thread(void)
 #define MT_SANITIZED 0
 #endif
 
+/* The longest wait, in milliseconds, for memory to go back. Under a sanitizer the bound is
+ * not checked, so the wait only has to let several passes run beside the program: a second
+ * (the full waits were 90 s of TSan's run, every one to its end). */
+#define MT_WAIT_MS(ms) (MT_SANITIZED ? 1000 : (ms))
+
 static inline uint64_t mt_rand(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);

@@ -190,7 +190,7 @@ int main(int argc, char **argv)
     }
     size_t now = rss_raw(), at_free = now;
     int waited = 0;
-    while (now > peak / 4 && waited < (idle ? 10000 : 3000)) {
+    while (now > peak / 4 && waited < MT_WAIT_MS(idle ? 10000 : 3000)) {
         sleep_ms(100);
         waited += 100;
         now = rss_raw();

@@ -66,7 +66,8 @@ int main(int argc, char **argv)
               "round %d: %d threads: the purger should run", round, task_count());
         /* No allocator call from here on: only the purger can give memory back. */
         size_t now = freed;
-        for (int waited = 0; waited < 5000 && now > base + ((size_t)8 << 20); waited += 100) {
+        for (int waited = 0; waited < MT_WAIT_MS(5000) && now > base + ((size_t)8 << 20);
+             waited += 100) {
             sleep_ms(100);
             now = mt_rss();
         }

@@ -152,7 +152,7 @@ int main(int argc, char **argv)
     /* Slow paths give it back: the first pass flushes the idle depots into the slabs; the
      * slabs they empty go once idle for the delay too. */
     size_t now = idle;
-    for (int waited = 0; waited < 10000 && now > base + 8 * MIB; waited += 50) {
+    for (int waited = 0; waited < MT_WAIT_MS(10000) && now > base + 8 * MIB; waited += 50) {
         sleep_ms(50);
         activity();
         now = mt_rss();
