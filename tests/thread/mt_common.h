@@ -59,6 +59,11 @@ static inline int mt_park_thread(void)
  * (the full waits were 90 s of TSan's run, every one to its end). */
 #define MT_WAIT_MS(ms) (MT_SANITIZED ? 1000 : (ms))
 
+/* A count of rounds (forks, threads, objects) whose size gives a test its odds of catching a
+ * rare interleaving: a quarter of it under a sanitizer, which runs the program 5-15 times
+ * slower and is there for the races it reports, not for those odds. */
+#define MT_SCALED(n) (MT_SANITIZED ? (n) / 4 : (n))
+
 static inline uint64_t mt_rand(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);

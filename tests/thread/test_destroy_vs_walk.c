@@ -15,7 +15,7 @@
 #include "mt_common.h"
 
 #define WORKERS     3
-#define CYCLES      2000
+#define CYCLES      MT_SCALED(2000)
 #define MAX_OBJECTS 400
 
 struct node {

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 
 #define WORKERS 3
-#define FORKS   60
+#define FORKS   MT_SCALED(60)
 
 static uslab_cache_t *cache;
 static int stop; /* atomic: read by the workers, set once by main */

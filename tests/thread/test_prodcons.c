@@ -9,7 +9,7 @@
 
 #include <pthread.h>
 
-#define TOTAL 4000000L
+#define TOTAL MT_SCALED(4000000L)
 #define RING  4096
 
 static uslab_cache_t *cache;
