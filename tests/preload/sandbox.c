@@ -247,7 +247,7 @@ static void sleep_ms(long ms)
 /* Blocks of many sizes (slab classes and the system allocator's), written and checked,
  * freed in an order that empties slabs; returns nonzero on a wrong byte. Two rounds: four
  * took 0.7 s under glibc alone (its blocks above 128 KiB are mmapped, faulted and unmapped
- * each time), which made the _glibc twins 60% of these tests' time. */
+ * each time), 60% of these tests' time where each ran under glibc too. */
 static int workload(unsigned seed)
 {
     enum { N = 20000 };
