@@ -47,30 +47,31 @@ import xml.etree.ElementTree as ET
 
 # The modules, chosen for what they make the allocator do and for time (about two minutes on
 # two cores). Threads, fork and signals: test_threading, test_thread, test_threading_local,
-# test_fork1, test_os, test_subprocess, test_posix, test_pty, test_faulthandler, test_queue,
-# test_sys_settrace. Containers and strings of every size, resized in place (realloc):
-# test_dict, test_list, test_set, test_deque, test_bytes, test_unicode, test_string,
-# test_collections, test_ordered_dict, test_array, test_struct, test_long, test_bisect,
-# test_heapq, test_itertools, test_sort, test_weakset. Memory and lifetimes: test_gc,
+# test_fork1, test_os, test_subprocess, test_posix, test_pty, test_queue, test_sys_settrace.
+# Containers and strings of every size, resized in place (realloc): test_dict, test_list,
+# test_set, test_deque, test_bytes, test_unicode, test_string, test_collections,
+# test_ordered_dict, test_array, test_struct, test_long, test_bisect, test_heapq,
+# test_itertools, test_sort, test_weakset. Memory and lifetimes: test_gc,
 # test_weakref, test_mmap, test_resource, test_tracemalloc, test_finalization,
 # test_memoryview, test_buffer, test_descr, test_generators, test_exceptions, test_atexit.
 # Parsers, codecs, compressors and file formats (buffers grown and shrunk): test_json,
 # test_pickle, test_marshal, test_re, test_codecs, test_zlib, test_bz2, test_lzma, test_gzip,
 # test_io, test_memoryio, test_fileio, test_bufio, test_ctypes, test_decimal, test_hashlib,
 # test_ast, test_compile, test_xml_etree, test_pyexpat, test_csv, test_email, test_zipfile,
-# test_tarfile, test_mailbox, test_tempfile, test_shutil, test_select, test_selectors,
-# test_cmd_line, test_embed.
+# test_tarfile, test_mailbox, test_tempfile, test_shutil, test_select, test_cmd_line,
+# test_embed.
 #
 # Left out, each for time or for a dependence on the machine rather than on the allocator
 # (session 17's audit ran them all, under glibc and uslab, with the same results):
 # test_multiprocessing_fork, _forkserver and test_concurrent_futures (two minutes each, with
 # timing-sensitive cases), test_asyncio (1.5 min), test_signal (a minute of timed signal
 # deliveries), test_socket (its VSOCK cases hang in accept() on some hosts), test_ssl (the
-# host's OpenSSL configuration), test_readline (the terminal). Debian's package ships no
-# test_capi, test_sqlite3 or test_threadedimport.
+# host's OpenSSL configuration), test_readline (the terminal), test_faulthandler and
+# test_selectors (35 s of timed waits between them, for code that hardly allocates).
+# Debian's package ships no test_capi, test_sqlite3 or test_threadedimport.
 MODULES = """
 test_threading test_thread test_threading_local test_fork1 test_os test_subprocess
-test_posix test_pty test_faulthandler test_queue test_sys_settrace test_sys
+test_posix test_pty test_queue test_sys_settrace test_sys
 test_dict test_list test_set test_deque test_bytes test_unicode test_string test_collections
 test_ordered_dict test_array test_struct test_long test_bisect test_heapq test_itertools
 test_sort test_weakset test_gc test_weakref test_mmap test_resource test_tracemalloc
@@ -78,7 +79,7 @@ test_finalization test_memoryview test_buffer test_descr test_generators test_ex
 test_atexit test_json test_pickle test_marshal test_re test_codecs test_zlib test_bz2
 test_lzma test_gzip test_io test_memoryio test_fileio test_bufio test_ctypes test_decimal
 test_hashlib test_ast test_compile test_xml_etree test_pyexpat test_csv test_email
-test_zipfile test_tarfile test_mailbox test_tempfile test_shutil test_select test_selectors
+test_zipfile test_tarfile test_mailbox test_tempfile test_shutil test_select
 test_cmd_line test_embed
 """.split()
 
