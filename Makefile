@@ -57,7 +57,8 @@ test-python: all
 	python3 tests/python/run.py --build $(BUILD) --jobs $(JOBS)
 
 # The API library and its tests under UndefinedBehaviorSanitizer (preload tests excluded:
-# the preload library is never sanitized), built as a Debug build: -O0 hides no undefined
+# the preload library is never sanitized; the layer checks read sources and objects, the
+# same in every tree), built as a Debug build: -O0 hides no undefined
 # behaviour behind an optimisation, and it is the build where gcc's -Wformat-truncation
 # judges differently (a Debug build of tools/top.c failed under -Werror, unnoticed).
 # Self-hosted: the configure and the build run with LD_PRELOAD set to $(BUILD)'s preload
@@ -75,7 +76,7 @@ test-ubsan: all
 	mkdir build-ubsan-lib && cp $(BUILD)/libuslab-preload.so build-ubsan-lib/
 	$(UBSAN_PRELOAD) $(BUILD)/tests/preload/preload_probe uslab
 	$(UBSAN_PRELOAD) $(MAKE) all BUILD=build-ubsan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DUSLAB_SANITIZE=undefined -DUSLAB_BUILD_BENCH=OFF"
-	cd build-ubsan && $(CTEST) -LE 'preload'
+	cd build-ubsan && $(CTEST) -LE 'preload|layers'
 
 # The stress tests of the API library under ThreadSanitizer (clang), and only their programs
 # built. The fork handler holds every cache lock at once, more than the deadlock detector
@@ -85,8 +86,8 @@ test-tsan:
 	cmake --build build-tsan -j $(JOBS) --target stress-programs
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0:die_after_fork=0 $(CTEST) -L stress
 
-# libFuzzer (clang): tests/fuzz/fuzz_cache_ops for 30 seconds (about 11k inputs), on a copy of the corpus in
-# tests/fuzz/corpus (which stays unchanged). Fails if the fuzzer finds a crash.
+# libFuzzer (clang): tests/fuzz/fuzz_cache_ops for 30 seconds (about 11k inputs), on a copy of
+# the corpus in tests/fuzz/corpus (which stays unchanged). Fails if the fuzzer finds a crash.
 FUZZ_TIME ?= 30
 fuzz:
 	$(MAKE) configure BUILD=build-fuzz CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DUSLAB_BUILD_FUZZ=ON -DUSLAB_BUILD_BENCH=OFF"

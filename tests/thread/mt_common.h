@@ -61,8 +61,14 @@ static inline int mt_park_thread(void)
 
 /* A count of rounds (forks, threads, objects) whose size gives a test its odds of catching a
  * rare interleaving: a quarter of it under a sanitizer, which runs the program 5-15 times
- * slower and is there for the races it reports, not for those odds. */
-#define MT_SCALED(n) (MT_SANITIZED ? (n) / 4 : (n))
+ * slower and is there for what it reports, not for those odds, and where the build defines
+ * MT_FEWER (tests/thread/CMakeLists.txt: the UBSan tree, and the plain-malloc copies run
+ * under LD_PRELOAD, whose API twins keep the odds). */
+#if MT_SANITIZED || defined(MT_FEWER)
+#define MT_SCALED(n) ((n) / 4)
+#else
+#define MT_SCALED(n) (n)
+#endif
 
 static inline uint64_t mt_rand(uint64_t *s)
 {

@@ -13,7 +13,7 @@
  * build), a fork caught it with a chance of about 1%, whether the child allocated 60, 200 or
  * 1,500 objects of each kind (first catches, 8 runs each, at forks 2 to 379). A child of 200
  * takes a quarter of the time of one of 1,500, so the test makes 400 forks of 200 (about 96%
- * to catch that bug, and 12 s) where it made 150 of 1,500 (78%, 17 s); 100 under a sanitizer.
+ * to catch that bug, and 12 s) where it made 150 of 1,500 (78%, 17 s); 100 where MT_SCALED says.
  */
 #include "mt_common.h"
 
