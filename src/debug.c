@@ -598,7 +598,7 @@ static struct {
  * (or allocates) must not wait for the lock its own thread holds. It skips the table
  * instead: the block goes unchecked, or untracked (free from a signal handler is not
  * async-signal-safe anyway; a report must still never deadlock, issue 16). */
-static __thread int holding_large;
+static __thread int holding_large __attribute__((tls_model("initial-exec")));
 
 /* Takes large.lock unless this thread already holds it (interrupted by a handler that came
  * back in): 1, or 0 and nothing taken. */

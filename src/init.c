@@ -104,7 +104,8 @@ int usi_class_setup(unsigned id)
  * malloc does the same). Nested forks (a handler forking during fork) are one thread's,
  * so the choice is kept per depth in thread-local bits.
  */
-static __thread unsigned fork_depth, fork_skipped;
+static __thread unsigned fork_depth __attribute__((tls_model("initial-exec")));
+static __thread unsigned fork_skipped __attribute__((tls_model("initial-exec")));
 
 static void prefork(void)
 {
