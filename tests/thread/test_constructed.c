@@ -33,7 +33,7 @@
 #include <semaphore.h>
 #include <time.h>
 
-#define ROUNDS     50
+#define ROUNDS     MT_SCALED(50)
 #define MARK       0x5eed0b1ec7ull
 #define BATCH      50000
 #define PC_BATCHES 40

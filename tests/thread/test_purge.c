@@ -40,7 +40,7 @@ int main(int argc, char **argv)
     uslab_cache_t *c = uslab_cache_create("purge", OBJ, 0, NULL, NULL, NULL, NULL, 0);
     CHECK(c != NULL, "create");
     size_t base = mt_rss();
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < 2; round++) {
         for (int i = 0; i < COUNT; i++) {
             objs[i] = uslab_cache_alloc(c);
             CHECK(objs[i] != NULL, "alloc");
