@@ -33,8 +33,11 @@ static struct {
     usi_mutex lock;
     uintptr_t bump;      /* next never-used address */
     uintptr_t committed; /* [base, committed) is read/write */
-    uintptr_t end;       /* [base, end) is reserved now; it grows up to max_end */
-    uintptr_t max_end;   /* the end of the hole found for the range */
+    /* The ends of the slab headers' and bitmaps' read/write pages: a page there covers
+     * many units, and one made read/write is not asked for again (0: none yet). */
+    uintptr_t meta_committed, bits_committed;
+    uintptr_t end;     /* [base, end) is reserved now; it grows up to max_end */
+    uintptr_t max_end; /* the end of the hole found for the range */
     /* Unit index + 1 of the first free span of each order; 0: none. A span zeroed by hand
      * (span_discard) is on them too: it reads as zero, and a list is reused newest first. */
     uint32_t free_head[USI_SPAN_ORDERS];
@@ -405,6 +408,22 @@ const size_t *usi_pages_reserved_address(void)
     return &pages.reserved;
 }
 
+/* Makes the pages of a side array's bytes [from, to) read/write, but for those below *done
+ * (made so before: a first small program's spans shared one header page and one bitmap page,
+ * and asked for each again: two system calls a span); raises *done. 0, or -1. */
+static int side_commit(uintptr_t *done, uintptr_t from, uintptr_t to)
+{
+    uintptr_t lo = from & ~(uintptr_t)(USI_PAGE_SIZE - 1), hi = page_up(to);
+    if (lo < *done)
+        lo = *done;
+    if (lo >= hi)
+        return 0;
+    if (usi_os_commit((void *)lo, hi - lo) != 0)
+        return -1;
+    *done = hi;
+    return 0;
+}
+
 /* Takes a span from the bump pointer; gaps below the aligned start go to the free lists. */
 static uintptr_t bump_take(unsigned order)
 {
@@ -424,11 +443,10 @@ static uintptr_t bump_take(unsigned order)
         uintptr_t want = start + size + ahead;
         if (want > pages.end)
             want = pages.end;
-        uintptr_t m0 = (uintptr_t)usi_pages_meta(pages.committed) & ~(uintptr_t)(USI_PAGE_SIZE - 1);
-        uintptr_t m1 = page_up((uintptr_t)usi_pages_meta(want));
-        uintptr_t b0 = (uintptr_t)usi_pages_bits(pages.committed) & ~(uintptr_t)(USI_PAGE_SIZE - 1);
-        uintptr_t b1 = page_up((uintptr_t)usi_pages_bits(want));
-        if (usi_os_commit((void *)m0, m1 - m0) != 0 || usi_os_commit((void *)b0, b1 - b0) != 0 ||
+        if (side_commit(&pages.meta_committed, (uintptr_t)usi_pages_meta(pages.committed),
+                        (uintptr_t)usi_pages_meta(want)) != 0 ||
+            side_commit(&pages.bits_committed, (uintptr_t)usi_pages_bits(pages.committed),
+                        (uintptr_t)usi_pages_bits(want)) != 0 ||
             usi_os_commit((void *)pages.committed, want - pages.committed) != 0)
             return 0;
         pages.committed = want;
