@@ -148,6 +148,12 @@ def cases(bindir, full):
              ("nodes", ["--steps", "3"], ["--steps", "10"])]
     for t, q, f in large:
         out.append(Case("large", t, [b("large_bench"), "--test", t], [("ms", "ms", "time")], q, f))
+    # A process's start (exec of a program that mallocs 20 blocks) and a fork with a live
+    # heap: what a preloaded allocator adds to every process and every fork (quiet guest).
+    for t, q, f in (("start", ["--steps", "300"], ["--steps", "1000"]),
+                    ("fork", ["--steps", "1000"], ["--steps", "3000"])):
+        out.append(Case("process", t, [b("process_bench"), "--test", t],
+                        [("ms", "ms", "time a process or a fork")], q, f))
     # issue 38's pattern: C++ containers through operator new and delete.
     for t in ("umap", "map"):
         out.append(Case("cxx", t, [b("cxx_bench"), "--test", t], [("ms", "ms", "time")],
@@ -638,8 +644,8 @@ def main():
     ap.add_argument("--full", action="store_true", help="full sizes, 10 repetitions")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--only", default="", help="comma-separated benchmarks (size, lifetime, "
-                    "cfrac, memory, fastpath, small, objcache, large, cxx, mt, programs) or "
-                    "cases (large:regrow)")
+                    "cfrac, memory, fastpath, small, objcache, large, process, cxx, mt, "
+                    "programs) or cases (large:regrow)")
     ap.add_argument("--reps", type=int, default=0)
     ap.add_argument("--allocators", default="")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
