@@ -257,6 +257,8 @@ static int workload(unsigned seed)
         for (int i = 0; i < N; i++) {
             seed = seed * 1103515245u + 12345u;
             len[i] = (seed >> 8) % (i % 50 == 0 ? 200000 : 2000) + 1;
+            if (i % 5000 == 1) /* above the slab range: glibc's, set up before the sandbox */
+                len[i] = ((size_t)1 << 20) + seed % 4096;
             p[i] = malloc(len[i]);
             if (!p[i])
                 return 1;
