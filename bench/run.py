@@ -12,7 +12,8 @@ A program not installed leaves its row out, with a note in the report.
 
 Allocators are interleaved run by run: each repetition runs every allocator once, in an
 order that rotates between repetitions. Results: medians, spread, mean and standard
-deviation, ratios to glibc and to the best peer, peak RSS (ru_maxrss of the child).
+deviation, ratios to glibc and to the best peer, peak RSS (ru_maxrss of the child) and page
+faults (its ru_minflt + ru_majflt, which do not move with the machine's load).
 
 Output: a table on stdout, bench/results/<benchmark>.csv, results.json, report.md, and
 plots (PNG, via bench/plot.py under an interpreter that has matplotlib).
@@ -329,7 +330,7 @@ MISSING_PROGRAMS = []  # real programs not installed: their rows are left out, w
 
 def run_once(argv, env, timeout):
     """Runs argv under env's LD_PRELOAD through bench/spawn; returns
-    (rc, stdout, stderr, wall seconds, maxrss KiB of the program itself)."""
+    (rc, stdout, stderr, wall seconds, maxrss KiB of the program itself, its page faults)."""
     preload = env.get("LD_PRELOAD") or "-"
     env = dict(env)
     env.pop("LD_PRELOAD", None)  # the launcher itself runs without it
@@ -352,7 +353,7 @@ def run_once(argv, env, timeout):
         if "wall_ns" in kv:
             wall = int(kv["wall_ns"]) * 1e-9
         return (rc, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                wall, int(kv.get("maxrss_kb", 0)))
+                wall, int(kv.get("maxrss_kb", 0)), int(kv.get("faults", 0)))
 
 
 def probe(bindir, allocs):
@@ -360,7 +361,7 @@ def probe(bindir, allocs):
     res = {}
     exe = os.path.join(bindir, "probe")
     for name, lib in allocs:
-        rc, out, err, _, _ = run_once([exe], env_for(lib), 30)
+        rc, out, err, _, _, _ = run_once([exe], env_for(lib), 30)
         res[name] = parse_kv(out).get("allocator", "error rc=%d %s" % (rc, err.strip()[:200]))
     return res
 
@@ -551,7 +552,7 @@ def write_csv(results, names, outdir):
             w = csv.writer(f, lineterminator="\n")
             w.writerow(["benchmark", "case", "metric", "unit", "allocator", "n", "median", "mean",
                         "std", "min", "max", "spread_pct", "ratio_glibc", "ratio_best_peer",
-                        "maxrss_kb_median"])
+                        "maxrss_kb_median", "faults_median"])
             for c, key, unit, stats in rows:
                 glibc = stats.get("glibc")
                 for a in names:
@@ -562,11 +563,13 @@ def write_csv(results, names, outdir):
                     bp = [stats[p]["median"] for p in PEER_NAMES if p != a and stats.get(p)]
                     rp = s["median"] / min(bp) if bp and min(bp) else ""
                     rss = c["maxrss_kb"].get(a, [])
+                    flt = c.get("faults", {}).get(a, [])
                     w.writerow([c["group"], c["name"], key, unit, a, "%d" % s["n"]] +
                                ["%g" % s[k] for k in ("median", "mean", "std", "min", "max")] +
                                ["%.1f" % s["spread_pct"], "%.4f" % rg if rg != "" else "",
                                 "%.4f" % rp if rp != "" else "",
-                                "%d" % statistics.median(rss) if rss else ""])
+                                "%d" % statistics.median(rss) if rss else "",
+                                "%d" % statistics.median(flt) if flt else ""])
 
 
 def write_report(results, names, table, outdir, plots):
@@ -605,6 +608,18 @@ def write_report(results, names, table, outdir, plots):
         for a in names:
             r = c["maxrss_kb"].get(a, [])
             cells.append("%.1f" % (statistics.median(r) / 1024) if r else "-")
+        L.append("| %s | %s | %s |" % (c["group"], c["name"], " | ".join(cells)))
+    # page faults per case: on a VM a fault can cost 10 us or more, and the count, unlike the
+    # time, does not move with the machine's load (docs/benchmarks.md, session 58)
+    L += ["", "## Page faults (minor + major, of the benchmark process and its children, "
+          "thousands, median)", "",
+          "| benchmark | case | " + " | ".join(names) + " |",
+          "|---|---|" + "---|" * len(names)]
+    for c in results["cases"]:
+        cells = []
+        for a in names:
+            r = c.get("faults", {}).get(a, [])
+            cells.append("%.1f" % (statistics.median(r) / 1000) if r else "-")
         L.append("| %s | %s | %s |" % (c["group"], c["name"], " | ".join(cells)))
     if results["failures"]:
         L += ["", "## Failed or refused runs", ""]
@@ -709,7 +724,8 @@ def main():
         creps = (c.full_reps if full else c.quick_reps) or reps
         argv = c.argv + (c.full_args if full else c.quick_args)
         rec = {"id": ci, "group": c.group, "name": c.name, "argv": argv,
-               "metrics": c.metrics, "values": {}, "maxrss_kb": {}, "params": {}}
+               "metrics": c.metrics, "values": {}, "maxrss_kb": {}, "faults": {},
+               "params": {}}
         results["failures_by"][ci] = {}
         for r in range(creps):
             order = allocs[r % len(allocs):] + allocs[:r % len(allocs)]
@@ -729,7 +745,7 @@ def main():
                     got = pr.get("allocator")
                 else:
                     got = None
-                rc, out, err, wall, rss = run_once(argv, env, c.timeout)
+                rc, out, err, wall, rss, faults = run_once(argv, env, c.timeout)
                 kv = parse_kv(out)
                 if not c.program:
                     got = kv.get("allocator")
@@ -760,6 +776,7 @@ def main():
                         except ValueError:
                             pass
                 rec["maxrss_kb"].setdefault(name, []).append(rss)
+                rec["faults"].setdefault(name, []).append(faults)
                 if not rec["params"]:
                     rec["params"] = {k: v for k, v in kv.items()
                                      if k not in ("allocator", "allocator_path", "wall_s")

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * spawn - runs one benchmark process for bench/run.py and reports its peak RSS and wall
- * time: spawn <report file> <LD_PRELOAD value or "-"> <program> [args...]
+ * time and page faults: spawn <report file> <LD_PRELOAD value or "-"> <program> [args...]
  *
  * Why a launcher: a child's ru_maxrss counts the memory of the process it was forked from
  * (Python's ~20-60 MB here). This launcher is small, so the RSS of the program it forks is
- * the program's own. It writes "maxrss_kb=... wall_ns=... status=..." to the report file;
- * the program's stdout and stderr pass through untouched.
+ * the program's own. It writes "maxrss_kb=... wall_ns=... faults=... status=..." to the
+ * report file (faults: minor and major page faults of the program and the children it
+ * waited for, a count that does not depend on how busy the machine is); the program's
+ * stdout and stderr pass through untouched.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -52,7 +54,8 @@ int main(int argc, char **argv)
     }
     long long ns = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec);
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    fprintf(f, "maxrss_kb=%ld\nwall_ns=%lld\nstatus=%d\n", ru.ru_maxrss, ns, code);
+    fprintf(f, "maxrss_kb=%ld\nwall_ns=%lld\nfaults=%ld\nstatus=%d\n", ru.ru_maxrss, ns,
+            ru.ru_minflt + ru.ru_majflt, code);
     fclose(f);
     return code;
 }
