@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """bench/run.py's ratio to the best peer: the best of every peer found, Debian's and the
 newest built from their sources (mimalloc 3, snmalloc), never an --extra build of uslab.
-And its CSV files read back as written: the size cases' names hold a comma ("a=2,b=20").
+And its CSV files read back as written: the size cases' names hold a comma ("a=2,b=20"),
+and each row has its allocator's median peak RSS and page faults.
 Usage: bench_ratios.py SOURCE_DIR"""
 import csv
 import importlib.util
@@ -47,7 +48,8 @@ case = {"group": "size", "name": "a=2,b=20", "metrics": [("ns_per_pair", "ns", "
         "values": {"glibc": {"ns_per_pair": [80.0, 82.0, 84.0]},
                    "uslab": {"ns_per_pair": [40.0, 41.0, 45.0]},
                    "mimalloc": {"ns_per_pair": [36.0, 37.0, 38.0]}},
-        "maxrss_kb": {"uslab": [22000, 22536, 23000]}}
+        "maxrss_kb": {"uslab": [22000, 22536, 23000]},
+        "faults": {"uslab": [5000, 5100, 9000], "glibc": [7000]}}
 with tempfile.TemporaryDirectory() as out:
     run.write_csv({"cases": [case]}, ["glibc", "uslab", "mimalloc"], out)
     with open(os.path.join(out, "size.csv"), newline="") as f:
@@ -62,6 +64,10 @@ with tempfile.TemporaryDirectory() as out:
         expect("csv ratio to glibc", float(u["ratio_glibc"]), round(41.0 / 82.0, 4))
         expect("csv ratio to the best peer", float(u["ratio_best_peer"]), round(41.0 / 37.0, 4))
         expect("csv peak RSS", float(u["maxrss_kb_median"]), 22536)
+        expect("csv page faults", float(u["faults_median"]), 5100)
+        m = [r for r in rows if r["allocator"] == "mimalloc"][0]
+        if m["faults_median"] != "":
+            failures.append("size.csv: faults for a run without a count: %r" % m)
 
 for f in failures:
     print("FAIL", f)
