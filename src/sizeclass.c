@@ -23,14 +23,13 @@
 #include "settings.h"
 
 #include <errno.h>
+#include <string.h>
 
 uint8_t usi_class_small[USI_SMALL_MAX / 8 + 1];
 struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
 unsigned usi_nclasses;
 static size_t class_size[USI_NCLASSES + 1];
-/* (size + 127) >> 7 -> class id, for sizes above USI_SMALL_MAX up to the largest class;
- * classes above 1024 are multiples of 128, so one entry per 128 bytes is exact. */
-static uint8_t class_large[USI_CLASSES_MAX_SIZE / 128 + 1];
+uint8_t usi_class_large[USI_CLASSES_MAX_SIZE / 128 + 1];
 _Static_assert(USI_CLASSES_MAX == USI_NCLASSES, "a class table fills the reserved ids");
 
 /* The table of USLAB_CLASSES into sizes[]: its count, or 0 (reported) to use the default. */
@@ -56,6 +55,22 @@ static unsigned load_file(const char *path, size_t *sizes)
     return 0;
 }
 
+/* table[i] for i in [from, to]: the smallest class that holds i * step bytes. The classes
+ * ascend, so each takes the entries up to its size that no smaller one took: a memset a
+ * class (every process does this at start: 12,000 instructions a value at a time). */
+static void fill_ids(uint8_t *table, size_t step, size_t from, size_t to)
+{
+    size_t i = from;
+    for (unsigned id = 1; id <= usi_nclasses && i <= to; id++) {
+        size_t last = class_size[id] / step < to ? class_size[id] / step : to;
+        if (last >= i) {
+            memset(table + i, (int)id, last - i + 1);
+            i = last + 1;
+        }
+    }
+    USI_ASSERT(i > to); /* the largest class holds the largest size */
+}
+
 unsigned usi_sizeclass_init(void)
 {
     size_t sizes[USI_CLASSES_MAX];
@@ -75,17 +90,8 @@ unsigned usi_sizeclass_init(void)
     /* The largest class ends the slab range: larger sizes go to glibc (a setting between
      * two default classes, or a file's own largest). */
     usi_options.max_slab_size = class_size[n];
-    unsigned id = 1;
-    for (size_t i = 0; i <= USI_SMALL_MAX / 8; i++) {
-        while (class_size[id] < i * 8)
-            id++;
-        usi_class_small[i] = (uint8_t)id;
-    }
-    for (size_t i = USI_SMALL_MAX / 128 + 1; i <= usi_options.max_slab_size / 128; i++) {
-        while (class_size[id] < i * 128)
-            id++;
-        class_large[i] = (uint8_t)id;
-    }
+    fill_ids(usi_class_small, 8, 0, USI_SMALL_MAX / 8);
+    fill_ids(usi_class_large, 128, USI_SMALL_MAX / 128 + 1, usi_options.max_slab_size / 128);
     return n;
 }
 
@@ -102,11 +108,6 @@ void usi_sizeclass_name(unsigned id, char name[32])
     while (d)
         name[len++] = digits[--d];
     name[len] = '\0';
-}
-
-unsigned usi_sizeclass_of_large(size_t size)
-{
-    return class_large[(size + 127) >> 7];
 }
 
 size_t usi_sizeclass_size(unsigned id)
@@ -128,5 +129,5 @@ unsigned usi_sizeclass_aligned(size_t size, size_t align)
         p *= 2;
     if (p > usi_options.max_slab_size)
         return 0;
-    return p <= USI_SMALL_MAX ? usi_class_small[(p + 7) >> 3] : class_large[p >> 7];
+    return p <= USI_SMALL_MAX ? usi_class_small[(p + 7) >> 3] : usi_class_large[p >> 7];
 }

@@ -23,8 +23,14 @@ extern unsigned usi_nclasses;
 /* Computes the classes from usi_options.max_slab_size (which it rounds down to the largest
  * class); returns their number. */
 unsigned usi_sizeclass_init(void);
+/* (size + 127) >> 7 -> class id, for sizes above USI_SMALL_MAX up to the largest class;
+ * classes above 1024 are multiples of 128, so one entry per 128 bytes is exact. */
+extern uint8_t usi_class_large[]; /* USI_CLASSES_MAX_SIZE / 128 + 1 entries */
 /* Class id for a size above USI_SMALL_MAX and <= max slab size. */
-unsigned usi_sizeclass_of_large(size_t size);
+static inline unsigned usi_sizeclass_of_large(size_t size)
+{
+    return usi_class_large[(size + 127) >> 7];
+}
 size_t usi_sizeclass_size(unsigned id);
 /* Class id whose objects are aligned to `align` and hold `size`, or 0 if none. */
 unsigned usi_sizeclass_aligned(size_t size, size_t align);

@@ -1005,13 +1005,13 @@ void usi_tcache_init(void)
 {
     /* USLAB_PROFILE: all 0 (pair 0, always empty), so every malloc takes the slow path,
      * which records its size (malloc.c). */
-    for (size_t size = 0; size <= USI_SMALL_MAX && !usi_options.profile; size++)
+    size_t small = usi_options.profile ? 0 : USI_SMALL_MAX + 1;
+    size_t large = usi_options.profile ? 0 : usi_options.max_slab_size / 128 + 1;
+    for (size_t size = 0; size < small; size++) /* what malloc's (size + 7) >> 3 finds */
         usi_tcache_size_offsets[size] =
             (uint16_t)(usi_class_small[(size + 7) >> 3] * sizeof(struct usi_magpair));
-    for (size_t i = USI_SMALL_MAX / 128 + 1;
-         i * 128 <= usi_options.max_slab_size && !usi_options.profile; i++)
-        usi_tcache_large_offsets[i] =
-            (uint16_t)(usi_sizeclass_of_large(i * 128) * sizeof(struct usi_magpair));
+    for (size_t i = USI_SMALL_MAX / 128 + 1; i < large; i++) /* usi_sizeclass_of_large(i * 128) */
+        usi_tcache_large_offsets[i] = (uint16_t)(usi_class_large[i] * sizeof(struct usi_magpair));
     usi_objects_init_cache(&tcache_pool, "uslab-thread-cache", POOL_BYTES, USI_PAGE_SIZE, NULL,
                            NULL, NULL, NULL,
                            USLAB_CACHE_NOMAGAZINE | USLAB_CACHE_NOCOLOUR | USI_CACHE_INTERNAL);
