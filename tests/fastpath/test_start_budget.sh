@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# What uslab adds to a process's start (issue 38, session 58): a preloaded allocator is
+# loaded, relocated and set up in every process a shell, make or a test driver starts. The
+# program (start_loop.c) mallocs and frees 20 blocks and exits. Two counts, each against
+# glibc alone:
+# - instructions of the whole process, counted with callgrind (deterministic): fails when
+#   uslab's exceed glibc's by more than BUDGET_START_EXTRA. Session 58: 311,557 -> 281,198
+#   against glibc's 134,217 (the size tables filled a class at a time, not an entry at a time).
+# - page faults of the whole process (getrusage; the least of 5 runs, natively): fails when
+#   uslab's exceed glibc's by more than BUDGET_START_FAULTS. On a VM a fault can cost 10 us
+#   or more, so they are most of what a start costs: session 58, 162 to 171 against glibc's
+#   123 to 128 (docs/benchmarks.md, "A process's start and a fork"). A table written at
+#   set-up, or a structure spread over more pages, shows here.
+set -euo pipefail
+loop=$1
+preload=$2
+extra=${BUDGET_START_EXTRA:-165000}
+fault_extra=${BUDGET_START_FAULTS:-60}
+command -v valgrind >/dev/null || { echo "valgrind is not installed"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+instructions() { # instructions <preload or empty>
+    env ${1:+LD_PRELOAD=$1} valgrind --tool=callgrind --callgrind-out-file="$tmp/out" \
+        "$loop" >"$tmp/stdout" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+    grep -qx ok "$tmp/stdout" || { cat "$tmp/stdout" "$tmp/err"; exit 1; }
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/err"
+}
+
+faults() { # faults <preload or empty>: the least of 5 runs
+    local best= i n
+    for i in 1 2 3 4 5; do
+        env ${1:+LD_PRELOAD=$1} "$loop" >"$tmp/stdout" || { cat "$tmp/stdout"; exit 1; }
+        n=$(sed -n 's/^faults=//p' "$tmp/stdout")
+        if [ -z "$best" ] || [ "$n" -lt "$best" ]; then best=$n; fi
+    done
+    echo "$best"
+}
+
+status=0
+u=$(instructions "$preload")
+g=$(instructions "")
+verdict=ok
+if [ "$u" -gt $((g + extra)) ]; then verdict="OVER BUDGET"; status=1; fi
+printf 'a process that mallocs 20 blocks: uslab %d instructions, glibc %d (budget: glibc + %d) %s\n' \
+    "$u" "$g" "$extra" "$verdict"
+u=$(faults "$preload")
+g=$(faults "")
+verdict=ok
+if [ "$u" -gt $((g + fault_extra)) ]; then verdict="OVER BUDGET"; status=1; fi
+printf 'its page faults: uslab %d, glibc %d (budget: glibc + %d) %s\n' "$u" "$g" "$fault_extra" \
+    "$verdict"
+exit $status
