@@ -262,10 +262,11 @@ int usi_init_slow(void)
     /* The system allocator sets itself up on its first call (glibc 2.36: a getrandom for
      * its tcache key). Without uslab that is the program's first malloc; so it is here,
      * not the first large block, which may come after the program entered a sandbox that
-     * refuses getrandom (design §3). A mallopt of a parameter glibc ignores (M_KEEP) sets
-     * it up without making its heap: a malloc(1) cost every process two brk calls and the
-     * heap's first page, which a program with no large block never uses. */
-    usi_sys_mallopt(4 /* M_KEEP */, 0);
+     * refuses getrandom (design §3). A malloc, not a mallopt that sets glibc up without its
+     * heap: glibc's first malloc makes its own cache, and so its heap, with brk, and a program
+     * that watches its break after its start would see it move at its first large block
+     * (glibc's tst-interpose-nothread failed so). */
+    usi_sys_free(usi_sys_malloc(1));
     usi_purge_track_large(usi_options.purge_delay_ms != 0 && usi_sys_may_tune_for_large());
     errno = saved;
     return 0;
