@@ -34,6 +34,7 @@
 #include "uslab.h"
 
 #include <errno.h>
+#include <string.h>
 
 /* 0: not yet; 1: ready; -1: stepped aside (no room for slabs): every call goes to the
  * system allocator without a lock, errno untouched. Written under init_lock, once. */
@@ -60,18 +61,28 @@ static __thread int tls_class_setup __attribute__((tls_model("initial-exec")));
 
 /* The malloc classes own ids 1..n; each is set up at its first allocation, not here: a
  * process uses a few of them, and each set-up costs about 700 instructions and touches its
- * descriptor (design §7, "Start-up cost"). Each class's slabs carry its pair offset as their
- * unit tag, which is how free() finds the pair without a lookup (design §8). */
+ * descriptor (design §7, "Start-up cost"). The descriptor is an object of the descriptor
+ * cache, published in usi_class_caches[id] once it is whole. Each class's slabs carry its
+ * pair offset as their unit tag, which is how free() finds the pair without a lookup
+ * (design §8). */
 int usi_class_setup(unsigned id)
 {
     USI_ASSERT(id >= 1 && id <= usi_nclasses);
-    struct uslab_cache *c = &usi_class_caches[id];
     if (tls_class_setup)
         return -1;
     tls_class_setup = 1;
     usi_lock(&init_lock);
-    if (!c->class_ready) {
-        size_t s = usi_sizeclass_size(id);
+    int ret = 0;
+    if (!usi_class_caches[id]) {
+        int saved = errno;
+        struct uslab_cache *c = usi_objects_alloc(&usi_descriptor_cache);
+        if (!c) {          /* no room for a descriptor: the system allocator serves (design §8) */
+            errno = saved; /* malloc's fallback keeps errno */
+            ret = -1;
+            goto out;
+        }
+        memset(c, 0, sizeof *c);
+        size_t s = usi_class_size[id];
         /* A medium block has a span of its own, the power of two at or above its size and
          * aligned to it (its stride): the lattice check holds, and aligned requests use the
          * power-of-two classes (design §8). */
@@ -88,11 +99,12 @@ int usi_class_setup(unsigned id)
         if (!c->debug)
             usi_slab_share_spans(c); /* the classes of one span size share their spans */
         USI_ASSERT(c->pair_offset == id * sizeof(struct usi_magpair)); /* malloc.c's pop */
-        __atomic_store_n(&c->class_ready, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&usi_class_caches[id], c, __ATOMIC_RELEASE);
     }
+out:
     usi_unlock(&init_lock);
     tls_class_setup = 0;
-    return 0;
+    return ret;
 }
 
 /* Lock order (design §6): cache registry, tcache registry, each tcache, each cache by id,

@@ -30,19 +30,21 @@ static inline int usi_ensure_init(void)
 int usi_init_cache(struct uslab_cache *c, const char *name, size_t size, size_t align,
                    uslab_ctor_fn ctor, uslab_dtor_fn dtor, uslab_reclaim_fn reclaim, void *arg,
                    unsigned flags, unsigned lo, unsigned hi);
-/* The internal cache user caches' descriptors come from. */
+/* The internal cache every descriptor but its own comes from: user caches' and the malloc
+ * classes'. */
 extern struct uslab_cache usi_descriptor_cache;
 /* Sets up malloc class `id` (1..usi_nclasses) at its first allocation (design §7): 0 when
  * it is ready, -1 when it cannot be now (a signal handler interrupted its own thread's
- * set-up of a class; the caller falls back to the system allocator). */
+ * set-up of a class, or no descriptor could be had: the caller falls back to the system
+ * allocator). */
 int usi_class_setup(unsigned id);
 /* The descriptor of malloc class `id`, set up if it was not yet; NULL as above. */
 static inline struct uslab_cache *usi_class_cache(unsigned id)
 {
-    struct uslab_cache *c = &usi_class_caches[id];
-    if (USI_LIKELY(__atomic_load_n(&c->class_ready, __ATOMIC_ACQUIRE)) || usi_class_setup(id) == 0)
+    struct uslab_cache *c = __atomic_load_n(&usi_class_caches[id], __ATOMIC_ACQUIRE);
+    if (USI_LIKELY(c != NULL))
         return c;
-    return NULL;
+    return usi_class_setup(id) == 0 ? usi_class_caches[id] : NULL;
 }
 
 #pragma GCC visibility pop

@@ -159,7 +159,7 @@ static void vg_handout(void *p)
 {
     uintptr_t e = usi_pagemap_lookup(p);
     if (is_class_id(e & USI_ID_MASK))
-        USI_VG_HANDOUT(&usi_class_caches[e & USI_ID_MASK], p);
+        USI_VG_HANDOUT(usi_class_caches[e & USI_ID_MASK], p);
 }
 #define USI_VG_HANDOUT_BLOCK(p) vg_handout(p)
 #else
@@ -401,7 +401,7 @@ static inline __attribute__((always_inline)) void *class_alloc(unsigned id, size
          * clear below zeroed its second word, where a list node keeps `prev`; session 18's
          * audit). */
         if (USI_UNLIKELY(c->debug)) {
-            USI_VG_HANDOUT(&usi_class_caches[id], p);
+            USI_VG_HANDOUT(usi_class_caches[id], p);
             usi_debug_asked(c, p, size); /* Z: the class beyond `size` is red zone */
             return p;
         }
@@ -409,7 +409,7 @@ static inline __attribute__((always_inline)) void *class_alloc(unsigned id, size
     USI_VG_DEFINED(p, 2 * sizeof(uintptr_t)); /* memcheck: a free block is no-access */
     if (USI_UNLIKELY(!handout_ok(p, usi_free_secret)))
         p = refused(p);
-    USI_VG_HANDOUT(&usi_class_caches[id], p);
+    USI_VG_HANDOUT(usi_class_caches[id], p);
     return p;
 }
 
@@ -561,7 +561,7 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
     uintptr_t e = usi_pagemap_lookup(p);
     if (USI_LIKELY(is_class_id(e & USI_ID_MASK))) {
         /* The fast path missed: a full magazine, the key, or a pointer off the lattice. */
-        struct uslab_cache *c = &usi_class_caches[e & USI_ID_MASK];
+        struct uslab_cache *c = usi_class_caches[e & USI_ID_MASK];
         check_block(c, e, p);
 #ifdef USLAB_VALGRIND
         if (tag == 0) /* usi_free took it back only when it had a tag */
@@ -589,7 +589,7 @@ static USI_NOINLINE void free_slow(void *p, unsigned tag)
 static USI_NOINLINE void free_full(void *p, const struct usi_magpair *mp)
 {
     *key_of(p) = usi_free_secret;
-    usi_tcache_free_slow(&usi_class_caches[mp - usi_tls->pairs], p);
+    usi_tcache_free_slow(usi_class_caches[mp - usi_tls->pairs], p);
 }
 #endif
 
@@ -628,7 +628,7 @@ static __attribute__((aligned(64))) void usi_free(void *p)
 static USI_COLD void *refused(void *p)
 {
     uintptr_t e = usi_pagemap_lookup(p);
-    struct uslab_cache *c = &usi_class_caches[e & USI_ID_MASK];
+    struct uslab_cache *c = usi_class_caches[e & USI_ID_MASK];
     usi_word *w = p;
     if (w[0] != USI_SLAB_FREE_MARK)
         w[1] ^= usi_free_secret; /* handout_ok's xor undone */
@@ -683,7 +683,7 @@ static size_t usi_malloc_usable_size(void *p)
         return 0;
     uintptr_t e = usi_pagemap_lookup(p);
     if (is_class_id(e & USI_ID_MASK)) {
-        struct uslab_cache *c = &usi_class_caches[e & USI_ID_MASK];
+        struct uslab_cache *c = usi_class_caches[e & USI_ID_MASK];
         if (check_in_use(c, e, p, "malloc_usable_size"))
             return 0;
         /* Under USLAB_DEBUG=Z the size asked for: the rest of the class is red zone. */
@@ -731,9 +731,9 @@ static USI_NOINLINE void *calloc_slow(size_t n, size_t size, size_t total)
     uintptr_t id = usi_pagemap_lookup(p) & USI_ID_MASK;
     if (!is_class_id(id))
         return memset(p, 0, usi_sys_usable_size(p));
-    if (USI_UNLIKELY(usi_class_caches[id].debug))
+    if (USI_UNLIKELY(usi_class_caches[id]->debug))
         return memset(p, 0, total); /* Z's red zone after it stays (usi_debug_asked) */
-    return clear_block(p, usi_class_caches[id].size);
+    return clear_block(p, usi_class_size[id]);
 }
 
 /* malloc's pop, and the class's whole block cleared: a block from a magazine is of a class
@@ -749,7 +749,7 @@ static void *usi_calloc(size_t n, size_t size)
     if (USI_LIKELY(total <= USI_SMALL_MAX)) {
         void *p = pop_checked(pair_at(usi_tls, usi_tcache_size_offsets[total]));
         if (USI_LIKELY(p != NULL))
-            return clear_block(p, usi_class_caches[usi_class_small[(total + 7) >> 3]].size);
+            return clear_block(p, usi_class_size[usi_class_small[(total + 7) >> 3]]);
     }
     return calloc_slow(n, size, total);
 }
@@ -808,7 +808,7 @@ static void *usi_realloc(void *p, size_t size)
     /* Before the block is kept or copied: an interior pointer was handed back as it was,
      * or copied past its block's end (a crash at a slab's end), and a freed block was
      * copied from; free's report came later, naming free (the audit of session 13). */
-    struct uslab_cache *c = &usi_class_caches[id];
+    struct uslab_cache *c = usi_class_caches[id];
     if (USI_UNLIKELY(check_in_use(c, e, p, "realloc")))
         return usi_malloc(size); /* reported, and continuing: the bad pointer is left alone */
     size_t have = c->size;
@@ -834,8 +834,8 @@ static void *usi_realloc(void *p, size_t size)
         return NULL;
     if (USI_UNLIKELY(usi_debug_enabled)) { /* Z: the room is red zone; U: the leak's size */
         uintptr_t qid = usi_pagemap_lookup(q) & USI_ID_MASK;
-        if (is_class_id(qid) && usi_class_caches[qid].debug)
-            usi_debug_asked(&usi_class_caches[qid], q, size);
+        if (is_class_id(qid) && usi_class_caches[qid]->debug)
+            usi_debug_asked(usi_class_caches[qid], q, size);
     }
     memcpy(q, p, size < have ? size : have);
     usi_free(p);

@@ -2,7 +2,8 @@
 /*
  * sizeclass.c - the malloc size-class tables (docs/design.md §8). Each class is an object
  * cache with no constructor, as kmalloc is built on kmem_cache: init.c sets the caches up
- * in usi_class_caches[], malloc.c uses them. This file is pure arithmetic on tables.
+ * and publishes them in usi_class_caches[], malloc.c uses them. This file is pure arithmetic on
+ * tables.
  *
  * Classes: by default 16, 32, 48, ..., 128 (steps of 16), then 8 classes per doubling up to
  * 32 KiB and 2 above, up to the largest slab size (USLAB_MAX_SLAB_SIZE; usi_classes_default
@@ -26,9 +27,9 @@
 #include <string.h>
 
 uint8_t usi_class_small[USI_SMALL_MAX / 8 + 1];
-struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
+struct uslab_cache *usi_class_caches[USI_NCLASSES + 1];
 unsigned usi_nclasses;
-static size_t class_size[USI_NCLASSES + 1];
+size_t usi_class_size[USI_NCLASSES + 1];
 uint8_t usi_class_large[USI_CLASSES_MAX_SIZE / 128 + 1];
 _Static_assert(USI_CLASSES_MAX == USI_NCLASSES, "a class table fills the reserved ids");
 
@@ -62,7 +63,7 @@ static void fill_ids(uint8_t *table, size_t step, size_t from, size_t to)
 {
     size_t i = from;
     for (unsigned id = 1; id <= usi_nclasses && i <= to; id++) {
-        size_t last = class_size[id] / step < to ? class_size[id] / step : to;
+        size_t last = usi_class_size[id] / step < to ? usi_class_size[id] / step : to;
         if (last >= i) {
             memset(table + i, (int)id, last - i + 1);
             i = last + 1;
@@ -85,11 +86,11 @@ unsigned usi_sizeclass_init(void)
         n = usi_classes_default(usi_options.max_slab_size, sizes);
     USI_ASSERT(usi_classes_check(sizes, n) == NULL);
     for (unsigned id = 1; id <= n; id++)
-        class_size[id] = sizes[id - 1];
+        usi_class_size[id] = sizes[id - 1];
     usi_nclasses = n;
     /* The largest class ends the slab range: larger sizes go to glibc (a setting between
      * two default classes, or a file's own largest). */
-    usi_options.max_slab_size = class_size[n];
+    usi_options.max_slab_size = usi_class_size[n];
     fill_ids(usi_class_small, 8, 0, USI_SMALL_MAX / 8);
     fill_ids(usi_class_large, 128, USI_SMALL_MAX / 128 + 1, usi_options.max_slab_size / 128);
     return n;
@@ -103,16 +104,11 @@ void usi_sizeclass_name(unsigned id, char name[32])
         name[len++] = *pre++;
     char digits[24];
     unsigned d = 0;
-    for (size_t v = class_size[id]; v; v /= 10)
+    for (size_t v = usi_class_size[id]; v; v /= 10)
         digits[d++] = (char)('0' + v % 10);
     while (d)
         name[len++] = digits[--d];
     name[len] = '\0';
-}
-
-size_t usi_sizeclass_size(unsigned id)
-{
-    return class_size[id];
 }
 
 unsigned usi_sizeclass_aligned(size_t size, size_t align)

@@ -31,13 +31,18 @@ static inline unsigned usi_sizeclass_of_large(size_t size)
 {
     return usi_class_large[(size + 127) >> 7];
 }
-size_t usi_sizeclass_size(unsigned id);
+/* id -> the class's size (its stride); 0 above usi_nclasses. */
+extern size_t usi_class_size[];
 /* Class id whose objects are aligned to `align` and hold `size`, or 0 if none. */
 unsigned usi_sizeclass_aligned(size_t size, size_t align);
 /* Writes "malloc-<size>" for class id into name[32]. */
 void usi_sizeclass_name(unsigned id, char name[32]);
-/* The caches of the classes (set up by init.c, used by malloc.c): index = class id. */
-extern struct uslab_cache usi_class_caches[USI_NCLASSES + 1];
+/* The caches of the classes, index = class id: NULL until init.c set the class up at its
+ * first allocation (usi_class_setup, which publishes the descriptor with a release store),
+ * then its descriptor, an object of the descriptor cache. Descriptors taken as the classes
+ * are first used lie side by side: a static array of them (96 of 536 bytes) made a
+ * process's start touch 6 pages for 9 classes (docs/benchmarks.md, session 59). */
+extern struct uslab_cache *usi_class_caches[USI_NCLASSES + 1];
 
 #pragma GCC visibility pop
 

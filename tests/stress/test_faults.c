@@ -644,7 +644,8 @@ static void main_ops(struct worker *w)
 
 #ifndef PLAIN_MALLOC
 /* After everything was freed and reaped: the statistics list no cache with a slab or an
- * object (uslab_stats_print leaves out caches with neither). */
+ * object (uslab_stats_print leaves out caches with neither), but the descriptor cache,
+ * which holds the descriptors of the malloc classes used (design §7): at most one a class. */
 static void check_nothing_left(void)
 {
     char *buf = NULL;
@@ -655,7 +656,11 @@ static void check_nothing_left(void)
     fclose(f);
     const char *caches = strstr(buf, "\"caches\":[");
     CHECK(caches, "no cache list in %s", buf);
-    CHECK(strstr(caches, "\"name\"") == NULL, "memory left in caches after reaping:\n%s", buf);
+    for (const char *n = strstr(caches, "\"name\""); n; n = strstr(n + 1, "\"name\"")) {
+        unsigned long objects = 0;
+        CHECK(sscanf(n, "\"name\":\"uslab-cache\",\"objects\":%lu", &objects) == 1 && objects <= 96,
+              "memory left in caches after reaping:\n%s", buf);
+    }
     free(buf);
 }
 #endif

@@ -84,7 +84,7 @@ int main(int argc, char **argv)
     else {
         size_t floor = floor_pair_bytes(cache);
         for (unsigned k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
-            floor += floor_pair_bytes(&usi_class_caches[class_of(sizes[k])]);
+            floor += floor_pair_bytes(usi_class_caches[class_of(sizes[k])]);
         CHECK(held > 0 && held <= usi_options.tcache_max + THREADS * floor,
               "bound exceeded: %zu KiB > %zu KiB + %d threads x %zu bytes of floor magazines",
               held >> 10, usi_options.tcache_max >> 10, THREADS, floor);

@@ -83,9 +83,12 @@ int main(int argc, char **argv)
     CHECK(mags < most, "%ld magazines live: they grow with the rounds", mags);
     size_t in_depots = 0;
     for (unsigned id = 1; id <= usi_nclasses; id++) { /* under its lock: the purger's passes */
-        usi_lock(&usi_class_caches[id].lock);
-        in_depots += usi_class_caches[id].depot_rounds;
-        usi_unlock(&usi_class_caches[id].lock);
+        struct uslab_cache *c = usi_class_caches[id];
+        if (!c)
+            continue; /* not set up: never used */
+        usi_lock(&c->lock);
+        in_depots += c->depot_rounds;
+        usi_unlock(&c->lock);
     }
     printf("objects in the classes' depots: %zu\n", in_depots);
     CHECK(in_depots < (size_t)rounds, "%zu objects in the depots: they grow with the rounds",

@@ -69,7 +69,7 @@ int main(void)
     unsigned first = usi_sizeclass_of_large(FIRST);
     unsigned second = usi_sizeclass_of_large(SECOND);
     CHECK(first && second && first != second, "classes %u and %u", first, second);
-    CHECK(!usi_class_caches[first].class_ready && !usi_class_caches[second].class_ready,
+    CHECK(!usi_class_caches[first] && !usi_class_caches[second],
           "the two classes were set up before their first allocation");
 
     armed = 1;
@@ -77,12 +77,12 @@ int main(void)
     armed = 0;
     CHECK(raised, "no lock was taken by the first allocation of a class");
     CHECK(p && usi_pagemap_lookup(p) != 0, "the first class's block %p is not a slab block", p);
-    CHECK(usi_class_caches[first].class_ready, "the first class is not set up");
+    CHECK(usi_class_caches[first] != NULL, "the first class is not set up");
     /* The handler's block: glibc's (no slab), whole, and freed like any other. */
     CHECK(handler_block, "the handler's malloc returned NULL");
     CHECK(usi_pagemap_lookup(handler_block) == 0, "the handler's block %p is in a slab",
           handler_block);
-    CHECK(!usi_class_caches[second].class_ready, "the handler set the second class up");
+    CHECK(!usi_class_caches[second], "the handler set the second class up");
     for (int i = 0; i < SECOND; i++)
         CHECK(((unsigned char *)handler_block)[i] == 0x5a, "the handler's block at %d", i);
     uslab_free(handler_block);
@@ -90,7 +90,7 @@ int main(void)
     /* Outside the handler the second class is set up as usual. */
     void *q = uslab_malloc(SECOND);
     CHECK(q && usi_pagemap_lookup(q) != 0, "the second class's block %p is not a slab block", q);
-    CHECK(usi_class_caches[second].class_ready, "the second class is not set up");
+    CHECK(usi_class_caches[second] != NULL, "the second class is not set up");
     uslab_free(q);
     printf("ok\n");
     return 0;

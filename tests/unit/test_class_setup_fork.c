@@ -89,7 +89,7 @@ int main(void)
     uslab_free(uslab_malloc(64)); /* initialises uslab */
     for (unsigned k = 0; k < CLASSES; k++) {
         unsigned id = usi_sizeclass_of_large(size_of_class(k));
-        CHECK(!usi_class_caches[id].class_ready, "class %u was set up before its first use", id);
+        CHECK(!usi_class_caches[id], "class %u was set up before its first use", id);
         CHECK(k == 0 || id != usi_sizeclass_of_large(size_of_class(k - 1)), "two sizes, one class");
     }
     CHECK(pthread_create(&worker_thread, NULL, worker, NULL) == 0, "pthread_create");

@@ -28,7 +28,8 @@ int main(void)
     CHECK(usi_pages_reserved_bytes() <= (size_t)64 << 20, "reservation %zu, want <= 64 MiB",
           usi_pages_reserved_bytes());
     unsigned id = usi_class_small[(SIZE + 7) >> 3];
-    struct uslab_cache *c = &usi_class_caches[id];
+    struct uslab_cache *c = usi_class_cache(id); /* set up now, before the range is full */
+    CHECK(c != NULL, "class %u set up", id);
     size_t in_slabs = 0, outside = 0, starved_seen = 0;
     for (int i = 0; i < N; i++) {
         errno = 777;

@@ -25,8 +25,8 @@ static size_t swing; /* how far the alternating thread's live count swings */
 
 static struct uslab_cache *cache_of_size(void)
 {
-    return &usi_class_caches[size <= USI_SMALL_MAX ? usi_class_small[(size + 7) >> 3]
-                                                   : usi_sizeclass_of_large(size)];
+    return usi_class_caches[size <= USI_SMALL_MAX ? usi_class_small[(size + 7) >> 3]
+                                                  : usi_sizeclass_of_large(size)];
 }
 
 /* The largest capacity the calling thread's loaded magazine of the class has had. */

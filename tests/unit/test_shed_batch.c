@@ -21,7 +21,7 @@ static void *blocks[BLOCKS];
 /* The calling thread's pair of the malloc class of `size` bytes. */
 static struct usi_magpair *class_pair(size_t size, struct uslab_cache **c)
 {
-    *c = &usi_class_caches[usi_class_small[(size + 7) >> 3]];
+    *c = usi_class_caches[usi_class_small[(size + 7) >> 3]];
     return usi_tcache_pair(usi_tls, (*c)->pair_offset);
 }
 

@@ -31,14 +31,14 @@ int main(void)
     uslab_free(first);
     size_t max = usi_options.max_slab_size;
     CHECK(usi_nclasses > 9 && usi_nclasses <= USI_NCLASSES, "%u classes", usi_nclasses);
-    CHECK(usi_sizeclass_size(usi_nclasses) == max, "largest class %zu is the max slab size %zu",
-          usi_sizeclass_size(usi_nclasses), max);
+    CHECK(usi_class_size[usi_nclasses] == max, "largest class %zu is the max slab size %zu",
+          usi_class_size[usi_nclasses], max);
     for (unsigned id = 1; id <= usi_nclasses; id++) {
-        size_t s = usi_sizeclass_size(id);
+        size_t s = usi_class_size[id];
         const struct uslab_cache *c = usi_class_cache(id);
         CHECK(c->id == id, "class %u has cache id %lu", id, (unsigned long)c->id);
         CHECK(c->size == s, "class %u size %zu, cache size %zu", id, s, c->size);
-        CHECK(id == 1 || s > usi_sizeclass_size(id - 1), "classes increase");
+        CHECK(id == 1 || s > usi_class_size[id - 1], "classes increase");
         if (s >= 16) {
             CHECK(s % 16 == 0, "class %zu is a multiple of 16", s);
             CHECK(c->align >= 16, "class %zu aligned to %zu", s, c->align);
@@ -67,10 +67,10 @@ int main(void)
     for (size_t size = 0; size <= max; size++) {
         unsigned id = class_of(size);
         CHECK(id >= 1 && id <= usi_nclasses, "size %zu: class id %u", size, id);
-        size_t cs = usi_sizeclass_size(id);
+        size_t cs = usi_class_size[id];
         CHECK(cs >= size, "size %zu in class %zu", size, cs);
-        CHECK(id == 1 || usi_sizeclass_size(id - 1) < size,
-              "size %zu: class %zu is not the smallest", size, cs);
+        CHECK(id == 1 || usi_class_size[id - 1] < size, "size %zu: class %zu is not the smallest",
+              size, cs);
         if (size > 128 && size <= USI_MEDIUM)
             CHECK((cs - size) * 8 <= size, "size %zu wastes %zu in class %zu", size, cs - size, cs);
         else if (size > USI_MEDIUM)
@@ -104,7 +104,7 @@ int main(void)
         uintptr_t e = usi_pagemap_lookup(p);
         CHECK((e & USI_ID_MASK) == class_of(size), "malloc(%zu) from class %u, expected %u", size,
               (unsigned)(e & USI_ID_MASK), class_of(size));
-        CHECK(uslab_malloc_usable_size(p) == usi_sizeclass_size(class_of(size)), "usable size");
+        CHECK(uslab_malloc_usable_size(p) == usi_class_size[class_of(size)], "usable size");
         pattern_fill(p, size, (uint64_t)i);
         CHECK(pattern_check(p, size, (uint64_t)i) == (size_t)-1, "contents");
         uslab_free(p);

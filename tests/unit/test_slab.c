@@ -231,7 +231,7 @@ static void test_slab_check(void)
 static struct uslab_cache *medium_class(size_t size)
 {
     unsigned id = usi_sizeclass_of_large(size);
-    CHECK(id && usi_sizeclass_size(id) == size, "a class of %zu bytes", size);
+    CHECK(id && usi_class_size[id] == size, "a class of %zu bytes", size);
     struct uslab_cache *c = usi_class_cache(id);
     CHECK(c && usi_cache_medium(c) && c->span_next, "class %zu is medium, in a group", size);
     return c;
