@@ -487,8 +487,8 @@ void usi_slab_handout(size_t n, void *const *objs)
 static void note_fresh(const struct uslab_cache *c, struct usi_slab *s, size_t was, size_t now,
                        struct usi_fresh_pages *fresh)
 {
-    if (!fresh || c->stride > USI_PAGE_SIZE || (!c->lattice && !c->ctor) ||
-        fresh->n == USI_FRESH_MAX)
+    if (!fresh || c->stride > USI_PAGE_SIZE ||
+        !(c->lattice || c->ctor || (c->flags & USI_CACHE_INTERNAL)) || fresh->n == USI_FRESH_MAX)
         return;
     uintptr_t page = USI_PAGE_SIZE - 1;
     uintptr_t top = ((uintptr_t)usi_slab_object(c, s, 0) + c->stride + page) & ~page;

@@ -94,14 +94,15 @@ void usi_slab_geometry(struct uslab_cache *c);
 /*
  * The pages a take reached first in their slab (below its old bump and its written_low:
  * unwritten since the span was made or purged), where the taker writes every page it takes objects
- * on (a malloc class's handout, a constructor) and objects are a page or smaller: the taker makes
- * them present in one call a range once the lock is dropped (usi_slab_populate), not a fault a page
- * under its writes (design §3, "Fresh pages"). Invariant: n <= USI_FRESH_MAX; range i is [start[i],
- * start[i] + len[i]), page-aligned, in one slab, at least USI_FRESH_MIN bytes. In a class past its
- * first slab a range of fewer pages grows to USI_FRESH_MIN downwards, the pages the next takes
- * reach. A take that reaches fresh pages in more slabs leaves the rest to fault, and so does a
- * range of fewer pages elsewhere: the call holds the process's mmap lock, which a fault does not
- * (per-VMA locks), and 3,000 threads mapping their stacks waited for it (`mt live` 0.23 -> 0.30 s).
+ * on (a malloc class's handout, a constructor, uslab's own caches) and objects are a page or
+ * smaller: the taker makes them present in one call a range once the lock is dropped
+ * (usi_slab_populate), not a fault a page under its writes (design §3, "Fresh pages"). Invariant: n
+ * <= USI_FRESH_MAX; range i is [start[i], start[i] + len[i]), page-aligned, in one slab, at least
+ * USI_FRESH_MIN bytes. In a class past its first slab a range of fewer pages grows to USI_FRESH_MIN
+ * downwards, the pages the next takes reach. A take that reaches fresh pages in more slabs leaves
+ * the rest to fault, and so does a range of fewer pages elsewhere: the call holds the process's
+ * mmap lock, which a fault does not (per-VMA locks), and 3,000 threads mapping their stacks waited
+ * for it (`mt live` 0.23 -> 0.30 s).
  */
 #define USI_FRESH_MAX 2
 #define USI_FRESH_MIN ((uintptr_t)4 * USI_PAGE_SIZE)
