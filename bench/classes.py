@@ -99,7 +99,7 @@ def main():
                     env["USLAB_CLASSES"] = table
                 if which == "profiled":
                     env["USLAB_PROFILE"] = counts
-                rc, out, err, wall, maxrss = run.run_once(argv, env, 600)
+                rc, out, err, wall, maxrss = run.run_once(argv, env, 600)[:5]
                 if rc != 0 or "USLAB_CLASSES" in err:
                     sys.exit("classes.py: %s (%s) failed: rc=%d %s" % (name, which, rc,
                                                                        err.strip()[:300]))

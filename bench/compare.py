@@ -8,7 +8,7 @@ For each metric of each case, the ratio A/B of the runs of the same repetition (
 every allocator once per repetition, back to back, so both saw the same machine state),
 then the median of those ratios and their 25th-75th percentile range. Pairing removes most
 of the drift of a shared machine that the separate medians keep. Lower is better for every
-metric run.py reports (times, RSS, page faults), so a ratio < 1 means A is faster or smaller.
+metric run.py reports (times, RSS, page faults and traps), so a ratio < 1 means A is faster or smaller.
 Typical use: a before/after comparison, with --extra before=OLD/libuslab-preload.so.
 """
 import json
@@ -45,6 +45,10 @@ def main():
             va = dict(va, page_faults=c["faults"][a])
             vb = dict(vb, page_faults=c["faults"][b])
             series.append(("page_faults", ""))
+        if c.get("traps", {}).get(a) and c["traps"].get(b):
+            va = dict(va, page_traps=c["traps"][a])
+            vb = dict(vb, page_traps=c["traps"][b])
+            series.append(("page_traps", ""))
         for key, unit in series:
             xa, xb = va.get(key) or [], vb.get(key) or []
             pairs = [x / y for x, y in zip(xa, xb) if x is not None and y]

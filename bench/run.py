@@ -330,7 +330,8 @@ MISSING_PROGRAMS = []  # real programs not installed: their rows are left out, w
 
 def run_once(argv, env, timeout):
     """Runs argv under env's LD_PRELOAD through bench/spawn; returns
-    (rc, stdout, stderr, wall seconds, maxrss KiB of the program itself, its page faults)."""
+    (rc, stdout, stderr, wall seconds, maxrss KiB of the program itself, its page faults,
+    its page-fault traps or None where the kernel did not let spawn count them)."""
     preload = env.get("LD_PRELOAD") or "-"
     env = dict(env)
     env.pop("LD_PRELOAD", None)  # the launcher itself runs without it
@@ -353,7 +354,8 @@ def run_once(argv, env, timeout):
         if "wall_ns" in kv:
             wall = int(kv["wall_ns"]) * 1e-9
         return (rc, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                wall, int(kv.get("maxrss_kb", 0)), int(kv.get("faults", 0)))
+                wall, int(kv.get("maxrss_kb", 0)), int(kv.get("faults", 0)),
+                int(kv["traps"]) if "traps" in kv else None)
 
 
 def probe(bindir, allocs):
@@ -361,7 +363,7 @@ def probe(bindir, allocs):
     res = {}
     exe = os.path.join(bindir, "probe")
     for name, lib in allocs:
-        rc, out, err, _, _, _ = run_once([exe], env_for(lib), 30)
+        rc, out, err = run_once([exe], env_for(lib), 30)[:3]
         res[name] = parse_kv(out).get("allocator", "error rc=%d %s" % (rc, err.strip()[:200]))
     return res
 
@@ -552,7 +554,7 @@ def write_csv(results, names, outdir):
             w = csv.writer(f, lineterminator="\n")
             w.writerow(["benchmark", "case", "metric", "unit", "allocator", "n", "median", "mean",
                         "std", "min", "max", "spread_pct", "ratio_glibc", "ratio_best_peer",
-                        "maxrss_kb_median", "faults_median"])
+                        "maxrss_kb_median", "faults_median", "traps_median"])
             for c, key, unit, stats in rows:
                 glibc = stats.get("glibc")
                 for a in names:
@@ -564,12 +566,14 @@ def write_csv(results, names, outdir):
                     rp = s["median"] / min(bp) if bp and min(bp) else ""
                     rss = c["maxrss_kb"].get(a, [])
                     flt = c.get("faults", {}).get(a, [])
+                    trp = c.get("traps", {}).get(a, [])
                     w.writerow([c["group"], c["name"], key, unit, a, "%d" % s["n"]] +
                                ["%g" % s[k] for k in ("median", "mean", "std", "min", "max")] +
                                ["%.1f" % s["spread_pct"], "%.4f" % rg if rg != "" else "",
                                 "%.4f" % rp if rp != "" else "",
                                 "%d" % statistics.median(rss) if rss else "",
-                                "%d" % statistics.median(flt) if flt else ""])
+                                "%d" % statistics.median(flt) if flt else "",
+                                "%d" % statistics.median(trp) if trp else ""])
 
 
 def write_report(results, names, table, outdir, plots):
@@ -621,6 +625,22 @@ def write_report(results, names, table, outdir, plots):
             r = c.get("faults", {}).get(a, [])
             cells.append("%.1f" % (statistics.median(r) / 1000) if r else "-")
         L.append("| %s | %s | %s |" % (c["group"], c["name"], " | ".join(cells)))
+    # the faults the CPU took: ru_minflt also counts the pages MADV_POPULATE_WRITE made
+    # present, which cost a VM about half a trap (docs/benchmarks.md, session 59)
+    if any(c.get("traps") for c in results["cases"]):
+        L += ["", "## Page-fault traps (the faults the CPU took, `perf stat -e page-faults`; "
+              "thousands, median)", "",
+              "| benchmark | case | " + " | ".join(names) + " |",
+              "|---|---|" + "---|" * len(names)]
+        for c in results["cases"]:
+            cells = []
+            for a in names:
+                r = c.get("traps", {}).get(a, [])
+                cells.append("%.1f" % (statistics.median(r) / 1000) if r else "-")
+            L.append("| %s | %s | %s |" % (c["group"], c["name"], " | ".join(cells)))
+    else:
+        L += ["", "No page-fault traps: the kernel did not let bench/spawn count them "
+              "(perf_event_open, kernel.perf_event_paranoid)."]
     if results["failures"]:
         L += ["", "## Failed or refused runs", ""]
         for f in results["failures"]:
@@ -724,7 +744,7 @@ def main():
         creps = (c.full_reps if full else c.quick_reps) or reps
         argv = c.argv + (c.full_args if full else c.quick_args)
         rec = {"id": ci, "group": c.group, "name": c.name, "argv": argv,
-               "metrics": c.metrics, "values": {}, "maxrss_kb": {}, "faults": {},
+               "metrics": c.metrics, "values": {}, "maxrss_kb": {}, "faults": {}, "traps": {},
                "params": {}}
         results["failures_by"][ci] = {}
         for r in range(creps):
@@ -745,7 +765,7 @@ def main():
                     got = pr.get("allocator")
                 else:
                     got = None
-                rc, out, err, wall, rss, faults = run_once(argv, env, c.timeout)
+                rc, out, err, wall, rss, faults, traps = run_once(argv, env, c.timeout)
                 kv = parse_kv(out)
                 if not c.program:
                     got = kv.get("allocator")
@@ -777,6 +797,8 @@ def main():
                             pass
                 rec["maxrss_kb"].setdefault(name, []).append(rss)
                 rec["faults"].setdefault(name, []).append(faults)
+                if traps is not None:
+                    rec["traps"].setdefault(name, []).append(traps)
                 if not rec["params"]:
                     rec["params"] = {k: v for k, v in kv.items()
                                      if k not in ("allocator", "allocator_path", "wall_s")

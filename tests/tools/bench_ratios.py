@@ -3,8 +3,9 @@
 """bench/run.py's ratio to the best peer: the best of every peer found, Debian's and the
 newest built from their sources (mimalloc 3, snmalloc), never an --extra build of uslab.
 And its CSV files read back as written: the size cases' names hold a comma ("a=2,b=20"),
-and each row has its allocator's median peak RSS and page faults.
-Usage: bench_ratios.py SOURCE_DIR"""
+and each row has its allocator's median peak RSS, page faults and page-fault traps. And
+bench/spawn's report of a program: its faults, and its traps where the kernel counts them.
+Usage: bench_ratios.py SOURCE_DIR SPAWN"""
 import csv
 import importlib.util
 import os
@@ -49,7 +50,8 @@ case = {"group": "size", "name": "a=2,b=20", "metrics": [("ns_per_pair", "ns", "
                    "uslab": {"ns_per_pair": [40.0, 41.0, 45.0]},
                    "mimalloc": {"ns_per_pair": [36.0, 37.0, 38.0]}},
         "maxrss_kb": {"uslab": [22000, 22536, 23000]},
-        "faults": {"uslab": [5000, 5100, 9000], "glibc": [7000]}}
+        "faults": {"uslab": [5000, 5100, 9000], "glibc": [7000]},
+        "traps": {"uslab": [900, 1000, 3000]}}
 with tempfile.TemporaryDirectory() as out:
     run.write_csv({"cases": [case]}, ["glibc", "uslab", "mimalloc"], out)
     with open(os.path.join(out, "size.csv"), newline="") as f:
@@ -65,9 +67,24 @@ with tempfile.TemporaryDirectory() as out:
         expect("csv ratio to the best peer", float(u["ratio_best_peer"]), round(41.0 / 37.0, 4))
         expect("csv peak RSS", float(u["maxrss_kb_median"]), 22536)
         expect("csv page faults", float(u["faults_median"]), 5100)
+        expect("csv page-fault traps", float(u["traps_median"]), 1000)
         m = [r for r in rows if r["allocator"] == "mimalloc"][0]
-        if m["faults_median"] != "":
+        if m["faults_median"] != "" or m["traps_median"] != "":
             failures.append("size.csv: faults for a run without a count: %r" % m)
+
+# bench/spawn on a program that writes 2,000 fresh pages: faults, and traps (the CPU's) if
+# the kernel lets it count them, at least those pages and at most the faults.
+with tempfile.NamedTemporaryFile() as rep:
+    prog = ("import mmap; m = mmap.mmap(-1, 2000 * 4096); m.madvise(mmap.MADV_NOHUGEPAGE)\n"
+            "for i in range(0, 2000 * 4096, 4096): m[i] = 1")
+    rc = os.spawnv(os.P_WAIT, sys.argv[2], [sys.argv[2], rep.name, "-", sys.executable, "-c",
+                                            prog])
+    kv = dict(line.split("=", 1) for line in open(rep.name).read().split())
+    if rc != 0 or int(kv.get("faults", 0)) < 2000:
+        failures.append("spawn: rc %d, %r" % (rc, kv))
+    elif "traps" in kv and not 2000 <= int(kv["traps"]) <= int(kv["faults"]):
+        failures.append("spawn: traps %s, faults %s" % (kv["traps"], kv["faults"]))
+    print("spawn: faults %s, traps %s" % (kv.get("faults"), kv.get("traps", "not counted")))
 
 for f in failures:
     print("FAIL", f)
