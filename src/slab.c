@@ -495,7 +495,7 @@ static void note_fresh(const struct uslab_cache *c, struct usi_slab *s, size_t w
     uintptr_t start = top - now, end = top - was < s->written_low ? top - was : s->written_low;
     /* A class past its first slab grows: a take that reached fewer fresh pages than the
      * call's minimum makes the minimum present, the pages its next takes reach (downwards),
-     * which would fault one at a time (perl: 4,362 faults -> 2,047; design §3). */
+     * which would fault one at a time (perl: 4,360 traps -> 1,947; design §3). */
     if (start < end && end - start < USI_FRESH_MIN && c->slabs_created > 1 && !c->debug) {
         uintptr_t low = (uintptr_t)s->objs & ~page;
         start = end - low > USI_FRESH_MIN ? end - USI_FRESH_MIN : low;
