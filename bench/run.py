@@ -603,41 +603,30 @@ def write_report(results, names, table, outdir, plots):
           "every metric except `alloc_share` (the share of cfrac's time spent allocating).",
           "Ratios are uslab's median over glibc's and over the best peer's (< 1: uslab faster).",
           "", "```", table, "```", ""]
-    # peak RSS per case
-    L += ["## Peak RSS (ru_maxrss of the benchmark process, MiB, median)", "",
-          "| benchmark | case | " + " | ".join(names) + " |",
-          "|---|---|" + "---|" * len(names)]
-    for c in results["cases"]:
-        cells = []
-        for a in names:
-            r = c["maxrss_kb"].get(a, [])
-            cells.append("%.1f" % (statistics.median(r) / 1024) if r else "-")
-        L.append("| %s | %s | %s |" % (c["group"], c["name"], " | ".join(cells)))
-    # page faults per case: on a VM a fault can cost 10 us or more, and the count, unlike the
-    # time, does not move with the machine's load (docs/benchmarks.md, session 58)
-    L += ["", "## Page faults (minor + major, of the benchmark process and its children, "
-          "thousands, median)", "",
-          "| benchmark | case | " + " | ".join(names) + " |",
-          "|---|---|" + "---|" * len(names)]
-    for c in results["cases"]:
-        cells = []
-        for a in names:
-            r = c.get("faults", {}).get(a, [])
-            cells.append("%.1f" % (statistics.median(r) / 1000) if r else "-")
-        L.append("| %s | %s | %s |" % (c["group"], c["name"], " | ".join(cells)))
-    # the faults the CPU took: ru_minflt also counts the pages MADV_POPULATE_WRITE made
-    # present, which cost a VM about half a trap (docs/benchmarks.md, session 59)
-    if any(c.get("traps") for c in results["cases"]):
-        L += ["", "## Page-fault traps (the faults the CPU took, `perf stat -e page-faults`; "
-              "thousands, median)", "",
-              "| benchmark | case | " + " | ".join(names) + " |",
-              "|---|---|" + "---|" * len(names)]
+
+    def per_case(title, key, scale):
+        """A table of the median of c[key][allocator] / scale for every case."""
+        T = [title, "", "| benchmark | case | " + " | ".join(names) + " |",
+             "|---|---|" + "---|" * len(names)]
         for c in results["cases"]:
             cells = []
             for a in names:
-                r = c.get("traps", {}).get(a, [])
-                cells.append("%.1f" % (statistics.median(r) / 1000) if r else "-")
-            L.append("| %s | %s | %s |" % (c["group"], c["name"], " | ".join(cells)))
+                r = c.get(key, {}).get(a, [])
+                cells.append("%.1f" % (statistics.median(r) / scale) if r else "-")
+            T.append("| %s | %s | %s |" % (c["group"], c["name"], " | ".join(cells)))
+        return T
+
+    L += per_case("## Peak RSS (ru_maxrss of the benchmark process, MiB, median)", "maxrss_kb",
+                  1024)
+    # page faults per case: on a VM a fault can cost 10 us or more, and the count, unlike the
+    # time, does not move with the machine's load (docs/benchmarks.md, session 58)
+    L += [""] + per_case("## Page faults (minor + major, of the benchmark process and its "
+                         "children, thousands, median)", "faults", 1000)
+    # the faults the CPU took: ru_minflt also counts the pages MADV_POPULATE_WRITE made
+    # present, which cost a VM about half a trap (docs/benchmarks.md, session 59)
+    if any(c.get("traps") for c in results["cases"]):
+        L += [""] + per_case("## Page-fault traps (the faults the CPU took, `perf stat -e "
+                             "page-faults`; thousands, median)", "traps", 1000)
     else:
         L += ["", "No page-fault traps: the kernel did not let bench/spawn count them "
               "(perf_event_open, kernel.perf_event_paranoid)."]
