@@ -253,25 +253,27 @@ static size_t take_more(struct uslab_cache *c, size_t want, void **objs, size_t 
                         size_t held, struct usi_fresh_pages *fresh)
 {
     usi_lock(&c->lock);
-    size_t more = usi_slab_take(c, want, objs + got, fresh);
+    size_t more = usi_slab_take(c, want, objs + got, fresh, 0);
     if (lp)
         limbo_note(lp, c, objs - held, held + got + more);
     usi_unlock(&c->lock);
     return more;
 }
 
-/* Takes n raw objects; when the slabs cannot grow and `reclaim` allows it, calls the
- * reclaim callback once and tries again. Where a constructor will run on them (`lp`
+/* Takes n raw objects; when the slabs cannot grow and `how` has USI_FILL_RECLAIM, calls
+ * the reclaim callback once and tries again. Where a constructor will run on them (`lp`
  * non-NULL), they are recorded as in passage in the hold that takes them, with the
  * `held` objects before objs[0] (the caller's, recorded already). */
-static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int reclaim, limbo_slot *lp,
+static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int how, limbo_slot *lp,
                        size_t held)
 {
+    int reclaim = how & USI_FILL_RECLAIM;
+    unsigned filler = how & USI_FILL_OFTEN ? usi_slab_filler() : 0;
     if (USI_UNLIKELY(c->debug))
         usi_debug_capture();
     struct usi_fresh_pages fresh = {.n = 0};
     usi_lock(&c->lock);
-    size_t got = usi_slab_take(c, n, objs, &fresh);
+    size_t got = usi_slab_take(c, n, objs, &fresh, filler);
     if (lp)
         limbo_note(lp, c, objs - held, held + got);
     usi_unlock(&c->lock);
@@ -347,7 +349,7 @@ void *usi_objects_alloc(struct uslab_cache *c)
     void *obj;
     limbo_slot l = 0;
     /* In passage from the take (and the reclaim callback) to the constructor's return. */
-    if (take_raw(c, 1, &obj, 1, c->ctor || c->reclaim ? &l : NULL, 0) == 0) {
+    if (take_raw(c, 1, &obj, USI_FILL_RECLAIM, c->ctor || c->reclaim ? &l : NULL, 0) == 0) {
         limbo_end(l);
         if (!(c->flags & USI_CACHE_KEEP_ERRNO))
             errno = ENOMEM;
@@ -366,13 +368,13 @@ void *usi_objects_alloc(struct uslab_cache *c)
 /* usi_objects_fill into objs[0 .. n), where the `held` objects before objs[0] are the
  * caller's (constructed, from its magazines): they are recorded with the new ones as in
  * passage while constructors or the reclaim callback run (design §7). */
-static size_t fill(struct uslab_cache *c, size_t held, size_t n, void **objs, int reclaim)
+static size_t fill(struct uslab_cache *c, size_t held, size_t n, void **objs, int how)
 {
     limbo_slot l = 0;
-    int record = c->ctor || (reclaim && c->reclaim);
+    int record = c->ctor || ((how & USI_FILL_RECLAIM) && c->reclaim);
     if (record && held)
         limbo_note(&l, c, objs - held, held);
-    size_t got = take_raw(c, n, objs, reclaim, record ? &l : NULL, held);
+    size_t got = take_raw(c, n, objs, how, record ? &l : NULL, held);
     if (got < n) {
         if (got)
             put_raw_then(c, got, objs, limbo_end_locked, (void *)l);
@@ -397,14 +399,14 @@ static size_t fill(struct uslab_cache *c, size_t held, size_t n, void **objs, in
     return n;
 }
 
-size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim)
+size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int how)
 {
-    return fill(c, 0, n, objs, reclaim);
+    return fill(c, 0, n, objs, how);
 }
 
 size_t usi_objects_fill_bulk(struct uslab_cache *c, size_t held, size_t n, void **objs)
 {
-    return fill(c, held, n - held, objs + held, 1) ? n : 0;
+    return fill(c, held, n - held, objs + held, USI_FILL_RECLAIM) ? n : 0;
 }
 
 size_t usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,

@@ -39,9 +39,13 @@ static inline void usi_objects_reclaim_wanted(struct uslab_cache *c)
     if (USI_UNLIKELY(__atomic_load_n(&c->reclaim_wanted, __ATOMIC_RELAXED)))
         usi_objects_reclaim_now(c);
 }
-/* n objects, constructed; all or nothing; returns n or 0 (errno set). `reclaim`: whether
- * the reclaim callback may run when slabs run out. Runs the constructor (if any). */
-size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int reclaim);
+/* n objects, constructed; all or nothing; returns n or 0 (errno set). `how`: 0 or any of
+ * USI_FILL_RECLAIM (the reclaim callback may run when slabs run out) and USI_FILL_OFTEN (the
+ * calling thread fills from c often: usi_slab_take's filler). Runs the constructor (if any). */
+#define USI_FILL_RECLAIM   1
+#define USI_FILL_OFTEN     2
+#define USI_FILL_OFTEN_MIN 4 /* the last fill's objects that make a pair's fills USI_FILL_OFTEN */
+size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int how);
 /* uslab_cache_alloc_bulk's rest: objs[held .. n) filled as by usi_objects_fill (reclaim
  * allowed), the caller's objs[0 .. held) (from its magazines) recorded with them as in
  * passage meanwhile (design §7). Returns n or 0 (errno set; objs[0 .. held) are still the

@@ -150,6 +150,8 @@ static void list_push(struct uslab_cache *c, struct usi_slab *s, unsigned which)
 {
     struct usi_slab_list_head *h = &c->lists[which];
     s->list = (uint8_t)which;
+    if (which != USI_SLAB_PARTIAL)
+        s->filler = 0; /* a full or empty slab is no filler's */
     s->prev = NULL;
     s->next = h->first;
     if (h->first)
@@ -398,6 +400,8 @@ const char *usi_slab_check(const struct uslab_cache *c, const struct usi_slab *s
         return "counts out of range (inuse > bump or bump > objects)";
     if (s->list != state_of(s))
         return "on the wrong list for its number of objects in use";
+    if (s->filler && s->list != USI_SLAB_PARTIAL)
+        return "a filler on a full or empty slab";
     uint32_t words = bitmap_words(c);
     if (s->scan > words)
         return "bitmap scan position out of range";
@@ -516,15 +520,49 @@ void usi_slab_populate(const struct usi_fresh_pages *fresh)
     }
 }
 
-size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fresh_pages *fresh)
+static __thread uint16_t tls_filler __attribute__((tls_model("initial-exec")));
+static uint16_t filler_next;
+
+unsigned usi_slab_filler(void)
+{
+    uint16_t f = tls_filler;
+    while (USI_UNLIKELY(f == 0))
+        f = tls_filler = __atomic_add_fetch(&filler_next, 1, __ATOMIC_RELAXED);
+    return f;
+}
+
+/* Partial slabs a filler's take looks at for one no other filler fills. */
+#define FILLER_SCAN 4
+
+/* The slab a take goes to: the first partial one, else the first empty one, else a new one.
+ * A filler's take (usi_slab_take) passes over the partial slabs another filler fills, among
+ * the first FILLER_SCAN; where they are all there is, it goes on to an empty or new slab, so
+ * that two threads filling a class at once fill a slab each (design §3, "Fillers"). */
+static struct usi_slab *take_slab(struct uslab_cache *c, unsigned filler)
+{
+    struct usi_slab *s = c->lists[USI_SLAB_PARTIAL].first;
+    if (filler && s) {
+        struct usi_slab *p = s;
+        for (unsigned i = 0; p && i < FILLER_SCAN; i++, p = p->next)
+            if (p->filler == 0 || p->filler == filler)
+                return p;
+        if (p)
+            return s; /* more such slabs than it looks at: shared, as without fillers */
+        s = NULL;
+    }
+    if (!s)
+        s = c->lists[USI_SLAB_EMPTY].first;
+    if (!s)
+        s = slab_create(c);
+    return s;
+}
+
+size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fresh_pages *fresh,
+                     unsigned filler)
 {
     size_t got = 0;
     while (got < n) {
-        struct usi_slab *s = c->lists[USI_SLAB_PARTIAL].first;
-        if (!s)
-            s = c->lists[USI_SLAB_EMPTY].first;
-        if (!s)
-            s = slab_create(c);
+        struct usi_slab *s = take_slab(c, filler);
         if (!s)
             break;
         uint32_t bump_before = s->bump;
@@ -578,6 +616,8 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fr
             c->touched_bytes += now - was;
             note_fresh(c, s, was, now, fresh);
         }
+        if (filler)
+            s->filler = (uint16_t)filler; /* list_push clears it on a full slab */
         list_move(c, s, state_of(s));
         if (USI_UNLIKELY(c->debug & USI_DEBUG_F))
             check_or_report(c, s);

@@ -113,9 +113,15 @@ struct usi_fresh_pages {
 };
 /* Takes up to n raw (unconstructed) objects from the cache's slabs, growing if needed.
  * Returns how many it took; fewer than n only when no span could be had. Adds the pages it
- * reached first to *fresh (initialised by the caller, n = 0; NULL: not noted). Caller holds
+ * reached first to *fresh (initialised by the caller, n = 0; NULL: not noted). `filler`: 0,
+ * or the caller's usi_slab_filler() where its thread fills from c often: such a take skips
+ * the partial slabs another such thread fills (design §3, "Fillers"). Caller holds
  * cache->lock. */
-size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fresh_pages *fresh);
+size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fresh_pages *fresh,
+                     unsigned filler);
+/* The calling thread's filler number for usi_slab_take: not 0, the same for the thread's
+ * life (16 bits: two threads in 65,535 may share one, which only lets them share slabs). */
+unsigned usi_slab_filler(void);
 /* Makes fresh's ranges present (usi_os_populate). No lock held. */
 void usi_slab_populate(const struct usi_fresh_pages *fresh);
 /* What a take of a lattice cache's objects writes into each (malloc's pop checks them:

@@ -601,8 +601,13 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
                     room = had;
             }
             if (loaded) {
+                /* A pair whose last fill took USI_FILL_OFTEN_MIN objects or more fills from
+                 * c often: from a slab of its own where two threads do (design §3,
+                 * "Fillers"). A thread that takes a few objects of each class (3,000 live
+                 * threads) stays out. */
+                int how = mp->fill_level >= USI_FILL_OFTEN_MIN ? USI_FILL_OFTEN : 0;
                 uint32_t n = fill_next(mp, loaded->capacity - room);
-                loaded->rounds = (uint32_t)usi_objects_fill(c, n, loaded->objs, 0);
+                loaded->rounds = (uint32_t)usi_objects_fill(c, n, loaded->objs, how);
                 pair_load(mp, loaded);
             }
             /* No magazine, or fewer free objects than a magazine: take one. */

@@ -62,7 +62,7 @@ static void check_noted(size_t size)
 
     struct usi_fresh_pages fresh = {.n = 0};
     usi_lock(&c->lock);
-    CHECK(usi_slab_take(c, n, first, &fresh) == n, "take %zu", n);
+    CHECK(usi_slab_take(c, n, first, &fresh, 0) == n, "take %zu", n);
     usi_unlock(&c->lock);
     struct usi_slab *s = usi_slab_of_entry(usi_pagemap_lookup(first[0]));
     uintptr_t top = ((uintptr_t)usi_slab_object(c, s, 0) + c->stride + PAGE - 1) & ~(PAGE - 1);
@@ -80,7 +80,7 @@ static void check_noted(size_t size)
     /* The next take of the same slab: the pages below the first range only. */
     fresh.n = 0;
     usi_lock(&c->lock);
-    CHECK(usi_slab_take(c, n, second, &fresh) == n, "take again");
+    CHECK(usi_slab_take(c, n, second, &fresh, 0) == n, "take again");
     usi_unlock(&c->lock);
     CHECK(usi_slab_of_entry(usi_pagemap_lookup(second[0])) == s, "%zu: same slab", size);
     uintptr_t lo2 = lowest(second, n) & ~(PAGE - 1);
@@ -91,7 +91,7 @@ static void check_noted(size_t size)
     /* A take of fewer fresh pages than USI_FRESH_MIN: left to fault. */
     fresh.n = 0;
     usi_lock(&c->lock);
-    CHECK(usi_slab_take(c, few, again, &fresh) == few, "a small take");
+    CHECK(usi_slab_take(c, few, again, &fresh, 0) == few, "a small take");
     usi_unlock(&c->lock);
     CHECK(fresh.n == 0, "%zu: a take of one or two fresh pages is not noted", size);
     struct usi_slab *back = NULL;
@@ -106,7 +106,7 @@ static void check_noted(size_t size)
     usi_slab_put(c, n, second, &release);
     usi_slab_put(c, n, first, &release);
     fresh.n = 0;
-    CHECK(usi_slab_take(c, n, again, &fresh) == n, "take a third time");
+    CHECK(usi_slab_take(c, n, again, &fresh, 0) == n, "take a third time");
     CHECK(fresh.n == 0, "%zu: pages taken before are not fresh (%u ranges)", size, fresh.n);
     usi_slab_put(c, n, again, &release);
     usi_slab_detach_empty(c, 0, &release);
@@ -125,7 +125,7 @@ static void check_not_noted(size_t size, uslab_ctor_fn with)
     void *objs[4];
     struct usi_fresh_pages fresh = {.n = 0};
     usi_lock(&c->lock);
-    CHECK(usi_slab_take(c, 4, objs, &fresh) == 4, "take");
+    CHECK(usi_slab_take(c, 4, objs, &fresh, 0) == 4, "take");
     CHECK(fresh.n == 0, "%zu bytes, %s constructor: nothing noted", size, with ? "a" : "no");
     struct usi_slab *release = NULL;
     usi_slab_put(c, 4, objs, &release);
@@ -150,7 +150,7 @@ static void check_growing(struct uslab_cache *c)
         CHECK(nheld < sizeof held / sizeof held[0], "%s: no new slab", c->name);
         fresh.n = 0;
         usi_lock(&c->lock);
-        CHECK(usi_slab_take(c, 1, held + nheld++, &fresh) == 1, "take");
+        CHECK(usi_slab_take(c, 1, held + nheld++, &fresh, 0) == 1, "take");
         usi_unlock(&c->lock);
         usi_slab_populate(&fresh);
     } while (c->slabs_created == created || c->slabs_created < 2);
@@ -163,7 +163,7 @@ static void check_growing(struct uslab_cache *c)
         void **few = grown + taken;
         fresh.n = 0;
         usi_lock(&c->lock);
-        CHECK(usi_slab_take(c, per_page, few, &fresh) == per_page, "take");
+        CHECK(usi_slab_take(c, per_page, few, &fresh, 0) == per_page, "take");
         usi_unlock(&c->lock);
         CHECK(usi_slab_of_entry(usi_pagemap_lookup(few[per_page - 1])) == s, "%s: the same slab",
               c->name);

@@ -181,7 +181,7 @@ static void test_slab_check(void)
         uslab_cache_create("check", 48, 0, NULL, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
     void *objs[6];
     usi_lock(&c->lock);
-    CHECK(usi_slab_take(c, 6, objs, NULL) == 6, "take 6");
+    CHECK(usi_slab_take(c, 6, objs, NULL, 0) == 6, "take 6");
     struct usi_slab *release = NULL;
     usi_slab_put(c, 2, objs + 4, &release); /* two on the free list */
     struct usi_slab *s = usi_slab_of_entry(usi_pagemap_lookup(objs[0]));
@@ -241,7 +241,7 @@ static void *take_one(struct uslab_cache *c)
 {
     void *p = NULL;
     usi_lock(&c->lock);
-    CHECK(usi_slab_take(c, 1, &p, NULL) == 1, "take from %s", c->name);
+    CHECK(usi_slab_take(c, 1, &p, NULL, 0) == 1, "take from %s", c->name);
     usi_unlock(&c->lock);
     return p;
 }
@@ -354,7 +354,7 @@ static void test_span_group_small(void)
     CHECK(more != NULL, "an array");
     struct usi_fresh_pages fresh = {.n = 0};
     usi_lock(&b->lock);
-    CHECK(usi_slab_take(b, rest, more, &fresh) == rest, "the adopted slab's other objects");
+    CHECK(usi_slab_take(b, rest, more, &fresh, 0) == rest, "the adopted slab's other objects");
     usi_unlock(&b->lock);
     CHECK(fresh.n == 0, "no fresh pages in a span its earlier owner wrote (%u ranges)", fresh.n);
     free(more); /* the blocks stay out, as b's others */
@@ -385,7 +385,7 @@ static void test_lists(void)
     void **objs = malloc(n * sizeof *objs);
     CHECK(objs, "malloc");
     usi_lock(&c->lock);
-    CHECK(usi_slab_take(c, n, objs, NULL) == n, "take");
+    CHECK(usi_slab_take(c, n, objs, NULL, 0) == n, "take");
     CHECK(c->lists[USI_SLAB_FULL].count == 3, "3 full slabs, got %zu",
           c->lists[USI_SLAB_FULL].count);
     CHECK(c->lists[USI_SLAB_PARTIAL].count == 1, "1 partial slab");
@@ -414,7 +414,7 @@ static void test_lists(void)
     CHECK(release == NULL, "nothing released");
     /* Take it again: the lowest free object comes first. */
     void *again;
-    CHECK(usi_slab_take(c, 1, &again, NULL) == 1, "take one");
+    CHECK(usi_slab_take(c, 1, &again, NULL, 0) == 1, "take one");
     CHECK(again == objs[0], "the freed object %p comes back first, got %p", objs[0], again);
     objs[0] = again;
     /* Give everything back. With a purge delay, empty slabs stay (stamped) until they have
@@ -518,7 +518,7 @@ static void test_take_order(void)
         uint32_t got = 0;
         for (unsigned k = 0; got < count; k = (k + 1) % (sizeof chunks / sizeof chunks[0])) {
             uint32_t ask = chunks[k] < count - got ? chunks[k] : count - got;
-            CHECK(usi_slab_take(c, ask, objs + got, NULL) == ask, "take %u", ask);
+            CHECK(usi_slab_take(c, ask, objs + got, NULL, 0) == ask, "take %u", ask);
             got += ask;
             check_all_slabs(c, "after a take");
         }
@@ -604,6 +604,58 @@ static void test_lattice(void)
     CHECK(fewer > 0 && most > 0, "slabs of the most objects %zu, of fewer %zu", most, fewer);
 }
 
+/* Fillers (design §3): two threads that fill a class often fill a slab each, so that no cache
+ * line holds objects of both; a take for no filler goes to the first partial slab; a full or
+ * empty slab is no filler's. Without fillers the second take continued the first's slab and
+ * its first object shared the first's last line (`mt glibcthread`). */
+static void test_fillers(void)
+{
+    uslab_cache_t *c =
+        uslab_cache_create("fillers", 16, 0, NULL, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
+    CHECK(c, "create");
+    enum { N = 6 }; /* 96 bytes: the second take starts inside the first's last line */
+    void *a[N], *b[N], *x[2];
+    usi_lock(&c->lock);
+    CHECK(usi_slab_take(c, N, a, NULL, 1) == N, "filler 1's take");
+    struct usi_slab *sa = usi_slab_of_entry(usi_pagemap_lookup(a[0]));
+    CHECK(sa->filler == 1, "the slab is filler 1's (%u)", sa->filler);
+    CHECK(usi_slab_take(c, N, b, NULL, 2) == N, "filler 2's take");
+    struct usi_slab *sb = usi_slab_of_entry(usi_pagemap_lookup(b[0]));
+    CHECK(sb != sa && sb->filler == 2, "filler 2 fills a slab of its own");
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++)
+            CHECK((uintptr_t)a[i] / 64 != (uintptr_t)b[j] / 64,
+                  "a line holds both fillers' objects");
+    CHECK(usi_slab_take(c, N, a, NULL, 1) == N && usi_slab_of_entry(usi_pagemap_lookup(a[0])) == sa,
+          "filler 1 goes on with its own slab, past filler 2's at the list's head");
+    CHECK(usi_slab_take(c, 2, x, NULL, 0) == 2, "a take for no filler");
+    CHECK(usi_slab_of_entry(usi_pagemap_lookup(x[0])) == c->lists[USI_SLAB_PARTIAL].first,
+          "it goes to the first partial slab");
+    CHECK(usi_slab_check(c, sa) == NULL && usi_slab_check(c, sb) == NULL, "sound slabs");
+    /* Filled up, filler 2's slab is full and no filler's; emptied, it stays no filler's. */
+    size_t rest = sb->nobjs - sb->inuse;
+    void **more = malloc(rest * sizeof *more);
+    CHECK(more, "malloc");
+    size_t got = 0;
+    while (got < rest && sb->inuse < sb->nobjs)
+        got += usi_slab_take(c, 1, more + got, NULL, 2);
+    CHECK(sb->list == USI_SLAB_FULL && sb->filler == 0, "a full slab is no filler's (%u)",
+          sb->filler);
+    sb->filler = 2;
+    CHECK(usi_slab_check(c, sb) != NULL, "usi_slab_check refuses a filler on a full slab");
+    sb->filler = 0;
+    struct usi_slab *release = NULL;
+    usi_slab_put(c, got, more, &release);
+    usi_slab_put(c, N, b, &release);
+    usi_slab_put(c, 2, x, &release); /* maybe from filler 2's slab too */
+    CHECK(sb->list == USI_SLAB_EMPTY && sb->filler == 0,
+          "an emptied slab is no filler's (%u on list %u)", sb->filler, sb->list);
+    usi_unlock(&c->lock);
+    if (release)
+        usi_slab_release(c, release);
+    free(more);
+}
+
 int main(void)
 {
     test_span_group();
@@ -615,5 +667,6 @@ int main(void)
     test_slab_check();
     test_take_order();
     test_lattice();
+    test_fillers();
     TEST_DONE();
 }

@@ -44,7 +44,8 @@ static void check_order(struct uslab_cache *c)
     usi_lock(&c->lock);
     CHECK(c->lists[USI_SLAB_PARTIAL].count == 0 && c->lists[USI_SLAB_EMPTY].count == 0,
           "%s starts with no partial or empty slab", c->name);
-    CHECK(usi_slab_take(c, total, objs, NULL) == total, "take %zu objects of %s", total, c->name);
+    CHECK(usi_slab_take(c, total, objs, NULL, 0) == total, "take %zu objects of %s", total,
+          c->name);
     size_t ascending_slabs = 0;
     for (size_t k = 0; k < SLABS; k++) {
         void **slab_objs = objs + k * n;
