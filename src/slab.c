@@ -540,7 +540,7 @@ unsigned usi_slab_filler(void)
  * that two threads filling a class at once fill a slab each (design §3, "Fillers"). */
 static struct usi_slab *take_slab(struct uslab_cache *c, unsigned filler)
 {
-    struct usi_slab *s = c->lists[USI_SLAB_PARTIAL].first;
+    struct usi_slab *first = c->lists[USI_SLAB_PARTIAL].first, *s = first;
     if (filler && s) {
         struct usi_slab *p = s;
         for (unsigned i = 0; p && i < FILLER_SCAN; i++, p = p->next)
@@ -554,7 +554,7 @@ static struct usi_slab *take_slab(struct uslab_cache *c, unsigned filler)
         s = c->lists[USI_SLAB_EMPTY].first;
     if (!s)
         s = slab_create(c);
-    return s;
+    return s ? s : first; /* no slab of its own to be had: shared, not refused */
 }
 
 size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fresh_pages *fresh,

@@ -3,13 +3,17 @@
  * test_exhausted.c - the slab range runs out (USLAB_RESERVE=64M, set by the ctest):
  * malloc falls back to the system allocator without touching errno, a class whose slabs
  * could not grow is marked starved so the next fallbacks take no lock (docs/design.md §8),
- * and once blocks go back to the slabs (uslab_reap) the class is used again.
+ * and once blocks go back to the slabs (uslab_reap) the class is used again. A filler
+ * (design §3) that can get no slab of its own shares another filler's: free objects are never
+ * refused.
  */
 #include "check.h"
 #include "descriptor.h"
 #include "init.h"
+#include "os.h"
 #include "pages.h"
 #include "sizeclass.h"
+#include "slab.h"
 #include "uslab.h"
 
 #include <errno.h>
@@ -48,6 +52,37 @@ int main(void)
     printf("%zu blocks in slabs, %zu from the system allocator\n", in_slabs, outside);
     CHECK(in_slabs > 40000 && outside > 20000, "both kinds of blocks");
     CHECK(starved_seen > 0, "the class was marked starved");
+    /* Two blocks of one slab back in it, the slab another filler's (1) and the only partial
+     * one: filler 2 can make no slab, and shares it. */
+    usi_lock(&c->lock);
+    int i0 = -1, i1 = -1;
+    for (int i = 0; i < N && i1 < 0; i++) {
+        if (!usi_pagemap_lookup(blocks[i]))
+            continue;
+        if (i0 < 0)
+            i0 = i;
+        else if (usi_slab_of_entry(usi_pagemap_lookup(blocks[i])) ==
+                 usi_slab_of_entry(usi_pagemap_lookup(blocks[i0])))
+            i1 = i;
+    }
+    CHECK(i1 >= 0, "two blocks of one slab");
+    struct usi_slab *s = usi_slab_of_entry(usi_pagemap_lookup(blocks[i0]));
+    void *back[2] = {blocks[i0], blocks[i1]}, *again[2];
+    for (int k = 0; k < 2; k++)
+        ((uintptr_t *)back[k])[1] = usi_free_secret; /* as free leaves it */
+    struct usi_slab *release = NULL;
+    usi_slab_put(c, 2, back, &release);
+    CHECK(c->lists[USI_SLAB_PARTIAL].first == s && c->lists[USI_SLAB_PARTIAL].count == 1 &&
+              c->lists[USI_SLAB_EMPTY].count == 0,
+          "one partial slab, no empty one");
+    s->filler = 1;
+    size_t got = usi_slab_take(c, 2, again, NULL, 2);
+    usi_unlock(&c->lock);
+    CHECK(got == 2, "filler 2 took %zu of the 2 free objects", got);
+    memset(again[0], (int)(i0 & 0xff), SIZE); /* what the blocks held, for the checks below */
+    memset(again[1], (int)(i1 & 0xff), SIZE);
+    blocks[i0] = again[0];
+    blocks[i1] = again[1];
     for (int i = 0; i < N; i++) {
         unsigned char *b = blocks[i];
         CHECK(b[0] == (unsigned char)(i & 0xff) && b[SIZE - 1] == (unsigned char)(i & 0xff),
