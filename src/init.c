@@ -172,6 +172,7 @@ static void postfork_child(void)
     usi_tcache_postfork(1);
     usi_debug_postfork(1);
     usi_purge_postfork_child();
+    usi_slab_postfork_child();
     usi_registry_read_each(depot_postfork_one, NULL);
     usi_tcache_adopt_orphans();
 }

@@ -268,7 +268,7 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int how, li
                        size_t held)
 {
     int reclaim = how & USI_FILL_RECLAIM;
-    unsigned filler = how & USI_FILL_OFTEN ? usi_slab_filler() : 0;
+    unsigned filler = how & USI_FILL_THREAD ? usi_slab_filler() : 0;
     if (USI_UNLIKELY(c->debug))
         usi_debug_capture();
     struct usi_fresh_pages fresh = {.n = 0};

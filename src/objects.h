@@ -40,11 +40,11 @@ static inline void usi_objects_reclaim_wanted(struct uslab_cache *c)
         usi_objects_reclaim_now(c);
 }
 /* n objects, constructed; all or nothing; returns n or 0 (errno set). `how`: 0 or any of
- * USI_FILL_RECLAIM (the reclaim callback may run when slabs run out) and USI_FILL_OFTEN (the
- * calling thread fills from c often: usi_slab_take's filler). Runs the constructor (if any). */
-#define USI_FILL_RECLAIM   1
-#define USI_FILL_OFTEN     2
-#define USI_FILL_OFTEN_MIN 4 /* the last fill's objects that make a pair's fills USI_FILL_OFTEN */
+ * USI_FILL_RECLAIM (the reclaim callback may run when slabs run out) and USI_FILL_THREAD (the
+ * objects fill the calling thread's magazine: usi_slab_take's filler). Runs the constructor
+ * (if any). */
+#define USI_FILL_RECLAIM 1
+#define USI_FILL_THREAD  2
 size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int how);
 /* uslab_cache_alloc_bulk's rest: objs[held .. n) filled as by usi_objects_fill (reclaim
  * allowed), the caller's objs[0 .. held) (from its magazines) recorded with them as in

@@ -114,14 +114,30 @@ struct usi_fresh_pages {
 /* Takes up to n raw (unconstructed) objects from the cache's slabs, growing if needed.
  * Returns how many it took; fewer than n only when no span could be had. Adds the pages it
  * reached first to *fresh (initialised by the caller, n = 0; NULL: not noted). `filler`: 0,
- * or the caller's usi_slab_filler() where its thread fills from c often: such a take skips
- * the partial slabs another such thread fills (design §3, "Fillers"). Caller holds
+ * or the caller's usi_slab_filler() where the take fills its thread's magazine: such a take
+ * skips the partial slabs another thread fills (design §3, "Fillers"). Caller holds
  * cache->lock. */
 size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fresh_pages *fresh,
                      unsigned filler);
-/* The calling thread's filler number for usi_slab_take: not 0, the same for the thread's
- * life (16 bits: two threads in 65,535 may share one, which only lets them share slabs). */
-unsigned usi_slab_filler(void);
+/* The calling thread's filler number for usi_slab_take, taken at its first call and held
+ * until usi_slab_filler_end: no two live threads hold the same one. 0 where all are taken
+ * (a take for no filler). usi_slab_tls_filler: 0 before the first call, USI_FILLER_NONE
+ * where the thread holds none. */
+#define USI_FILLER_NONE 0xffffu
+extern __thread uint16_t usi_slab_tls_filler __attribute__((tls_model("initial-exec")));
+unsigned usi_slab_filler_claim(void);
+static inline unsigned usi_slab_filler(void)
+{
+    unsigned f = usi_slab_tls_filler;
+    if (USI_UNLIKELY(f == 0))
+        return usi_slab_filler_claim();
+    return f == USI_FILLER_NONE ? 0 : f;
+}
+/* The calling thread's exit: its filler number is free for the next thread (and it takes
+ * none again). */
+void usi_slab_filler_end(void);
+/* A fork child: only the calling thread's filler number is held. */
+void usi_slab_postfork_child(void);
 /* Makes fresh's ranges present (usi_os_populate). No lock held. */
 void usi_slab_populate(const struct usi_fresh_pages *fresh);
 /* What a take of a lattice cache's objects writes into each (malloc's pop checks them:

@@ -558,7 +558,8 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
         if (loaded == &usi_mag_empty)
             loaded = usi_mag_new_cap(c, start_capacity(c));
         if (loaded) {
-            loaded->rounds = (uint32_t)usi_objects_fill(c, loaded->capacity, loaded->objs, 0);
+            loaded->rounds =
+                (uint32_t)usi_objects_fill(c, loaded->capacity, loaded->objs, USI_FILL_THREAD);
             pair_load(mp, loaded);
         }
         pair_account(c, mp, before);
@@ -601,13 +602,10 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
                     room = had;
             }
             if (loaded) {
-                /* A pair whose last fill took USI_FILL_OFTEN_MIN objects or more fills from
-                 * c often: from a slab of its own where two threads do (design §3,
-                 * "Fillers"). A thread that takes a few objects of each class (3,000 live
-                 * threads) stays out. */
-                int how = mp->fill_level >= USI_FILL_OFTEN_MIN ? USI_FILL_OFTEN : 0;
+                /* From a slab of this thread's own where two threads fill at once (design
+                 * §3, "Fillers"). */
                 uint32_t n = fill_next(mp, loaded->capacity - room);
-                loaded->rounds = (uint32_t)usi_objects_fill(c, n, loaded->objs, how);
+                loaded->rounds = (uint32_t)usi_objects_fill(c, n, loaded->objs, USI_FILL_THREAD);
                 pair_load(mp, loaded);
             }
             /* No magazine, or fewer free objects than a magazine: take one. */
@@ -997,6 +995,7 @@ static void tcache_thread_exit(void *arg)
     int last = !registry || !registry->reg_next; /* at most one thread with a cache is left */
     usi_unlock(&registry_lock);
     tcache_unmap(tc, 0);         /* every pair was cleared by the flush above */
+    usi_slab_filler_end();       /* its partial slabs are the next thread's to fill */
     usi_purge_thread_exit(last); /* what this thread leaves idle may go now (design §3) */
 }
 

@@ -3,8 +3,9 @@
  * test_remote_first_free.c - no allocator-induced false sharing (issue 12, design §4): the
  * main thread allocates one small block per worker, adjacent, in one cache line; each
  * worker frees its block, then allocates. The block it gets must not share a cache line
- * with the main thread's other blocks (before, it got the very block it freed, and two
- * workers then wrote one line for good). Also with a user cache.
+ * with a block another thread holds then: the main thread's blocks not freed yet, and the
+ * other workers' (before, it got the very block it freed, and two workers then wrote one
+ * line for good). Also with a user cache.
  */
 #include "mt_common.h"
 
@@ -73,12 +74,18 @@ int main(void)
         if (use_cache)
             cache = uslab_cache_create("remote-first", 16, 0, NULL, NULL, NULL, NULL, 0);
         run();
+        /* Worker i took its turn after workers 0 .. i - 1 had freed theirs: the main
+         * thread's blocks i + 1 .. were still live. */
         for (int i = 0; i < WORKERS; i++)
-            for (int j = 0; j < WORKERS; j++)
-                CHECK(i == j || (uintptr_t)got[i] / LINE != (uintptr_t)initial[j] / LINE,
+            for (int j = 0; j < WORKERS; j++) {
+                CHECK(j <= i || (uintptr_t)got[i] / LINE != (uintptr_t)initial[j] / LINE,
                       "%s: worker %d got %p, in the cache line of the main thread's block %p "
-                      "(worker %d's)",
+                      "(worker %d's, live then)",
                       use_cache ? "cache" : "malloc", i, got[i], initial[j], j);
+                CHECK(j == i || (uintptr_t)got[i] / LINE != (uintptr_t)got[j] / LINE,
+                      "%s: workers %d and %d got %p and %p, in one cache line",
+                      use_cache ? "cache" : "malloc", i, j, got[i], got[j]);
+            }
         if (use_cache)
             uslab_cache_destroy(cache);
     }

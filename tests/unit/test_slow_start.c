@@ -208,11 +208,16 @@ int main(void)
         CHECK(pthread_create(&tid[i], NULL, hold_one, NULL) == 0, "thread %d", i);
     pthread_barrier_wait(&held);
     uslab_cache_stats(cache, &st);
-    printf("%d threads holding one %d-byte object each: %zu slabs (%zu before)\n", MANY, OBJ,
-           st.slabs, slabs0);
-    /* 64 threads x 1 object = 64 objects, a quarter of a slab of 64 KiB (256 x 256 bytes),
-     * and possibly the slab the main thread left partial. */
-    CHECK(st.slabs <= slabs0 + 2, "%zu slabs for %d threads (was %zu)", st.slabs, MANY, slabs0);
+    printf("%d threads holding one %d-byte object each: %zu slabs (%zu before), %zu objects "
+           "cached\n",
+           MANY, OBJ, st.slabs, slabs0, st.cached_objects);
+    /* 64 threads x 1 object = 64 objects, each thread's first magazine one object: none
+     * cached beside them. They come from at most 5 slabs: the first 4 threads that fill at
+     * once fill a slab each, the rest share the first (design §3, "Fillers"), and possibly
+     * the slab the main thread left partial. */
+    CHECK(st.active_objects == MANY && st.cached_objects <= 2, "%zu objects active, %zu cached",
+          st.active_objects, st.cached_objects);
+    CHECK(st.slabs <= slabs0 + 6, "%zu slabs for %d threads (was %zu)", st.slabs, MANY, slabs0);
     pthread_barrier_wait(&held);
     for (int i = 0; i < MANY; i++)
         pthread_join(tid[i], NULL);
