@@ -11,7 +11,8 @@
  *  - a thread's filler number goes to the next thread at its exit, which fills the slab the
  *    first left partial (while each thread's number was new, it made a slab of its own);
  *  - a fork child holds only its thread's number, so its next thread takes the number of a
- *    thread the parent had.
+ *    thread the parent had;
+ *  - no two live threads hold one number, and with all 4,096 held a thread fills as none.
  * Deterministic: the threads take turns under a mutex, one at a time.
  */
 #include "check.h"
@@ -193,11 +194,64 @@ static void fork_child(void)
     printf("a fork child's thread takes the number of a thread it has not\n");
 }
 
+/* 4,096 threads alive at once, the main thread holding a number already: each of the
+ * others takes a number of its own at its first fill, but for one, which gets none. */
+enum { ALL = 4096 };
+static pthread_barrier_t all_alive;
+static unsigned numbers[ALL];
+
+static void *take_number(void *arg)
+{
+    unsigned *slot = arg;
+    void *p = uslab_malloc(16);
+    CHECK(p, "malloc");
+    *slot = usi_slab_filler();
+    pthread_barrier_wait(&all_alive);
+    uslab_free(p);
+    return NULL;
+}
+
+static void every_number(void)
+{
+    CHECK(usi_slab_filler() != 0, "the main thread holds a number");
+    static pthread_t t[ALL];
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 << 10);
+    pthread_barrier_init(&all_alive, NULL, ALL + 1);
+    for (int i = 0; i < ALL; i++)
+        CHECK(pthread_create(&t[i], &attr, take_number, &numbers[i]) == 0, "pthread_create %d", i);
+    pthread_barrier_wait(&all_alive);
+    for (int i = 0; i < ALL; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&all_alive);
+    static unsigned char seen[ALL + 1];
+    int none = 0;
+    for (int i = 0; i < ALL; i++) {
+        unsigned f = numbers[i];
+        CHECK(f <= ALL && f != usi_slab_filler(), "thread %d: number %u", i, f);
+        if (f == 0) {
+            none++;
+            continue;
+        }
+        CHECK(!seen[f], "two live threads hold number %u", f);
+        seen[f] = 1;
+    }
+    CHECK(none == 1, "%d threads got no number, not 1", none);
+    struct holder after = {.size = 16, .n = 1};
+    run_holder(&after); /* the numbers went back with their threads */
+    CHECK(after.filler != 0, "no number once the threads were gone");
+    uslab_free(after.blocks[0]);
+    pthread_attr_destroy(&attr);
+    printf("%d live threads: distinct numbers, one with none\n", ALL);
+}
+
 int main(void)
 {
     in_turns(16, 8);
     in_turns(144, 1); /* the slow start's one-object fills */
     next_thread();
     fork_child();
+    every_number();
     TEST_DONE();
 }
