@@ -208,16 +208,24 @@ static uint64_t word_free(const struct usi_slab *s, uint32_t w)
     return ~s->alloc_map[w] & word_valid(s, w);
 }
 
+/* The end of the page that holds the end of object 0 of s (the highest): of the object, or of
+ * a debug cache's slot (its redzone and record). A medium block's slot is the power of two
+ * at or above its size, and the pages past the block are never its. */
+static uintptr_t objects_top(const struct uslab_cache *c, const struct usi_slab *s)
+{
+    uintptr_t end =
+        (uintptr_t)usi_slab_object(c, s, 0) + (c->debug ? c->stride : c->obj_offset + c->size);
+    return (end + USI_PAGE_SIZE - 1) & ~(uintptr_t)(USI_PAGE_SIZE - 1);
+}
+
 /* Bytes of the pages of s that objects below bump occupy: from the page of object bump - 1
- * (the lowest of them) to the page of the end of object 0 (0 when none was handed out). */
+ * (the lowest of them) to objects_top (0 when none was handed out). */
 static size_t touched_bytes(const struct uslab_cache *c, const struct usi_slab *s, uint32_t bump)
 {
     if (bump == 0)
         return 0;
     uintptr_t first = (uintptr_t)usi_slab_object(c, s, bump - 1);
-    uintptr_t end = (uintptr_t)usi_slab_object(c, s, 0) + c->stride;
-    uintptr_t page = USI_PAGE_SIZE - 1;
-    return (size_t)(((end + page) & ~page) - (first & ~page));
+    return (size_t)(objects_top(c, s) - (first & ~(uintptr_t)(USI_PAGE_SIZE - 1)));
 }
 
 /* Counts a slab that leaves the cache's lists for good (released to the pages layer). */
@@ -495,7 +503,7 @@ static void note_fresh(const struct uslab_cache *c, struct usi_slab *s, size_t w
         !(c->lattice || c->ctor || (c->flags & USI_CACHE_INTERNAL)) || fresh->n == USI_FRESH_MAX)
         return;
     uintptr_t page = USI_PAGE_SIZE - 1;
-    uintptr_t top = ((uintptr_t)usi_slab_object(c, s, 0) + c->stride + page) & ~page;
+    uintptr_t top = objects_top(c, s);
     uintptr_t start = top - now, end = top - was < s->written_low ? top - was : s->written_low;
     /* A class past its first slab grows: a take that reached fewer fresh pages than the
      * call's minimum makes the minimum present, the pages its next takes reach (downwards),

@@ -656,8 +656,29 @@ static void test_fillers(void)
     free(more);
 }
 
+/* The statistics' resident estimate (touched_bytes, design §10) of a medium block: the pages
+ * of the block, not of its span (a 40 KB block in the 48 KiB class, whose span is 64 KiB,
+ * counted 64 KiB). */
+static void test_touched_medium(void)
+{
+    void *first = uslab_malloc(40000); /* sets the class up */
+    CHECK(first, "malloc");
+    struct uslab_cache *c = usi_class_caches[usi_sizeclass_of_large(40000)];
+    CHECK(c && c->size == 48 << 10 && c->stride == 64 << 10, "the 48 KiB class, a 64 KiB span");
+    size_t before = c->touched_bytes;
+    void *p = uslab_malloc(40000); /* a slab of its own */
+    CHECK(p, "malloc");
+    size_t touched = c->touched_bytes - before;
+    CHECK(touched == (size_t)48 << 10, "a 40 KB block counts %zu bytes, not its class's 48 KiB",
+          touched);
+    uslab_free(p);
+    uslab_free(first);
+    printf("a medium block counts its class's pages: %zu bytes\n", touched);
+}
+
 int main(void)
 {
+    test_touched_medium();
     test_span_group();
     test_span_group_small();
     test_geometry();
