@@ -219,13 +219,19 @@ static uintptr_t objects_top(const struct uslab_cache *c, const struct usi_slab 
 }
 
 /* Bytes of the pages of s that objects below bump occupy: from the page of object bump - 1
- * (the lowest of them) to objects_top (0 when none was handed out). */
-static size_t touched_bytes(const struct uslab_cache *c, const struct usi_slab *s, uint32_t bump)
+ * (the lowest of them) to top, s's objects_top (0 when none was handed out). */
+static size_t touched_below(const struct uslab_cache *c, const struct usi_slab *s, uintptr_t top,
+                            uint32_t bump)
 {
     if (bump == 0)
         return 0;
     uintptr_t first = (uintptr_t)usi_slab_object(c, s, bump - 1);
-    return (size_t)(objects_top(c, s) - (first & ~(uintptr_t)(USI_PAGE_SIZE - 1)));
+    return (size_t)(top - (first & ~(uintptr_t)(USI_PAGE_SIZE - 1)));
+}
+
+static size_t touched_bytes(const struct uslab_cache *c, const struct usi_slab *s, uint32_t bump)
+{
+    return touched_below(c, s, objects_top(c, s), bump);
 }
 
 /* Counts a slab that leaves the cache's lists for good (released to the pages layer). */
@@ -495,15 +501,15 @@ void usi_slab_handout(size_t n, void *const *objs)
     }
 }
 
-/* Notes the pages of s from touched_bytes at bump `was` to `now` in *fresh (see slab.h). */
-static void note_fresh(const struct uslab_cache *c, struct usi_slab *s, size_t was, size_t now,
-                       struct usi_fresh_pages *fresh)
+/* Notes the pages of s from touched_below at bump `was` to `now` (top: its objects_top) in
+ * *fresh (see slab.h). */
+static void note_fresh(const struct uslab_cache *c, struct usi_slab *s, uintptr_t top, size_t was,
+                       size_t now, struct usi_fresh_pages *fresh)
 {
     if (!fresh || c->stride > USI_PAGE_SIZE ||
         !(c->lattice || c->ctor || (c->flags & USI_CACHE_INTERNAL)) || fresh->n == USI_FRESH_MAX)
         return;
     uintptr_t page = USI_PAGE_SIZE - 1;
-    uintptr_t top = objects_top(c, s);
     uintptr_t start = top - now, end = top - was < s->written_low ? top - was : s->written_low;
     /* A class past its first slab grows: a take that reached fewer fresh pages than the
      * call's minimum makes the minimum present, the pages its next takes reach (downwards),
@@ -654,9 +660,11 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fr
                 s->scan = w + 1; /* word w is full now */
         }
         if (s->bump != bump_before) {
-            size_t was = touched_bytes(c, s, bump_before), now = touched_bytes(c, s, s->bump);
+            uintptr_t top = objects_top(c, s);
+            size_t was = touched_below(c, s, top, bump_before);
+            size_t now = touched_below(c, s, top, s->bump);
             c->touched_bytes += now - was;
-            note_fresh(c, s, was, now, fresh);
+            note_fresh(c, s, top, was, now, fresh);
         }
         if (filler)
             s->filler = (uint16_t)filler; /* list_push clears it on a full slab */
