@@ -182,8 +182,9 @@ struct usi_slab {
     uint32_t scan; /* bitmap word the next take looks at first */
     uint8_t list;
     uint8_t guard_how;       /* how its guard pages were made (usi_pages_guard), if it has any */
-    uint16_t filler;         /* the thread that fills from it often (usi_slab_take), 0: none;
-                              * 0 while it is full or empty */
+    uint16_t filler;         /* the filler number of the thread whose magazine fills last
+                              * took from it (usi_slab_take), 0: none; 0 while it is full or
+                              * empty */
     uint64_t empty_since_ms; /* when inuse last became 0 (usi_os_now_ms) */
     uintptr_t written_low;   /* the span's pages from here up may be resident already (a span
                               * adopted from a sibling class, which wrote them): a take's fresh
