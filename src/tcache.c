@@ -762,21 +762,30 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
     struct usi_mag *prev = mp->prev;
     struct usi_mag *over = NULL;
     int pushed = 1;
-    if (!past_bound && usi_depot_sheds(c)) {
+    /* A consumer (design §4, "A consuming pair"): a pair of a medium class that has freed
+     * and never filled from the slabs, its last slow path a free too. */
+    int consumer = usi_cache_medium(c) && mp->freeing && mp->fill_level == 0 && mp->mag_level;
+    if (!past_bound && (consumer || usi_depot_sheds(c))) {
         /* Beyond the headroom (design §4, "Shedding"): the pair's objects go back to their
          * slabs, and it goes on with one magazine of USI_MAG_SHED slots, shed whenever it
          * fills while the cache sheds (its level grows again from its next allocation slow
          * path that finds the depot empty). What the pair holds when
          * the program stops freeing keeps few slabs from emptying: magazines of 256 blocks
-         * freed in no order pinned a slab each, most of a class's. */
+         * freed in no order pinned a slab each, most of a class's. A consumer sheds the same
+         * way with a magazine of one block, whatever the headroom, and keeps its level: the
+         * blocks go back to their spans at once, where the allocating thread's fills find
+         * them, not a magazine of up to 512 KiB later (`large prodcons`: 0.91x the time,
+         * 0.87x the peak RSS). */
         mp->prev = &usi_mag_empty;
         usi_depot_shed(c, loaded);
         usi_depot_shed(c, prev);
         usi_mag_delete(prev);
-        mp->mag_level = 0;
-        mp->fill_level = 0;
+        if (!consumer) {
+            mp->mag_level = 0;
+            mp->fill_level = 0;
+        }
         uint32_t most = c->mag_steady;
-        uint32_t cap = most < USI_MAG_SHED ? most : USI_MAG_SHED;
+        uint32_t cap = consumer ? 1 : most < USI_MAG_SHED ? most : USI_MAG_SHED;
         if (loaded == &usi_mag_empty || loaded->capacity != cap)
             loaded = usi_mag_refit(c, loaded == &usi_mag_empty ? NULL : loaded, cap);
         pair_load(mp, loaded ? loaded : &usi_mag_empty);
@@ -847,6 +856,8 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
                 empty = fit_floor(c, empty);
         } else {
             empty = usi_depot_get_empty(c, prev, pair_level(c, mp));
+            if (empty && usi_cache_medium(c) && mp->fill_level == 0)
+                empty = fit_floor(c, empty); /* a consumer's first holds one block */
         }
         if (empty) {
             mp->prev = loaded;

@@ -9,6 +9,12 @@
  * so the freeing thread's full magazines hold no more blocks than before. A class above 1 KiB
  * (4 KiB) does not grow. Deterministic: one thread at a time, no clock; 6 MiB at most live or
  * idle, under the headroom (no shedding).
+ *
+ * check_consumer: a thread that only frees medium blocks another thread allocated (a consuming
+ * pair, design §4) holds one at most, and the others are back in their spans, where the
+ * allocating thread's next blocks come from without a new span. Before, it held a magazine of
+ * up to 8 blocks of 64 KiB, and the allocating thread made 8 new spans. USLAB_PURGE_DELAY is
+ * raised for it (CMakeLists.txt): no pass gives the empty spans back while it runs.
  */
 #include "check.h"
 #include "descriptor.h"
@@ -107,10 +113,63 @@ static void check_class(size_t bytes, uint32_t steady, uint32_t grown)
     CHECK(a == c->mag_capacity, "an alternating pair reached %u slots, not %u", a, c->mag_capacity);
 }
 
+/* Blocks in the calling thread's magazines of the class. */
+static uint32_t pair_holds(void)
+{
+    struct usi_magpair *mp = usi_tcache_pair(usi_tls, cache_of_size()->pair_offset);
+    return (uint32_t)(mp->top - mp->base) + (mp->prev ? mp->prev->rounds : 0);
+}
+
+static pthread_barrier_t consumed, allocated;
+static uint32_t consumer_most;
+
+static void *consume_and_stay(void *arg)
+{
+    consumer_most = 0;
+    for (size_t i = 0; i < swing; i++) {
+        uslab_free(blocks[i]);
+        uint32_t n = pair_holds();
+        consumer_most = n > consumer_most ? n : consumer_most;
+    }
+    pthread_barrier_wait(&consumed);
+    pthread_barrier_wait(&allocated); /* alive, its pair unflushed, while main allocates */
+    return arg;
+}
+
+static void check_consumer(size_t bytes)
+{
+    size = bytes;
+    swing = 32;
+    for (size_t i = 0; i < swing; i++)
+        CHECK((blocks[i] = uslab_malloc(size)) != NULL, "malloc");
+    CHECK(pthread_barrier_init(&consumed, NULL, 2) == 0 &&
+              pthread_barrier_init(&allocated, NULL, 2) == 0,
+          "barriers");
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, consume_and_stay, NULL) == 0, "pthread_create");
+    pthread_barrier_wait(&consumed);
+    const struct uslab_cache *c = cache_of_size();
+    uint64_t spans = c->slabs_created;
+    for (size_t i = 0; i < swing; i++)
+        CHECK((blocks[i] = uslab_malloc(size)) != NULL, "malloc");
+    uint64_t made = c->slabs_created - spans;
+    pthread_barrier_wait(&allocated);
+    CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+    for (size_t i = 0; i < swing; i++)
+        uslab_free(blocks[i]);
+    printf("%zu bytes: the consuming thread held %u blocks at most; %llu new spans for %zu "
+           "blocks\n",
+           bytes, consumer_most, (unsigned long long)made, swing);
+    CHECK(consumer_most <= 1, "a consuming pair held %u blocks", consumer_most);
+    CHECK(made == 0, "the allocating thread made %llu spans, its blocks held by the consumer",
+          (unsigned long long)made);
+}
+
 int main(void)
 {
     check_class((size_t)64 << 10, 8, 32);
     check_class(576, 56, 224);
     check_class(4096, 8, 8);
+    check_consumer((size_t)64 << 10);
     TEST_DONE();
 }
