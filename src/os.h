@@ -100,8 +100,11 @@ static inline void usi_unlock(usi_mutex *m)
 
 /* RLIMIT_AS's soft limit in bytes, SIZE_MAX when there is none. */
 size_t usi_os_address_limit(void);
-/* PROT_NONE, aligned to align (a power of two); *size may shrink, never below min. */
-void *usi_os_reserve(size_t *size, size_t align, size_t min);
+/* The start of a free hole of *size bytes aligned to align (a power of two), found by
+ * mapping it and unmapping it at once: nothing stays mapped, so the caller maps what it
+ * needs of it (usi_os_reserve_at, usi_os_map_at), which fails where another thread mapped
+ * something there meanwhile. *size may shrink, never below min; NULL: none (ENOMEM). */
+void *usi_os_find_hole(size_t *size, size_t align, size_t min);
 /* PROT_NONE at exactly addr, never over an existing mapping; 0 or -1. */
 int usi_os_reserve_at(void *addr, size_t size);
 int usi_os_commit(void *addr, size_t size); /* make reserved memory read/write */

@@ -171,6 +171,78 @@ static int sides_extend(size_t units)
     return 0;
 }
 
+/* Maps the side arrays' first parts at their places; 0, or -1 with none mapped. */
+static int map_sides(void)
+{
+    for (int i = 0; i < NSIDES; i++)
+        if ((i < SIDE_META ? usi_os_map_at(side_base[i], side_len[i])
+                           : usi_os_reserve_at(side_base[i], side_len[i])) != 0) {
+            while (i-- > 0)
+                usi_os_unmap(side_base[i], side_len[i]);
+            return -1;
+        }
+    return 0;
+}
+
+/* Finds the holes for a range of *size bytes and its side arrays (see usi_pages_init) and
+ * maps their first parts: the range's base, or NULL (errno EEXIST: a hole was taken
+ * meanwhile, worth another try). */
+static char *place_range(size_t *size, size_t *first, size_t *first_units)
+{
+    size_t align = span_bytes(USI_SPAN_ORDERS - 1);
+    size_t hole_size = *size <= SIZE_MAX / 3 ? 3 * *size : *size;
+    char *hole_base = usi_os_find_hole(&hole_size, align, MIN_RESERVE);
+    if (!hole_base)
+        return NULL;
+    if ((uintptr_t)hole_base + hole_size > ((uintptr_t)1 << USI_ADDRESS_BITS)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t below = (hole_size / 3) & ~(align - 1); /* multiples of the span alignment */
+    if (hole_size - below < MIN_RESERVE)
+        below = 0;
+    size_t above = ((hole_size - below) / 2) & ~(align - 1);
+    if (hole_size - below - above < MIN_RESERVE)
+        above = 0;
+    if (*size > hole_size - below - above)
+        *size = hole_size - below - above;
+    char *base = hole_base + below;
+    *first = *size < INITIAL_RESERVE ? *size : INITIAL_RESERVE;
+    size_t nunits = *size >> USI_UNIT_SHIFT;
+    *first_units = *first >> USI_UNIT_SHIFT;
+    size_t whole[NSIDES], total = 0;
+    for (int i = 0; i < NSIDES; i++)
+        total += whole[i] = page_up(nunits * side_unit[i]);
+    char *hole = base - total; /* the side arrays' */
+    if (total > below) {
+        /* found while the range's hole is held, so not in it */
+        if (usi_os_reserve_at(hole_base, hole_size) != 0)
+            return NULL;
+        size_t got = total;
+        hole = usi_os_find_hole(&got, USI_PAGE_SIZE, total);
+        usi_os_unmap(hole_base, hole_size);
+        if (!hole)
+            return NULL;
+    }
+    for (int i = 0; i < NSIDES; i++) {
+        side_base[i] = hole;
+        side_len[i] = page_up(*first_units * side_unit[i]);
+        hole += whole[i];
+    }
+    pages.side_bytes = 0;
+    if (usi_os_reserve_at(base, *first) != 0)
+        return NULL;
+    if (map_sides() != 0) {
+        int e = errno;
+        usi_os_unmap(base, *first);
+        errno = e;
+        return NULL;
+    }
+    for (int i = 0; i < NSIDES; i++)
+        pages.side_bytes += side_len[i];
+    return base;
+}
+
 int usi_pages_init(void)
 {
     size_t align = span_bytes(USI_SPAN_ORDERS - 1);
@@ -192,73 +264,28 @@ int usi_pages_init(void)
     }
     /* One hole for the range and its side arrays (design §2), three times the range's
      * size: the side arrays at the top of its lower third, each with room to cover the
-     * whole range, then the range, then a third left free. Each array and the range keep
-     * their first part and grow upwards into their own tails; the rest of the hole goes
-     * back. The kernel places other mappings top-down, in the highest gap that fits: the
+     * whole range, then the range, then a third left free. Each array and the range map
+     * their first part and grow upwards into their own tails; the rest of the hole stays
+     * free. The kernel places other mappings top-down, in the highest gap that fits: the
      * free third above the range takes any mapping the range's tail could, so the tail is
      * reached only after it (snmalloc's 256 GiB map landed right after a 2 MiB range that
      * had nothing above it). A bottom-up layout (valgrind's, `setarch -L`) fills the hole
      * from its lower end, up towards the side arrays. A hole smaller than asked for (a
      * limit, valgrind's address space) is shared the same way; one too small for that
-     * keeps the range at its start and the side arrays in a hole of their own. */
-    size_t hole_size = size <= SIZE_MAX / 3 ? 3 * size : size;
-    void *hole_base = usi_os_reserve(&hole_size, align, MIN_RESERVE);
-    if (!hole_base)
-        return -1;
-    if ((uintptr_t)hole_base + hole_size > ((uintptr_t)1 << USI_ADDRESS_BITS)) {
-        usi_os_unmap(hole_base, hole_size);
-        errno = ENOMEM;
-        return -1;
-    }
-    size_t below = (hole_size / 3) & ~(align - 1); /* multiples of the span alignment */
-    if (hole_size - below < MIN_RESERVE)
-        below = 0;
-    size_t above = ((hole_size - below) / 2) & ~(align - 1);
-    if (hole_size - below - above < MIN_RESERVE)
-        above = 0;
-    if (size > hole_size - below - above)
-        size = hole_size - below - above;
-    char *base = (char *)hole_base + below;
-    size_t first = size < INITIAL_RESERVE ? size : INITIAL_RESERVE;
-    size_t nunits = size >> USI_UNIT_SHIFT, first_units = first >> USI_UNIT_SHIFT;
-    size_t whole[NSIDES], total = 0;
-    for (int i = 0; i < NSIDES; i++)
-        total += whole[i] = page_up(nunits * side_unit[i]);
-    char *hole; /* the side arrays' */
-    if (total <= below) {
-        hole = base - total;
-        usi_os_unmap(hole_base, below - total);
-    } else {
-        /* found while the range's hole is still whole, so not in its tail */
-        size_t got = total;
-        hole = usi_os_reserve(&got, USI_PAGE_SIZE, total);
-        if (below)
-            usi_os_unmap(hole_base, below);
-    }
-    usi_os_unmap(base + first, hole_size - below - first);
-    if (!hole) {
-        usi_os_unmap(base, first);
-        errno = ENOMEM;
-        return -1;
-    }
-    for (int i = 0; i < NSIDES; i++) {
-        side_base[i] = hole;
-        side_len[i] = page_up(first_units * side_unit[i]);
-        hole += whole[i];
-        usi_os_unmap(side_base[i] + side_len[i], whole[i] - side_len[i]);
-        pages.side_bytes += side_len[i];
-    }
-    for (int i = 0; i < SIDE_META; i++) /* the read/write ones */
-        if (usi_os_commit(side_base[i], side_len[i]) != 0) {
-            for (int k = 0; k < NSIDES; k++)
-                usi_os_unmap(side_base[k], side_len[k]);
-            memset(side_base, 0, sizeof side_base);
-            memset(side_len, 0, sizeof side_len);
-            pages.side_bytes = 0;
-            usi_os_unmap(base, first);
-            errno = ENOMEM;
+     * keeps the range at its start and the side arrays in a hole of their own. The holes
+     * are found, not kept (usi_os_find_hole), and only the first parts are mapped: 9
+     * system calls where trimming one reservation to them took 14, 11 of them splits
+     * (69 -> 34 us; docs/benchmarks.md, "A process's start: its mappings placed, not
+     * cut"). A thread that maps into a hole meanwhile makes a piece fail: found again. */
+    char *base = NULL;
+    size_t first = 0, first_units = 0;
+    for (int tries = 0; !base; tries++) {
+        size_t want = size;
+        base = place_range(&want, &first, &first_units);
+        if (!base && (errno != EEXIST || tries == 3))
             return -1;
-        }
+        size = want;
+    }
     pages.bump = pages.committed = (uintptr_t)base;
     pages.end = (uintptr_t)base + first;
     pages.max_end = (uintptr_t)base + size;
