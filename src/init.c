@@ -294,7 +294,7 @@ int usi_init_slow(void)
  * scanned. */
 static void stats_report(void)
 {
-    static char buf[8192];
+    static char buf[8192] USI_COLD_ZEROED;
     FILE *f = usi_os_report_file(buf, sizeof buf); /* stderr, or USLAB_LOG's file */
     usi_live_print_all(f,
                        usi_options.stats == USI_STATS_JSON ? USLAB_STATS_JSON : USLAB_STATS_TABLE,

@@ -666,9 +666,9 @@ int usi_os_parent_had(const char *entry)
  * %. The file is opened (appended to, created 0644) at the process's first report, not
  * before: no report, no file. It cannot be opened: stderr, and a line there saying why.
  */
-static int log_fd = -1, log_pid; /* log_fd: the open log of process log_pid */
-static char log_pattern[4096];   /* USLAB_LOG as read at initialisation: at exit the
-                                  * environment may be gone (__libc_freeres) */
+static int log_fd = -1, log_pid;               /* log_fd: the open log of process log_pid */
+static char log_pattern[4096] USI_COLD_ZEROED; /* USLAB_LOG as read at initialisation: at exit the
+                                                * environment may be gone (__libc_freeres) */
 
 /*
  * Without USLAB_LOG, where a report at exit was asked for (USLAB_STATS, USLAB_LEAKS): a

@@ -82,7 +82,7 @@ static struct {
     uint64_t room[THP_CHUNKS / 64]; /* a bit per chunk with a free unit */
     unsigned n, cur;                /* chunks made, the one tried first */
     int refused;                    /* the process locks its future mappings: no chunks */
-} thp;
+} thp USI_COLD_ZEROED;
 
 static inline size_t span_bytes(unsigned order)
 {

@@ -362,7 +362,7 @@ static int each_group_mount(const char *controller,
     return found > 0;
 }
 
-static char line_buf[LINE_BUF]; /* choose_source's lines */
+static char line_buf[LINE_BUF] USI_COLD_ZEROED; /* choose_source's lines */
 
 static void choose_source(void)
 {

@@ -25,7 +25,7 @@
 
 #include <errno.h>
 
-struct uslab_cache *usi_caches[USI_MAX_IDS];
+struct uslab_cache *usi_caches[USI_MAX_IDS] USI_COLD_ZEROED;
 
 /* Taken before any other uslab lock (design §6), never held across a callback. */
 static usi_mutex registry_lock = USI_MUTEX_INIT;

@@ -36,7 +36,7 @@ _Static_assert(USI_CLASSES_MAX == USI_NCLASSES, "a class table fills the reserve
 /* The table of USLAB_CLASSES into sizes[]: its count, or 0 (reported) to use the default. */
 static unsigned load_file(const char *path, size_t *sizes)
 {
-    static char text[16384]; /* once, at initialisation, under the init lock */
+    static char text[16384] USI_COLD_ZEROED; /* once, at initialisation, under the init lock */
     long len = usi_os_read_file(path, text, sizeof text);
     const char *why = NULL;
     char where[64] = "";
