@@ -282,8 +282,11 @@ int usi_pages_init(void)
     for (int tries = 0; !base; tries++) {
         size_t want = size;
         base = place_range(&want, &first, &first_units);
-        if (!base && (errno != EEXIST || tries == 3))
+        if (!base && (errno != EEXIST || tries == 3)) {
+            memset(side_base, 0, sizeof side_base); /* nothing of them is mapped */
+            memset(side_len, 0, sizeof side_len);
             return -1;
+        }
         size = want;
     }
     pages.bump = pages.committed = (uintptr_t)base;
