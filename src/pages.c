@@ -273,10 +273,11 @@ int usi_pages_init(void)
      * from its lower end, up towards the side arrays. A hole smaller than asked for (a
      * limit, valgrind's address space) is shared the same way; one too small for that
      * keeps the range at its start and the side arrays in a hole of their own. The holes
-     * are found, not kept (usi_os_find_hole), and only the first parts are mapped: 9
-     * system calls where trimming one reservation to them took 14, 11 of them splits
-     * (69 -> 34 us; docs/benchmarks.md, "A process's start: its mappings placed, not
-     * cut"). A thread that maps into a hole meanwhile makes a piece fail: found again. */
+     * are found, not kept (usi_os_find_hole), and only the first parts are mapped: 14
+     * system calls, as many as trimming one reservation to them took, but none a split of
+     * a mapping, where 11 of those were (42-54 -> 30-39 us; docs/benchmarks.md, "A
+     * process's start: its mappings placed, not cut"). A thread that maps into a hole
+     * meanwhile makes a piece fail: the holes are found again. */
     char *base = NULL;
     size_t first = 0, first_units = 0;
     for (int tries = 0; !base; tries++) {
