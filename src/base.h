@@ -50,7 +50,7 @@
 /* Large zeroed arrays a process seldom touches (the cache-id table, the huge-page chunks, the
  * report buffers): in x86-64's large-data section, which the linker places after every other
  * zeroed variable, so that the small ones a process's start touches share a few pages (a
- * start's page faults 95 -> 89: docs/benchmarks.md, "A process's start: its mappings placed,
+ * start's page faults 94-96 -> 89-91: docs/benchmarks.md, "A process's start: its mappings placed,
  * not cut"). gcc only: clang 14 would store the section's zeros in the file. */
 #if defined(__x86_64__) && !defined(__clang__)
 #define USI_COLD_ZEROED __attribute__((section(".lbss.usi")))

@@ -171,19 +171,6 @@ static int sides_extend(size_t units)
     return 0;
 }
 
-/* Maps the side arrays' first parts at their places; 0, or -1 with none mapped. */
-static int map_sides(void)
-{
-    for (int i = 0; i < NSIDES; i++)
-        if ((i < SIDE_META ? usi_os_map_at(side_base[i], side_len[i])
-                           : usi_os_reserve_at(side_base[i], side_len[i])) != 0) {
-            while (i-- > 0)
-                usi_os_unmap(side_base[i], side_len[i]);
-            return -1;
-        }
-    return 0;
-}
-
 /* Finds the holes for a range of *size bytes and its side arrays (see usi_pages_init) and
  * maps their first parts: the range's base, or NULL (errno EEXIST: a hole was taken
  * meanwhile, worth another try). */
@@ -226,20 +213,22 @@ static char *place_range(size_t *size, size_t *first, size_t *first_units)
     }
     for (int i = 0; i < NSIDES; i++) {
         side_base[i] = hole;
-        side_len[i] = page_up(*first_units * side_unit[i]);
+        side_len[i] = 0;
         hole += whole[i];
     }
     pages.side_bytes = 0;
     if (usi_os_reserve_at(base, *first) != 0)
         return NULL;
-    if (map_sides() != 0) {
+    if (sides_extend(*first_units) != 0) { /* their first parts, as a growth maps more */
         int e = errno;
+        for (int i = 0; i < NSIDES; i++)
+            if (side_len[i])
+                usi_os_unmap(side_base[i], side_len[i]);
         usi_os_unmap(base, *first);
+        pages.side_bytes = 0;
         errno = e;
         return NULL;
     }
-    for (int i = 0; i < NSIDES; i++)
-        pages.side_bytes += side_len[i];
     return base;
 }
 
