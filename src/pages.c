@@ -144,18 +144,18 @@ static size_t budget_left(void)
 }
 
 /* Maps side array i up to `units` units, in place after what it has: the first three
- * read/write at once, headers and bitmaps reserved. It never shrinks: a growth that fails
- * after it keeps the extension for the next one, so no unmap (which may fail, leaving a
- * mapping in the way of every later extension) is ever needed. 0, or -1 with nothing
- * changed. */
-static int side_extend(int i, size_t units)
+ * read/write at once, headers and bitmaps reserved unless `committed` (the range's first
+ * part, read/write from the start). It never shrinks: a growth that fails after it keeps
+ * the extension for the next one, so no unmap (which may fail, leaving a mapping in the
+ * way of every later extension) is ever needed. 0, or -1 with nothing changed. */
+static int side_extend(int i, size_t units, int committed)
 {
     size_t len = page_up(units * side_unit[i]);
     if (len <= side_len[i])
         return 0;
     char *at = side_base[i] + side_len[i];
-    if ((i < SIDE_META ? usi_os_map_at(at, len - side_len[i])
-                       : usi_os_reserve_at(at, len - side_len[i])) != 0)
+    if ((i < SIDE_META || committed ? usi_os_map_at(at, len - side_len[i])
+                                    : usi_os_reserve_at(at, len - side_len[i])) != 0)
         return -1;
     pages.side_bytes += len - side_len[i];
     side_len[i] = len;
@@ -163,10 +163,10 @@ static int side_extend(int i, size_t units)
 }
 
 /* All side arrays up to `units`; 0, or -1 (those extended stay so). */
-static int sides_extend(size_t units)
+static int sides_extend(size_t units, int committed)
 {
     for (int i = 0; i < NSIDES; i++)
-        if (side_extend(i, units) != 0)
+        if (side_extend(i, units, committed) != 0)
             return -1;
     return 0;
 }
@@ -217,9 +217,9 @@ static char *place_range(size_t *size, size_t *first, size_t *first_units)
         hole += whole[i];
     }
     pages.side_bytes = 0;
-    if (usi_os_reserve_at(base, *first) != 0)
+    if (usi_os_map_at(base, *first) != 0) /* committed: see usi_pages_init */
         return NULL;
-    if (sides_extend(*first_units) != 0) { /* their first parts, as a growth maps more */
+    if (sides_extend(*first_units, 1) != 0) { /* their first parts, as a growth maps more */
         int e = errno;
         for (int i = 0; i < NSIDES; i++)
             if (side_len[i])
@@ -279,8 +279,15 @@ int usi_pages_init(void)
         }
         size = want;
     }
-    pages.bump = pages.committed = (uintptr_t)base;
-    pages.end = (uintptr_t)base + first;
+    /* The first part is read/write from the start, with the headers and bitmaps of its
+     * spans: a short program's first spans, a class each, took a commit each (and two for
+     * their side pages), 11 of a start's system calls (docs/benchmarks.md, "A process's
+     * start: its first spans committed"). Under mlockall that is at most INITIAL_RESERVE
+     * resident beyond what the spans use. */
+    pages.bump = (uintptr_t)base;
+    pages.committed = pages.end = (uintptr_t)base + first;
+    pages.meta_committed = (uintptr_t)side_base[SIDE_META] + side_len[SIDE_META];
+    pages.bits_committed = (uintptr_t)side_base[SIDE_BITS] + side_len[SIDE_BITS];
     pages.max_end = (uintptr_t)base + size;
     __atomic_store_n(&pages.reserved, first, __ATOMIC_RELAXED);
     usi_pagemap.base = (uintptr_t)base;
@@ -382,7 +389,7 @@ static int grow(uintptr_t need)
     }
     /* The side arrays' part for the new units, right after their ends (in their holes). */
     size_t units = (at + want - usi_pagemap.base) >> USI_UNIT_SHIFT;
-    if (sides_extend(units) != 0) {
+    if (sides_extend(units, 0) != 0) {
         usi_os_unmap((void *)at, want); /* where that fails, the next growth skips it */
         return -1;
     }

@@ -3,7 +3,8 @@
  * test_class_nodesc.c - a malloc class whose descriptor cannot be had (design §7): a
  * class's descriptor is an object of the descriptor cache, taken at the class's first
  * allocation. When that cache can get no slab (here: every mmap and mprotect fails, through
- * the test build's fault switch, before any descriptor exists), the malloc is glibc's,
+ * the test build's fault switch, before any descriptor exists, and every span already
+ * committed is taken), the malloc is glibc's,
  * errno untouched, and the class is not published half set up; once memory is back, the
  * class's next malloc sets it up as usual.
  */
@@ -27,6 +28,8 @@ int main(void)
         CHECK(!usi_class_caches[i], "class %u was set up before its first allocation", i);
 
     CHECK(uslab_faults_set("1,1,mp") == 0, "faults");
+    while (usi_pages_alloc_span(0, 0)) /* the range's first part is committed (design §2) */
+        ;
     errno = 777;
     void *p = uslab_malloc(SIZE);
     CHECK(p != NULL, "malloc returned NULL: the system allocator should have served");

@@ -8,13 +8,15 @@
  * of 10). And a thread whose loaded magazine is full and that can get no empty one
  * flushes it into the slabs and gets it back empty, instead of sending every later free
  * to the slab layer. Needs the fault switch (builds with USLAB_FAULT_INJECTION): every
- * mmap and mprotect fails once the cache and its first magazines exist, so no magazine
- * cache can get a new slab.
+ * mmap and mprotect fails once the cache and its first magazines exist, and every span
+ * already committed (the range's first part is, design §2) is taken, so no magazine cache
+ * can get a new slab.
  */
 #include "check.h"
 #include "depot.h"
 #include "descriptor.h"
 #include "faults.h"
+#include "pages.h"
 #include "tcache.h"
 #include "uslab.h"
 
@@ -33,6 +35,10 @@ int main(void)
     struct usi_magpair *mp = usi_tcache_pair(usi_tls, ci->pair_offset);
     CHECK(usi_pair_loaded(mp)->capacity == 1, "first magazine: %u", usi_pair_loaded(mp)->capacity);
     CHECK(uslab_faults_set("1,1,mp") == 0, "faults");
+    size_t taken = 0;
+    while (usi_pages_alloc_span(0, 0))
+        taken++;
+    printf("%zu spans of 64 KiB taken: the rest needs a commit\n", taken);
 
     /* Allocating on: 2 and 4 are made from that slab; 8 cannot be. The pair keeps its
      * magazine of 4 and fills it again from the cache's slab. */
