@@ -1016,17 +1016,36 @@ void usi_tcache_join(void)
         (void)tcache_get(0);
 }
 
+/* table[i] for i in [from, to]: the pair offset of the smallest class that holds i * step
+ * bytes, a class at a time and four entries a store, as sizeclass.c fills its tables (the classes
+ * are multiples of 16, so with step 1 that is usi_class_small[(i + 7) >> 3]'s). An entry at a time,
+ * looking each up, cost 15,000 of a short process's instructions. */
+static void fill_offsets(uint16_t *table, size_t step, size_t from, size_t to)
+{
+    size_t i = from;
+    for (unsigned id = 1; id <= usi_nclasses && i <= to; id++) {
+        size_t last = usi_class_size[id] / step < to ? usi_class_size[id] / step : to;
+        uint16_t off = (uint16_t)(id * sizeof(struct usi_magpair));
+        uint64_t four = off * UINT64_C(0x0001000100010001);
+        for (; i <= last && i % 4; i++)
+            table[i] = off;
+        for (; i + 3 <= last; i += 4)
+            memcpy(table + i, &four, sizeof four);
+        for (; i <= last; i++)
+            table[i] = off;
+    }
+    USI_ASSERT(i > to); /* the largest class holds the largest size */
+}
+
 void usi_tcache_init(void)
 {
     /* USLAB_PROFILE: all 0 (pair 0, always empty), so every malloc takes the slow path,
      * which records its size (malloc.c). */
-    size_t small = usi_options.profile ? 0 : USI_SMALL_MAX + 1;
-    size_t large = usi_options.profile ? 0 : usi_options.max_slab_size / 128 + 1;
-    for (size_t size = 0; size < small; size++) /* what malloc's (size + 7) >> 3 finds */
-        usi_tcache_size_offsets[size] =
-            (uint16_t)(usi_class_small[(size + 7) >> 3] * sizeof(struct usi_magpair));
-    for (size_t i = USI_SMALL_MAX / 128 + 1; i < large; i++) /* usi_sizeclass_of_large(i * 128) */
-        usi_tcache_large_offsets[i] = (uint16_t)(usi_class_large[i] * sizeof(struct usi_magpair));
+    if (!usi_options.profile) {
+        fill_offsets(usi_tcache_size_offsets, 1, 0, USI_SMALL_MAX);
+        fill_offsets(usi_tcache_large_offsets, 128, USI_SMALL_MAX / 128 + 1,
+                     usi_options.max_slab_size / 128);
+    }
     usi_objects_init_cache(&tcache_pool, "uslab-thread-cache", POOL_BYTES, USI_PAGE_SIZE, NULL,
                            NULL, NULL, NULL,
                            USLAB_CACHE_NOMAGAZINE | USLAB_CACHE_NOCOLOUR | USI_CACHE_INTERNAL);
