@@ -71,6 +71,9 @@ static inline uint64_t usi_mix64(uint64_t z)
 /* Compile-time geometry (docs/design.md §2)                                              */
 /* ------------------------------------------------------------------------------------ */
 
+/* A cache line: what two threads' stores must not share (design §3, "Fillers"). */
+#define USI_CACHE_LINE 64
+
 /* The page map has one entry per unit of 64 KiB: the smallest slab. Slabs are 64 KiB << k
  * bytes (k < USI_SPAN_ORDERS) and aligned to their own size, so a slab covers whole units. */
 #define USI_UNIT_SHIFT  16

@@ -268,7 +268,11 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int how, li
                        size_t held)
 {
     int reclaim = how & USI_FILL_RECLAIM;
-    unsigned filler = how & USI_FILL_THREAD ? usi_slab_filler() : 0;
+    /* A filler keeps two threads' objects out of one cache line (design §3, "Fillers"). A
+     * lattice class whose stride is a multiple of a line has no line to share (its objects
+     * start at multiples of the stride), and a slab a thread cost its first pages. */
+    int shares_lines = !(c->flags & USI_CACHE_LATTICE) || c->stride % USI_CACHE_LINE;
+    unsigned filler = how & USI_FILL_THREAD && shares_lines ? usi_slab_filler() : 0;
     if (USI_UNLIKELY(c->debug))
         usi_debug_capture();
     struct usi_fresh_pages fresh = {.n = 0};

@@ -7,7 +7,8 @@
  *    boundary between them was a shared line, which each write of either thread took from
  *    the other's core: `mt glibcthread` ran 1.3x to 1.8x one thread's time), and with one
  *    block of 144 bytes a turn, the slow start's fills of one object (while only pairs past
- *    it were fillers, 79 lines of 80 held blocks of both);
+ *    it were fillers, 79 lines of 80 held blocks of both); a class whose stride is a
+ *    multiple of a line (192, 2048 bytes) shares none with one slab for both threads;
  *  - a thread's filler number goes to the next thread at its exit, which fills the slab the
  *    first left partial (while each thread's number was new, it made a slab of its own);
  *  - a fork child holds only its thread's number, so its next thread takes the number of a
@@ -81,7 +82,15 @@ static int shared_lines(int n)
     return shared;
 }
 
-static void in_turns(size_t bytes, int blocks_a_turn)
+static struct usi_slab *slab_of(void *p)
+{
+    return usi_slab_of_entry(usi_pagemap_lookup(p));
+}
+
+/* `one_slab`: a class whose stride is a multiple of a line has no line to share, so no
+ * fillers: the second thread's first block comes from the first thread's slab (a slab a thread cost
+ * each such class its first pages: `mt glibcthread` 0.875x the peak RSS without). */
+static void in_turns(size_t bytes, int blocks_a_turn, int one_slab)
 {
     size = bytes;
     per_turn = blocks_a_turn;
@@ -96,6 +105,9 @@ static void in_turns(size_t bytes, int blocks_a_turn)
     int n = ROUNDS * per_turn, shared = shared_lines(n);
     CHECK(shared == 0, "%zu bytes, %d a turn: %d cache lines hold blocks of both threads", bytes,
           blocks_a_turn, shared);
+    CHECK((slab_of(blocks[1][0]) == slab_of(blocks[0][0])) == one_slab,
+          "%zu bytes, %d a turn: the second thread's first block in %s", bytes, blocks_a_turn,
+          one_slab ? "a slab of its own" : "the first thread's slab");
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < n; k++)
             uslab_free(blocks[i][k]);
@@ -126,11 +138,6 @@ static void run_holder(struct holder *h)
     pthread_t t;
     CHECK(pthread_create(&t, NULL, hold, h) == 0, "pthread_create");
     pthread_join(t, NULL);
-}
-
-static struct usi_slab *slab_of(void *p)
-{
-    return usi_slab_of_entry(usi_pagemap_lookup(p));
 }
 
 static void next_thread(void)
@@ -248,8 +255,10 @@ static void every_number(void)
 
 int main(void)
 {
-    in_turns(16, 8);
-    in_turns(144, 1); /* the slow start's one-object fills */
+    in_turns(16, 8, 0);
+    in_turns(144, 1, 0); /* the slow start's one-object fills */
+    in_turns(192, 1, 1); /* line-aligned: no fillers */
+    in_turns(2048, 1, 1);
     next_thread();
     fork_child();
     every_number();
