@@ -528,6 +528,9 @@ static void note_fresh(const struct uslab_cache *c, struct usi_slab *s, uintptr_
 void usi_slab_populate(const struct usi_fresh_pages *fresh)
 {
     USI_ASSERT(fresh->n <= USI_FRESH_MAX);
+    /* 0 (no number yet) and 1 to USI_POPULATE_THREADS; USI_FILLER_NONE is above. */
+    if (usi_slab_tls_filler > USI_POPULATE_THREADS)
+        return;
     for (unsigned i = 0; i < fresh->n; i++) {
         USI_ASSERT(fresh->len[i] >= USI_FRESH_MIN && (fresh->start[i] & (USI_PAGE_SIZE - 1)) == 0);
         usi_os_populate((void *)fresh->start[i], fresh->len[i]);

@@ -138,7 +138,13 @@ static inline unsigned usi_slab_filler(void)
 void usi_slab_filler_end(void);
 /* A fork child: only the calling thread's filler number is held. */
 void usi_slab_postfork_child(void);
-/* Makes fresh's ranges present (usi_os_populate). No lock held. */
+/* Makes fresh's ranges present (usi_os_populate), on a thread whose filler number is at most
+ * USI_POPULATE_THREADS or not taken yet; a thread past them leaves its fresh pages to fault. The
+ * call holds the process's mmap lock: where more threads live at once than cores, a holder
+ * preempted with it keeps the threads that map or unmap (their stacks, at creation and exit)
+ * waiting (`mt live`, 3,000 threads: 0.84x the time without the calls of threads past the 8th;
+ * design §3, "Fresh pages"). No lock held. */
+#define USI_POPULATE_THREADS 8u
 void usi_slab_populate(const struct usi_fresh_pages *fresh);
 /* What a take of a lattice cache's objects writes into each (malloc's pop checks them:
  * no free mark, the key), once the taker owns them: after the cache lock is dropped, so

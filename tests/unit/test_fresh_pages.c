@@ -4,8 +4,9 @@
  * take reaches first in a slab are noted, exactly those on which it hands out objects and no
  * page beyond, only where the taker writes every such page (a constructor, a malloc class's
  * handout) and objects are a page or smaller, and only USI_FRESH_MIN or more; made present in one
- * call, they are resident and the slab's untaken pages are not. And the os layer's call: present
- * pages, errno kept, and a failure that is not a refusal (a range not mapped) does not stop it.
+ * call, they are resident and the slab's untaken pages are not; only on the first
+ * USI_POPULATE_THREADS threads (by filler number). And the os layer's call: present pages, errno
+ * kept, and a failure that is not a refusal (a range not mapped) does not stop it.
  */
 #include "check.h"
 #include "descriptor.h"
@@ -16,6 +17,7 @@
 #include "uslab.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +247,95 @@ static void check_os_populate(void)
     munmap(m, 4 * PAGE);
 }
 
+/* A range of `pages` fresh pages of a new mapping, made present by usi_slab_populate on the
+ * calling thread: how many of them are resident after it. */
+static unsigned populate_here(unsigned pages)
+{
+    char *m = mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED, "mmap");
+    struct usi_fresh_pages fresh = {.start = {(uintptr_t)m}, .len = {pages * PAGE}, .n = 1};
+    usi_slab_populate(&fresh);
+    unsigned n = 0;
+    for (unsigned i = 0; i < pages; i++)
+        n += (unsigned)resident((uintptr_t)m + i * PAGE);
+    munmap(m, pages * PAGE);
+    return n;
+}
+
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+static int hold_go;
+
+struct holder {
+    pthread_t tid;
+    unsigned filler, present;
+    pthread_barrier_t *claimed;
+};
+
+/* Takes a filler number, populates a fresh range, waits until released, gives the number back. */
+static void *holder(void *arg)
+{
+    struct holder *h = arg;
+    h->filler = usi_slab_filler();
+    h->present = populate_here(4);
+    pthread_barrier_wait(h->claimed);
+    pthread_mutex_lock(&hold_lock);
+    while (!hold_go)
+        pthread_cond_wait(&hold_cond, &hold_lock);
+    pthread_mutex_unlock(&hold_lock);
+    usi_slab_filler_end();
+    return NULL;
+}
+
+static void start_holder(struct holder *h)
+{
+    pthread_barrier_t claimed;
+    pthread_barrier_init(&claimed, NULL, 2);
+    h->claimed = &claimed;
+    CHECK(pthread_create(&h->tid, NULL, holder, h) == 0, "pthread_create");
+    pthread_barrier_wait(&claimed);
+    pthread_barrier_destroy(&claimed);
+}
+
+/* Threads hold filler numbers 1 to USI_POPULATE_THREADS at once (the main thread's among them):
+ * the next thread's fresh pages are left to fault; once a holder exits, the thread that takes
+ * its number makes them present again. */
+static void check_thread_limit(void)
+{
+    unsigned mine = usi_slab_filler();
+    CHECK(mine >= 1 && mine <= USI_POPULATE_THREADS, "the main thread's number %u", mine);
+    CHECK(populate_here(4) == 4, "the main thread makes fresh pages present");
+    struct holder h[USI_POPULATE_THREADS + 1];
+    unsigned n = 0;
+    do {
+        CHECK(n <= USI_POPULATE_THREADS, "%u threads and no number above %u", n,
+              USI_POPULATE_THREADS);
+        start_holder(&h[n]);
+        CHECK(h[n].filler >= 1, "a thread's number");
+        CHECK(h[n].present == (h[n].filler <= USI_POPULATE_THREADS ? 4u : 0u),
+              "thread with number %u: %u of 4 fresh pages present", h[n].filler, h[n].present);
+    } while (h[n++].filler <= USI_POPULATE_THREADS);
+    CHECK(h[n - 1].filler == USI_POPULATE_THREADS + 1, "the last thread's number is %u",
+          h[n - 1].filler);
+    pthread_mutex_lock(&hold_lock);
+    hold_go = 1;
+    pthread_cond_broadcast(&hold_cond);
+    pthread_mutex_unlock(&hold_lock);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(h[i].tid, NULL);
+    hold_go = 0;
+    struct holder again;
+    start_holder(&again);
+    CHECK(again.filler <= USI_POPULATE_THREADS && again.present == 4,
+          "a thread after them (number %u): %u of 4 fresh pages present", again.filler,
+          again.present);
+    pthread_mutex_lock(&hold_lock);
+    hold_go = 1;
+    pthread_cond_broadcast(&hold_cond);
+    pthread_mutex_unlock(&hold_lock);
+    pthread_join(again.tid, NULL);
+}
+
 int main(void)
 {
     uslab_free(uslab_malloc(1)); /* initialise */
@@ -262,5 +353,6 @@ int main(void)
     check_not_noted(200, NULL);
     check_not_noted(8192, ctor);
     check_growing_caches();
+    check_thread_limit();
     TEST_DONE();
 }
