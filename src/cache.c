@@ -114,6 +114,8 @@ uslab_cache_t *uslab_cache_create(const char *name, size_t size, size_t align, u
         errno = e;
         return NULL;
     }
+    if (!c->debug)
+        usi_slab_share_spans(c); /* its slabs' spans and the malloc classes' (design §3) */
     if (reclaim)
         usi_purge_watch(); /* pressure must reach it (design §3) */
     return c;
@@ -216,6 +218,7 @@ void uslab_cache_destroy(uslab_cache_t *c)
     usi_lock(&c->lock);
     usi_slab_quarantine_drain(c, &release); /* a debug cache's last freed objects */
     usi_slab_detach_empty(c, 0, &release);
+    usi_slab_leave_spans(c); /* no walk of its group reaches it from here on */
     void **ring = c->quarantine;
     size_t ring_bytes = ring ? c->quarantine_cap * sizeof(void *) : 0;
     c->quarantine = NULL;

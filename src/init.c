@@ -133,6 +133,7 @@ static void prefork(void)
     usi_registry_prefork();
     usi_tcache_prefork();
     usi_registry_prefork_caches();
+    usi_slab_prefork();
     usi_pages_prefork();
 }
 
@@ -148,6 +149,7 @@ static void postfork_parent(void)
     if (!fork_took_locks())
         return;
     usi_pages_postfork(0);
+    usi_slab_postfork(0);
     usi_registry_postfork(0);
     usi_tcache_postfork(0);
     usi_debug_postfork(0);
@@ -168,6 +170,7 @@ static void postfork_child(void)
     usi_os_postfork_child();
     usi_mutex_init(&init_lock);
     usi_pages_postfork(1);
+    usi_slab_postfork(1);
     usi_registry_postfork(1);
     usi_tcache_postfork(1);
     usi_debug_postfork(1);

@@ -250,24 +250,58 @@ static void slab_detached(struct uslab_cache *c, const struct usi_slab *s)
  * freed blocks of some small classes and then allocated others made new slabs while the
  * freed ones waited for the purge delay (redis under load: 40.0 MB peak, 34.0 since). A
  * class that needs a slab takes a sibling's empty one beyond that sibling's reserve first:
- * its span stays resident and changes owner. A group is a ring linked by span_next (a
- * cache in none has NULL there); a cache joins under init.c's lock with release stores, and walkers
- * read the links with acquire loads. No cache ever leaves.
+ * its span stays resident and changes owner. Object caches join too (a program that frees its
+ * malloc blocks and then fills a cache of its own: `objcache conn 10 MiB`). A group is a ring
+ * linked by span_next (a cache in none has NULL there). Invariant: the rings change, and are
+ * walked, only under groups_lock; a walk only tries it (slab_adopt holds a cache lock), so a
+ * cache can leave (its destruction) while no walk can reach it.
  */
 static struct uslab_cache *span_groups[USI_SPAN_ORDERS]; /* a member of each ring */
+static usi_mutex groups_lock = USI_MUTEX_INIT;
 
 void usi_slab_share_spans(struct uslab_cache *c)
 {
     USI_ASSERT(!c->debug && guard_bytes(c) == 0 && !c->span_next &&
                c->lists[USI_SLAB_EMPTY].count == 0); /* spare_in_group counts from here */
+    usi_lock(&groups_lock);
     struct uslab_cache *member = span_groups[c->slab_order];
     if (!member) {
-        __atomic_store_n(&c->span_next, c, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->span_next, c, __ATOMIC_RELAXED);
         span_groups[c->slab_order] = c;
-        return;
+    } else {
+        c->span_next = member->span_next;
+        __atomic_store_n(&member->span_next, c, __ATOMIC_RELAXED);
     }
-    c->span_next = __atomic_load_n(&member->span_next, __ATOMIC_ACQUIRE);
-    __atomic_store_n(&member->span_next, c, __ATOMIC_RELEASE);
+    usi_unlock(&groups_lock);
+}
+
+void usi_slab_leave_spans(struct uslab_cache *c)
+{
+    if (!c->span_next)
+        return;
+    USI_ASSERT(c->lists[USI_SLAB_EMPTY].count == 0); /* nothing of c in spare_in_group */
+    usi_lock(&groups_lock);
+    struct uslab_cache *prev = c;
+    while (prev->span_next != c)
+        prev = prev->span_next;
+    prev->span_next = c->span_next;
+    if (span_groups[c->slab_order] == c)
+        span_groups[c->slab_order] = prev == c ? NULL : prev;
+    __atomic_store_n(&c->span_next, NULL, __ATOMIC_RELAXED);
+    usi_unlock(&groups_lock);
+}
+
+void usi_slab_prefork(void)
+{
+    usi_lock(&groups_lock);
+}
+
+void usi_slab_postfork(int child)
+{
+    if (child)
+        usi_mutex_init(&groups_lock);
+    else
+        usi_unlock(&groups_lock);
 }
 
 /* An empty slab beyond its reserve that another cache of c's span group gave up, unlinked
@@ -277,24 +311,23 @@ void usi_slab_share_spans(struct uslab_cache *c)
  * group's dozens of small classes, would otherwise try every one of their locks. */
 static struct usi_slab *slab_adopt(struct uslab_cache *c)
 {
-    struct uslab_cache *o = __atomic_load_n(&c->span_next, __ATOMIC_ACQUIRE);
-    if (!o || __atomic_load_n(&spare_in_group[c->slab_order], __ATOMIC_RELAXED) == 0)
+    if (!__atomic_load_n(&c->span_next, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&spare_in_group[c->slab_order], __ATOMIC_RELAXED) == 0 ||
+        usi_trylock(&groups_lock) != 0)
         return NULL;
-    for (; o != c; o = __atomic_load_n(&o->span_next, __ATOMIC_ACQUIRE)) {
+    struct usi_slab *s = NULL;
+    for (struct uslab_cache *o = c->span_next; o != c && !s; o = o->span_next) {
         if (usi_trylock(&o->lock) != 0)
             continue;
-        struct usi_slab *s = o->lists[USI_SLAB_EMPTY].count > o->empty_reserve
-                                 ? o->lists[USI_SLAB_EMPTY].first
-                                 : NULL;
-        if (s) {
+        if (o->lists[USI_SLAB_EMPTY].count > o->empty_reserve) {
+            s = o->lists[USI_SLAB_EMPTY].first;
             list_remove(o, s);
             slab_detached(o, s);
         }
         usi_unlock(&o->lock);
-        if (s)
-            return s;
     }
-    return NULL;
+    usi_unlock(&groups_lock);
+    return s;
 }
 
 /* A new span for a slab of c, its guard pages set (internal caches: how, in *guard_how),

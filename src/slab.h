@@ -87,8 +87,15 @@ static inline int usi_slab_over_headroom(const struct uslab_cache *c)
 void usi_slab_keep_memory(struct uslab_cache *c);
 /* Joins c to the span group of its slab size: caches of one group take each other's empty
  * slabs before they map a new span (design §3, "Span groups"). For every malloc class, at
- * its set-up under init.c's lock; c has no debugging, guard or reserve. */
+ * its set-up, and every object cache without debugging, at its creation; c has no guard
+ * pages and no empty slab. */
 void usi_slab_share_spans(struct uslab_cache *c);
+/* c leaves its span group, if in one: its destruction, with c->lock held and no empty slab
+ * left. Waits for a walk of the group under way. */
+void usi_slab_leave_spans(struct uslab_cache *c);
+/* The fork handlers: the span groups' lock, taken after every cache lock (design §6). */
+void usi_slab_prefork(void);
+void usi_slab_postfork(int child);
 /* Slab geometry of a cache, fixed at creation. */
 void usi_slab_geometry(struct uslab_cache *c);
 /*

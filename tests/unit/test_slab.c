@@ -259,6 +259,14 @@ static void put_one(struct uslab_cache *c, void *p)
     usi_slab_release(c, release);
 }
 
+#define GROUP_BUILT 0x6275696c74ull
+static int group_ctor(void *obj, void *arg)
+{
+    *(uint64_t *)obj = GROUP_BUILT;
+    ++*(int *)arg;
+    return 0;
+}
+
 static void test_span_group(void)
 {
     uslab_free(uslab_malloc(1)); /* initialises uslab; first, below the headroom (it keeps
@@ -287,18 +295,51 @@ static void test_span_group(void)
     memset(q, 0xa5, 65536);
     put_one(c64, q);
     put_one(c96, far);
-    /* A cache in no group with spans of the same size (a user cache of 4 KiB objects)
-     * never takes one. */
-    struct uslab_cache *u =
-        uslab_cache_create("group-none", 4096, 0, NULL, NULL, NULL, NULL, USLAB_CACHE_NOMAGAZINE);
-    CHECK(u && !u->span_next && u->slab_order == c64->slab_order,
-          "a user cache with 64 KiB spans is in no span group");
-    size_t empties = c64->lists[USI_SLAB_EMPTY].count;
-    CHECK(empties == 1, "the 64 KiB class keeps its empty slab");
-    void *r = uslab_cache_alloc(u);
-    CHECK(r && c64->lists[USI_SLAB_EMPTY].count == empties, "a user cache maps its own span");
-    uslab_cache_free(u, r);
+    /* An object cache with spans of that size joins the group: it takes the 64 KiB class's
+     * empty slab (a medium class keeps none in reserve) and constructs its objects there; the
+     * class takes back an empty slab the cache keeps beyond its reserve; destroyed, the cache
+     * leaves the group. */
+    int built = 0;
+    struct uslab_cache *u = uslab_cache_create("group-user", 4096, 0, group_ctor, NULL, NULL,
+                                               &built, USLAB_CACHE_NOMAGAZINE);
+    CHECK(u && u->span_next && u->slab_order == c64->slab_order,
+          "a user cache with 64 KiB spans is in their span group");
+    CHECK(c64->lists[USI_SLAB_EMPTY].count == 1, "the 64 KiB class keeps its empty slab");
+    char *span64 = c64->lists[USI_SLAB_EMPTY].first->span;
+    uint64_t u_made = u->slabs_created;
+    void *objs[64];
+    size_t n = 0;
+    objs[n++] = uslab_cache_alloc(u);
+    CHECK(objs[0] && usi_slab_of_entry(usi_pagemap_lookup(objs[0]))->span == span64 &&
+              c64->lists[USI_SLAB_EMPTY].count == 0 && u->slabs_created == u_made + 1,
+          "the user cache took the 64 KiB class's empty slab");
+    CHECK((usi_pagemap_lookup(objs[0]) & USI_ID_MASK) == u->id, "the span's owner is the cache");
+    CHECK(built == 1 && *(uint64_t *)objs[0] == GROUP_BUILT, "its object is constructed there");
+    while (u->slabs_created < u_made + 2) {
+        CHECK(n < 64, "two slabs of 4 KiB objects hold fewer than 64");
+        objs[n] = uslab_cache_alloc(u);
+        CHECK(objs[n] && *(uint64_t *)objs[n] == GROUP_BUILT, "object %zu constructed", n);
+        n++;
+    }
+    for (size_t i = 0; i < n; i++)
+        uslab_cache_free(u, objs[i]);
+    CHECK(u->lists[USI_SLAB_EMPTY].count == 2 && u->empty_reserve == 1,
+          "the cache keeps two empty slabs, one its reserve");
+    char *spare = u->lists[USI_SLAB_EMPTY].first->span;
+    q = take_one(c64);
+    CHECK(usi_slab_of_entry(usi_pagemap_lookup(q))->span == spare &&
+              u->lists[USI_SLAB_EMPTY].count == 1,
+          "the 64 KiB class took the cache's spare slab, not its reserve");
+    put_one(c64, q);
+    usi_lock(&c64->lock);
+    check_all_slabs(c64, "adopted from a user cache");
+    usi_unlock(&c64->lock);
     uslab_cache_destroy(u);
+    for (struct uslab_cache *o = c64->span_next; o != c64; o = o->span_next)
+        CHECK(o != u, "a destroyed cache left its span group");
+    q = take_one(c64);
+    CHECK(q != NULL, "the class takes a slab after the cache left");
+    put_one(c64, q);
 }
 
 /* The small classes of one span size are a group too: a class that needs a slab takes an
