@@ -269,7 +269,7 @@ void usi_slab_share_spans(struct uslab_cache *c)
         __atomic_store_n(&c->span_next, c, __ATOMIC_RELAXED);
         span_groups[c->slab_order] = c;
     } else {
-        c->span_next = member->span_next;
+        __atomic_store_n(&c->span_next, member->span_next, __ATOMIC_RELAXED);
         __atomic_store_n(&member->span_next, c, __ATOMIC_RELAXED);
     }
     usi_unlock(&groups_lock);
@@ -284,7 +284,7 @@ void usi_slab_leave_spans(struct uslab_cache *c)
     struct uslab_cache *prev = c;
     while (prev->span_next != c)
         prev = prev->span_next;
-    prev->span_next = c->span_next;
+    __atomic_store_n(&prev->span_next, c->span_next, __ATOMIC_RELAXED); /* surplus_add reads it */
     if (span_groups[c->slab_order] == c)
         span_groups[c->slab_order] = prev == c ? NULL : prev;
     __atomic_store_n(&c->span_next, NULL, __ATOMIC_RELAXED);
