@@ -2,13 +2,13 @@
 /*
  * test_span_groups.c - object caches in the span groups (docs/design.md §3, "Span groups"),
  * under threads: each thread, round after round, frees 2 MiB of 1 KiB malloc blocks (past what
- * magazines and the depot keep: most of their class's 64 KiB slabs are left empty), creates a cache of 1 KiB objects with a
- * constructor (64 KiB spans: the same group), fills several slabs, checks and frees them (the
- * cache's empty slabs beyond its reserve are spares for the group), mallocs the blocks again
- * and destroys the cache. So caches join, adopt, are adopted from and leave their group while
- * other threads walk it. Every object's and block's contents are verified; at least one cache
- * must have taken a span that held one of its thread's malloc blocks (else nothing was tested).
- * Usage: test_span_groups [ROUNDS [THREADS]]  (default 100, 4)
+ * magazines and the depot keep: most of their class's 64 KiB slabs are left empty), creates a cache
+ * of 1 KiB objects with a constructor (64 KiB spans: the same group), fills several slabs, checks
+ * and frees them (the cache's empty slabs beyond its reserve are spares for the group), mallocs the
+ * blocks again and destroys the cache. So caches join, adopt, are adopted from and leave their
+ * group while other threads walk it. Every object's and block's contents are verified; at least one
+ * cache must have taken a span that held one of its thread's malloc blocks (else nothing was
+ * tested). Usage: test_span_groups [ROUNDS [THREADS]]  (default 100, 4)
  */
 #include "check.h"
 #include "uslab.h"
@@ -18,12 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BLOCKS   2048
-#define BLOCK    1024u
-#define OBJS     256
-#define OBJ      1024u
-#define SPAN     ((uintptr_t)64 << 10)
-#define BUILT    0x5ba9c0de5ba9c0deull
+#define BLOCKS 2048
+#define BLOCK  1024u
+#define OBJS   256
+#define OBJ    1024u
+#define SPAN   ((uintptr_t)64 << 10)
+#define BUILT  0x5ba9c0de5ba9c0deull
 
 static long rounds;
 static unsigned long adopted; /* objects found in a span that held the thread's malloc block */
@@ -51,7 +51,8 @@ static void verify(const unsigned char *p, size_t n, unsigned char v, const char
 {
     for (size_t i = 0; i < n; i += 64)
         CHECK(p[i] == v, "%s %p: byte %zu is %#x, not %#x", what, (const void *)p, i, p[i], v);
-    CHECK(p[n - 1] == v, "%s %p: its last byte is %#x, not %#x", what, (const void *)p, p[n - 1], v);
+    CHECK(p[n - 1] == v, "%s %p: its last byte is %#x, not %#x", what, (const void *)p, p[n - 1],
+          v);
 }
 
 static int cmp_span(const void *a, const void *b)
