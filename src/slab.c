@@ -277,7 +277,7 @@ void usi_slab_share_spans(struct uslab_cache *c)
 
 void usi_slab_leave_spans(struct uslab_cache *c)
 {
-    if (!c->span_next)
+    if (!__atomic_load_n(&c->span_next, __ATOMIC_RELAXED)) /* a sibling's leave writes it */
         return;
     USI_ASSERT(c->lists[USI_SLAB_EMPTY].count == 0); /* nothing of c in spare_in_group */
     usi_lock(&groups_lock);
