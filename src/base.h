@@ -109,6 +109,9 @@ static inline uint64_t usi_mix64(uint64_t z)
  * bound on thread caches (design §5) its magazines stay at that start capacity. */
 #define USI_MAG_START_BYTES 256
 #define USI_MAG_START_MAX   4
+/* A depot's stacks of magazines, a lane each: a thread gives to and takes from its own lane
+ * first, so that the blocks it freed come back to it, not to another core (design §4). */
+#define USI_DEPOT_LANES 4
 
 /* Every uslab lock (design §6; taken with os.h's usi_lock). A futex word: 0 free, 1 held,
  * 2 held and maybe waited for (Drepper, "Futexes Are Tricky", 2011, its mutex 2). All zero

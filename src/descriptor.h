@@ -103,8 +103,10 @@ struct uslab_cache {
     usi_mutex lock;
     uint32_t colour_next;
     struct usi_slab_list_head lists[USI_SLAB_NLISTS];
-    struct usi_mag *depot_full, *depot_empty; /* depot_full: stored atomically (read unlocked) */
-    size_t depot_nfull, depot_nempty;
+    /* depot.c: the full and the empty magazines, a stack a lane; a thread gives to and takes
+     * from its own lane first (design §4, "Depot"). */
+    struct usi_mag *depot_full[USI_DEPOT_LANES], *depot_empty[USI_DEPOT_LANES];
+    size_t depot_nfull, depot_nempty; /* depot_nfull: stored atomically (read unlocked) */
     /* The working set (Bonwick & Adams §3.6): the lowest counts since the last periodic
      * reap, and the lowest full count since the last surplus pass's reap. */
     size_t depot_min_full, depot_min_empty, depot_min_surplus;
