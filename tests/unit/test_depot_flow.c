@@ -20,6 +20,7 @@
 #include "check.h"
 #include "depot.h"
 #include "descriptor.h"
+#include "full_magazine.h"
 #include "objects.h"
 #include "os.h"
 #include "uslab.h"
@@ -27,16 +28,6 @@
 #include <pthread.h>
 
 static struct uslab_cache *cache;
-
-/* A full magazine of real objects (they go back to the slabs when flushed). */
-static struct usi_mag *full_magazine(void)
-{
-    struct usi_mag *m = usi_mag_new_cap(cache, cache->mag_capacity);
-    CHECK(m != NULL, "magazine");
-    m->rounds = (uint32_t)usi_objects_fill(cache, m->capacity, m->objs, 0);
-    CHECK(m->rounds == m->capacity, "fill");
-    return m;
-}
 
 /* A full magazine whose objects lie a 64 KiB unit apart: the pool's objects j, j + u,
  * j + 2u... (u objects to a unit), the pool filled in address order. */
@@ -119,7 +110,7 @@ static void bound(void)
             for (size_t k = 0; scattered && k < per; k++)
                 used[j + k * per_unit] = 1;
             struct usi_mag *full =
-                scattered ? scattered_magazine(pool, per_unit, j) : full_magazine();
+                scattered ? scattered_magazine(pool, per_unit, j) : full_magazine_of(cache);
             struct usi_mag *m = usi_depot_get_empty(cache, full, cache->mag_capacity);
             CHECK(m != NULL && m->rounds == 0, "an empty magazine back");
             size_t held = (size_t)i * cache->mag_capacity * cache->stride; /* in the depot */
@@ -191,7 +182,7 @@ int main(void)
     /* N magazines of 256 objects of 64 bytes: 4 MiB of objects, four times what a depot
      * kept before it followed the working set. All kept, none flushed. */
     for (int i = 0; i < N; i++)
-        usi_depot_put(cache, full_magazine());
+        usi_depot_put(cache, full_magazine_of(cache));
     CHECK(nfull() == N && inuse() == N * per, "kept %zu of %d magazines, %zu objects out", nfull(),
           N, inuse());
 

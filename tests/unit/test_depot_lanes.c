@@ -9,6 +9,7 @@
 #include "check.h"
 #include "depot.h"
 #include "descriptor.h"
+#include "full_magazine.h"
 #include "objects.h"
 #include "os.h"
 #include "pages.h"
@@ -18,22 +19,13 @@
 
 static struct uslab_cache *cache;
 
-static struct usi_mag *full_magazine(void)
-{
-    struct usi_mag *m = usi_mag_new_cap(cache, cache->mag_capacity);
-    CHECK(m != NULL, "magazine");
-    m->rounds = (uint32_t)usi_objects_fill(cache, m->capacity, m->objs, 0);
-    CHECK(m->rounds == m->capacity, "fill");
-    return m;
-}
-
 /* The other thread's magazines: two full ones and an empty one, given after main's. */
 static struct usi_mag *other_full[2], *other_empty;
 
 static void *other(void *arg)
 {
     for (int i = 0; i < 2; i++)
-        usi_depot_put(cache, other_full[i] = full_magazine());
+        usi_depot_put(cache, other_full[i] = full_magazine_of(cache));
     usi_depot_put(cache, other_empty = usi_mag_new_cap(cache, cache->mag_capacity));
     return arg;
 }
@@ -52,7 +44,7 @@ int main(void)
     CHECK(cache != NULL, "create");
     struct usi_mag *own_full[2], *own_empty;
     for (int i = 0; i < 2; i++)
-        usi_depot_put(cache, own_full[i] = full_magazine());
+        usi_depot_put(cache, own_full[i] = full_magazine_of(cache));
     usi_depot_put(cache, own_empty = usi_mag_new_cap(cache, cache->mag_capacity));
     pthread_t t;
     CHECK(pthread_create(&t, NULL, other, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
