@@ -316,7 +316,7 @@ static void depot_recount(struct uslab_cache *c)
 }
 
 /*
- * Lanes (design §4, "Lanes"): a depot holds its full and its empty magazines in a stack a
+ * Lanes (design §4, "Depot"): a depot holds its full and its empty magazines in a stack a
  * lane, and a thread gives to its own lane (its flight number's) and takes from it first,
  * then from the next ones. Two threads that each freed more than their magazines hold took
  * each other's full magazines back half the time, and with them blocks (and slot arrays)
