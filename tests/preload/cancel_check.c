@@ -3,7 +3,7 @@
  * cancel_check.c - uslab never makes a cancellation point, nor a call that another
  * preloaded library may wrap, inside malloc or free (docs/design.md §1, os layer). A worker
  * thread with a deferred pthread_cancel pending runs a loop of only malloc and free for
- * 1.5 s (slow paths: magazine exchanges, purges, the live statistics page made and
+ * 0.5 s (slow paths: magazine exchanges, purges, the live statistics page made and
  * refreshed); under glibc it is cancelled only at the pthread_testcancel after the loop. A
  * thread cancelled inside uslab would leave its locks held: the next reap (or malloc of
  * its class) would hang, or an assertion would abort. Run with openwrap.so preloaded too,
@@ -33,7 +33,7 @@ static void *worker(void *arg)
     static void *p[8000];
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long round = 0; elapsed_ms(&t0) < 1500; round++) {
+    for (long round = 0; elapsed_ms(&t0) < 500; round++) {
         int n = round % 8 == 0 ? 8000 : 2000;
         for (int i = 0; i < n; i++) {
             p[i] = malloc(16 + (size_t)((i + round) * 37) % 4000);

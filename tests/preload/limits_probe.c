@@ -8,7 +8,7 @@
  *       malloc that succeeds leaves errno as it was;
  *     - allocates 16 MiB blocks until malloc fails (with ENOMEM), and prints
  *       "large=<bytes> reserved=<bytes>|disabled|glibc".
- *   limits_probe MiB fork      sets the limit, re-executes, then forks 30 times while
+ *   limits_probe MiB fork      sets the limit, re-executes, then forks 10 times while
  *                              threads call malloc; every child must malloc and exit 0
  *                              (a child blocked on a lock is killed by alarm: a failure).
  *
@@ -120,7 +120,7 @@ static int forks(void)
     for (int i = 0; i < 2; i++)
         if (pthread_create(&th[i], NULL, mallocer, NULL) != 0)
             FAIL("pthread_create: %s", strerror(errno));
-    for (int f = 0; f < 30; f++) {
+    for (int f = 0; f < 10; f++) {
         pid_t pid = fork();
         if (pid < 0)
             FAIL("fork: %s", strerror(errno));
