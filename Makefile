@@ -60,10 +60,10 @@ test-glibc: all
 test-python: all
 	python3 tests/python/run.py --build $(BUILD) --jobs $(JOBS)
 
-# The API library and its tests under UndefinedBehaviorSanitizer (preload tests excluded:
-# the preload library is never sanitized; the layer checks read sources and objects, the
-# same in every tree; the stress tests run under UBSan in test-tsan's tree, where they were
-# 126 of this run's 230 s of test time), built as a Debug build: -O0 hides no undefined
+# The API library and its tests under UndefinedBehaviorSanitizer (a sanitizer's tree builds
+# no preload tests, the preload library being never sanitized, nor layer checks, the same in
+# every tree; the stress tests run under UBSan in test-tsan's tree, and were 126 of this
+# run's 230 s of test time here), built as a Debug build: -O0 hides no undefined
 # behaviour behind an optimisation, and it is the build where gcc's -Wformat-truncation
 # judges differently (a Debug build of tools/top.c failed under -Werror, unnoticed).
 # Self-hosted: the configure and the build run with LD_PRELOAD set to $(BUILD)'s preload
@@ -81,7 +81,7 @@ test-ubsan: all
 	mkdir build-ubsan-lib && cp $(BUILD)/libuslab-preload.so build-ubsan-lib/
 	$(UBSAN_PRELOAD) $(BUILD)/tests/preload/preload_probe uslab
 	$(UBSAN_PRELOAD) $(MAKE) all BUILD=build-ubsan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DUSLAB_SANITIZE=undefined -DUSLAB_BUILD_BENCH=OFF"
-	cd build-ubsan && $(CTEST) -LE 'preload|layers|stress'
+	cd build-ubsan && $(CTEST)
 
 # The stress tests of the API library under ThreadSanitizer and UndefinedBehaviorSanitizer
 # together (clang), and only their programs built. The fork handler holds every cache lock
