@@ -438,8 +438,8 @@ static void tcache_unmap(struct usi_tcache *tc, int blank)
 }
 
 /* Returns the calling thread's own cache with a pair for id, or NULL (no memory, or the
- * thread is exiting). */
-static struct usi_tcache *tcache_get(uintptr_t id)
+ * thread is exiting). `freeing`: the call is a free (see below). */
+static struct usi_tcache *tcache_get(uintptr_t id, int freeing)
 {
     struct usi_tcache *tc = usi_tls;
     if (tls_exiting)
@@ -457,9 +457,11 @@ static struct usi_tcache *tcache_get(uintptr_t id)
          * the DTV of a detached thread there): a cache made now would never be flushed,
          * nor its thread uncounted (the seventh audit: 4 mappings and a user for good per
          * such thread). As after its exit: no cache, the block goes to its slab (asked
-         * again at its next call, which is rare there). A cache made in the last round of
+         * again at its next call, which is rare there). glibc only frees there, so a
+         * thread whose first call is an allocation asks the kernel nothing: one system
+         * call less a thread (`mt live`, `mleak`). A cache made in the last round of
          * thread-specific data destructors is never flushed (design §12). */
-        if (usi_os_in_glibc_section())
+        if (freeing && usi_os_in_glibc_section())
             return NULL;
         (void)usi_os_on_signal_stack(); /* its first question: where its own stack is */
     }
@@ -647,7 +649,7 @@ static inline int cached(const struct uslab_cache *c)
  * pair is looked up again: the callback may have grown this thread's cache. */
 static void *alloc_after_reclaim(struct uslab_cache *c)
 {
-    struct usi_tcache *tc = cached(c) ? tcache_get(c->id) : NULL;
+    struct usi_tcache *tc = cached(c) ? tcache_get(c->id, 0) : NULL;
     if (!tc)
         return NULL;
     int saved = errno;
@@ -674,10 +676,10 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
     if (USI_UNLIKELY(__atomic_load_n(&c->reap_wanted, __ATOMIC_RELAXED)))
         usi_depot_reap_wanted(c); /* an inline pass's reap, with the same care */
     void *p;
-    struct usi_tcache *tc = cached(c) ? tcache_get(c->id) : NULL;
+    struct usi_tcache *tc = cached(c) ? tcache_get(c->id, 0) : NULL;
     if (!tc) {
         if (c->ctor && usi_tls == &sentinel.tc)
-            tcache_get(0); /* the records of its passages (design §7): one a thread */
+            tcache_get(0, 0); /* the records of its passages (design §7): one a thread */
         p = usi_objects_alloc(c);
         /* A cache without magazines (or debugged) has no other slow path: a one-thread
          * program that uses only such caches would never run an inline pass, and never
@@ -704,10 +706,10 @@ void usi_tcache_free_slow(struct uslab_cache *c, void *p)
 {
     if (USI_UNLIKELY(!usi_registry_names(c)))
         dead_cache(c, "uslab_cache_free");
-    struct usi_tcache *tc = cached(c) ? tcache_get(c->id) : NULL;
+    struct usi_tcache *tc = cached(c) ? tcache_get(c->id, 1) : NULL;
     if (!tc) {
         if (c->dtor && usi_tls == &sentinel.tc)
-            tcache_get(0); /* as in the alloc slow path */
+            tcache_get(0, 1); /* as in the alloc slow path */
         usi_objects_unfill(c, 1, &p);
         slab_path_poll(); /* as in the alloc slow path */
         return;
@@ -893,7 +895,7 @@ size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs)
     struct usi_tcache *tc = usi_tls;
     size_t i = 0;
     if (tc == &sentinel.tc && (c->ctor || c->reclaim))
-        tcache_get(0); /* the rest come from the slabs: a record of their passage (§7) */
+        tcache_get(0, 0); /* the rest come from the slabs: a record of their passage (§7) */
     if (c->pair_offset >= tc->pairs_bytes || tc == &sentinel.tc)
         return 0;
     struct usi_magpair *mp = usi_tcache_pair(tc, c->pair_offset);
@@ -1013,7 +1015,7 @@ static void tcache_thread_exit(void *arg)
 void usi_tcache_join(void)
 {
     if (usi_tls == &sentinel.tc)
-        (void)tcache_get(0);
+        (void)tcache_get(0, 0);
 }
 
 /* table[i] for i in [from, to]: the pair offset of the smallest class that holds i * step

@@ -21,6 +21,11 @@
  *    nor with markers).
  *  - `seccomp-threads`: the same in a program that has had a thread, with a filter that also
  *    allows prctl (how uslab asks for the seccomp mode) but still no clone;
+ *  - `seccomp-new-thread`: a second thread, which has made no call of uslab's, installs the
+ *    memory-only filter on itself alone (no prctl) and allocates and frees blocks up to 200
+ *    KB: its first allocation asks the kernel nothing, as glibc's does not (before, its thread
+ * cache's first call asked `rt_sigprocmask` whether glibc was tearing the thread down, and the
+ *    filter killed it). It then parks; the main thread ends the program;
  *  - `unshare`: a single-threaded program allocates and frees, idles, frees more, then calls
  *    unshare(CLONE_NEWUSER), which the kernel refuses (EINVAL) to a process with threads;
  *  - `unshare-fork`: the same in the child of a program that has had threads and a purger.
@@ -115,6 +120,7 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/futex.h>
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -248,7 +254,7 @@ static void sleep_ms(long ms)
  * freed in an order that empties slabs; returns nonzero on a wrong byte. Two rounds: four
  * took 0.7 s under glibc alone (its blocks above 128 KiB are mmapped, faulted and unmapped
  * each time), 60% of these tests' time where each ran under glibc too. */
-static int workload(unsigned seed)
+static int workload_of(unsigned seed, int system_blocks)
 {
     enum { N = 20000 };
     static unsigned char *p[N];
@@ -257,7 +263,7 @@ static int workload(unsigned seed)
         for (int i = 0; i < N; i++) {
             seed = seed * 1103515245u + 12345u;
             len[i] = (seed >> 8) % (i % 50 == 0 ? 200000 : 2000) + 1;
-            if (i % 5000 == 1) /* above the slab range: glibc's, set up before the sandbox */
+            if (i % 5000 == 1 && system_blocks) /* glibc's, set up before the sandbox */
                 len[i] = ((size_t)1 << 20) + seed % 4096;
             p[i] = malloc(len[i]);
             if (!p[i])
@@ -271,6 +277,11 @@ static int workload(unsigned seed)
         }
     }
     return 0;
+}
+
+static int workload(unsigned seed)
+{
+    return workload_of(seed, 1);
 }
 
 /* Idles past the purge delay, between frees. */
@@ -1014,9 +1025,39 @@ static int seccomp_advice(void)
     return 0;
 }
 
+/* seccomp-new-thread: 1 once the filtered thread's work is right, 2 when it was wrong. */
+static int new_thread_done;
+
+static void *filtered_first_calls(void *arg)
+{
+    install_filter(0); /* this thread only: memory, the sleeps, futex, write, the exits */
+    /* uslab's blocks only: glibc's arena of a thread opens /proc/sys/vm/overcommit_memory
+     * the first time it shrinks (design §12, "Seccomp"). */
+    __atomic_store_n(&new_thread_done, workload_of(3, 0) ? 2 : 1, __ATOMIC_RELEASE);
+    for (;;) /* its exit would block signals (rt_sigprocmask), which the filter kills */
+        syscall(SYS_futex, &new_thread_done, FUTEX_WAIT_PRIVATE, new_thread_done, NULL);
+    return arg;
+}
+
+static int seccomp_new_thread(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, filtered_first_calls, NULL) != 0)
+        die("pthread_create failed\n");
+    int done;
+    while ((done = __atomic_load_n(&new_thread_done, __ATOMIC_ACQUIRE)) == 0)
+        sleep_ms(10);
+    if (done != 1)
+        die("wrong contents\n");
+    say_ok();
+    exit(0); /* the parked thread ends with the process */
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
+    if (strcmp(mode, "seccomp-new-thread") == 0)
+        return seccomp_new_thread();
     /* The test sets USLAB_PURGE_DELAY=100, so the idle time passes it. */
     if (strcmp(mode, "seccomp") == 0 || strcmp(mode, "seccomp-threads") == 0) {
         int threads = strcmp(mode, "seccomp-threads") == 0;
@@ -1111,11 +1152,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof child_modes / sizeof child_modes[0]; i++)
         if (strcmp(mode, child_modes[i]) == 0)
             return in_child(mode, argv[0]);
-    fprintf(stderr, "usage: sandbox seccomp|seccomp-threads|unshare|unshare-fork|"
-                    "unshare-joined|clone-userns|clone-vm|seccomp-tsync|setns-joined|"
-                    "nproc|late-prctl|late-syscall|late-"
-                    "vfork|inherited|landlock|"
-                    "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
-                    "exit-group|quick-exit-c|vfork-exit|clone-exec|shm-space|seccomp-advice\n");
+    fprintf(stderr,
+            "usage: sandbox seccomp|seccomp-threads|seccomp-new-thread|unshare|unshare-fork|"
+            "unshare-joined|clone-userns|clone-vm|seccomp-tsync|setns-joined|"
+            "nproc|late-prctl|late-syscall|late-"
+            "vfork|inherited|landlock|"
+            "fsize|chroot|mount-ns|setuid|signal-setuid|exec|daemon|quick-exit|"
+            "exit-group|quick-exit-c|vfork-exit|clone-exec|shm-space|seccomp-advice\n");
     return 2;
 }
