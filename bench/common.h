@@ -262,6 +262,8 @@ static inline const char *bench_allocator_name(const char **path_out)
         return "tcmalloc";
     if (strstr(path, "snmalloc"))
         return "snmalloc";
+    if (strstr(path, "libbench-glibc") && dlsym(RTLD_DEFAULT, "bench_glibc_malloc"))
+        return "glibc"; /* glibc's malloc over a program's own allocator (glibc_malloc.c) */
     if (strstr(path, "/libc.so") && !dlsym(RTLD_DEFAULT, "mi_malloc") &&
         !dlsym(RTLD_DEFAULT, "tc_malloc") && !dlsym(RTLD_DEFAULT, "mallctl"))
         return "glibc";

@@ -61,7 +61,8 @@ class Case:
     """One program invocation, measured by some of the keys it prints."""
 
     def __init__(self, group, name, argv, metrics, quick_args=None, full_args=None,
-                 quick_reps=None, full_reps=None, program=False, timeout=600, env=None):
+                 quick_reps=None, full_reps=None, program=False, timeout=600, env=None,
+                 own_malloc_of=None):
         self.group = group          # benchmark (CSV file name, plot)
         self.name = name            # case within the benchmark
         self.argv = argv            # program and common args (program path filled in later)
@@ -73,6 +74,20 @@ class Case:
         self.program = program      # an outside program: probe first, no allocator= line
         self.timeout = timeout
         self.env = env or {}        # extra environment of every run (PYTHONMALLOC=malloc)
+        # a binary the case runs that links an allocator of its own (Debian's redis-server:
+        # jemalloc): its glibc column preloads bench/glibc_malloc.c to measure glibc
+        self.own_malloc = links_allocator(own_malloc_of)
+
+
+def links_allocator(binary):
+    """Whether binary links a malloc library of its own (ldd)."""
+    if not binary:
+        return False
+    try:
+        out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    return any(lib in out for lib in ("libjemalloc", "libtcmalloc", "libmimalloc"))
 
 
 # jq's program for the jq row: objects made, transformed, grouped and printed.
@@ -237,7 +252,8 @@ def cases(bindir, full):
                         [("wall_s", "s", "wall time")], program=True))
     if shutil.which("redis-server") and shutil.which("redis-benchmark"):
         out.append(Case("programs", "redis", [os.path.join(progs, "redis.sh")],
-                        [("wall_s", "s", "wall time")], ["20000"], ["100000"], program=True))
+                        [("wall_s", "s", "wall time")], ["20000"], ["100000"], program=True,
+                        own_malloc_of=shutil.which("redis-server")))
     for prog, pkg in (("lua5.4", "lua5.4"), ("bc", "bc"), ("gcc", "gcc"),
                       ("redis-server", "redis-server"), ("sqlite3", "sqlite3"), ("perl", "perl"),
                       ("jq", "jq"), ("git", "git")):
@@ -325,6 +341,7 @@ def parse_kv(text):
 
 
 SPAWN = None  # bench/spawn, set in main()
+GLIBC_MALLOC = None  # bench/libbench-glibc.so, set in main()
 MISSING_PROGRAMS = []  # real programs not installed: their rows are left out, with a note
 
 
@@ -598,6 +615,9 @@ def write_report(results, names, table, outdir, plots):
         L.append("- %s: skipped, %s" % (a, why))
     for prog in results.get("missing_programs", []):
         L.append("- programs: %s not installed, its row left out" % prog)
+    for case in results.get("own_malloc", []):
+        L.append("- programs: %s links an allocator of its own; its glibc column preloads "
+                 "bench/libbench-glibc.so (glibc's malloc, bench/glibc_malloc.c)" % case)
     L += ["", "## Results", "",
           "Medians (± spread = (max - min) / median over the repetitions). Lower is better for",
           "every metric except `alloc_share` (the share of cfrac's time spent allocating).",
@@ -684,10 +704,12 @@ def main():
     reps = args.reps or (10 if full else 3)
     build = os.path.abspath(args.build)
     bindir = os.path.join(build, "bench")
-    global SPAWN
+    global SPAWN, GLIBC_MALLOC
     SPAWN = os.path.join(bindir, "spawn")
-    if not os.path.exists(os.path.join(bindir, "spawn")):
-        sys.exit("run.py: %s/spawn not found: build first (make)" % bindir)
+    GLIBC_MALLOC = os.path.join(bindir, "libbench-glibc.so")
+    for need in (SPAWN, GLIBC_MALLOC):
+        if not os.path.exists(need):
+            sys.exit("run.py: %s not found: build first (make)" % need)
     os.makedirs(args.out, exist_ok=True)
 
     allocs, skipped = discover(build, set(filter(None, args.allocators.split(","))))
@@ -724,7 +746,8 @@ def main():
     results = {"mode": "full" if full else "quick", "reps": reps, "machine": info,
                "allocators": allocs, "skipped": skipped, "probe": probed, "cases": [],
                "failures": [], "failures_by": {}, "note": args.note,
-               "missing_programs": MISSING_PROGRAMS}
+               "missing_programs": MISSING_PROGRAMS,
+               "own_malloc": [c.name for c in todo if c.own_malloc]}
     total = sum((c.full_reps if full else c.quick_reps) or reps for c in todo) * len(allocs)
     done = 0
     tty = sys.stderr.isatty()
@@ -748,6 +771,8 @@ def main():
                 else:
                     print(msg, file=sys.stderr, flush=True)
                 env = dict(env_for(lib), **c.env)
+                if name == "glibc" and c.own_malloc:
+                    env["LD_PRELOAD"] = GLIBC_MALLOC
                 if c.program:
                     # the program cannot say which malloc it got: probe the same environment
                     pr = parse_kv(run_once([os.path.join(bindir, "probe")], env, 30)[1])

@@ -5,8 +5,12 @@ newest built from their sources (mimalloc 3, snmalloc), never an --extra build o
 And its CSV files read back as written: the size cases' names hold a comma ("a=2,b=20"),
 and each row has its allocator's median peak RSS, page faults and page-fault traps. And
 bench/spawn's report of a program: its faults, and its traps where the kernel counts them.
-Usage: bench_ratios.py SOURCE_DIR [SPAWN]"""
+And the glibc column of a program linked with an allocator of its own (Debian's redis-server
+links jemalloc): bench/libbench-glibc.so gives it glibc's malloc, and bench/probe says so.
+Usage: bench_ratios.py SOURCE_DIR [SPAWN GLIBC_MALLOC PROBE]"""
 import csv
+import shutil
+import subprocess
 import importlib.util
 import os
 import sys
@@ -88,6 +92,32 @@ else:
     elif "traps" in kv and not 2000 <= int(kv["traps"]) <= int(kv["faults"]):
         failures.append("spawn: traps %s, faults %s" % (kv["traps"], kv["faults"]))
     print("spawn: faults %s, traps %s" % (kv.get("faults"), kv.get("traps", "not counted")))
+
+# glibc's malloc over a program's own allocator.
+if len(sys.argv) >= 5:
+    shim, probe = sys.argv[3], sys.argv[4]
+    env = dict(os.environ, LD_PRELOAD=shim)
+    out = subprocess.run([probe], env=env, capture_output=True, text=True).stdout
+    if "allocator=glibc\n" not in out:
+        failures.append("probe under libbench-glibc.so: %r" % out)
+    if run.links_allocator(sys.executable) or run.links_allocator(None):
+        failures.append("links_allocator: python3 or nothing links an allocator of its own")
+    redis = shutil.which("redis-server")
+    if redis and "libjemalloc" in subprocess.run(["ldd", redis], capture_output=True,
+                                                 text=True).stdout:
+        if not run.links_allocator(redis):
+            failures.append("links_allocator: %s links jemalloc" % redis)
+        r = subprocess.run([redis, "--version"], capture_output=True, text=True,
+                           env=dict(env, LD_DEBUG="bindings"))
+        bound = [line for line in r.stderr.splitlines()
+                 if "binding file " + redis in line and "normal symbol `malloc'" in line]
+        if r.returncode != 0 or not bound or not all("libbench-glibc" in b for b in bound):
+            failures.append("redis-server under libbench-glibc.so: rc %d, malloc bound %r"
+                            % (r.returncode, bound))
+        else:
+            print("redis-server: malloc bound to libbench-glibc.so")
+    else:
+        print("redis-server with jemalloc: not installed, not checked")
 
 for f in failures:
     print("FAIL", f)
