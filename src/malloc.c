@@ -384,7 +384,7 @@ void uslab_profile_write(void)
  * fallback then costs no lock. The pair first, without the descriptor: a class's pair is
  * at its id's offset (usi_class_setup), and a class not set up yet has a blank pair in
  * every thread, on which the pop misses. */
-static inline __attribute__((always_inline)) void *class_alloc(unsigned id, size_t size)
+static inline __attribute__((always_inline)) void *class_alloc(unsigned id, size_t size, int *zero)
 {
     struct usi_tcache *tc = usi_tls;
     uintptr_t offset = (uintptr_t)id * sizeof(struct usi_magpair);
@@ -393,7 +393,8 @@ static inline __attribute__((always_inline)) void *class_alloc(unsigned id, size
         struct uslab_cache *c = usi_class_cache(id); /* set up at its first allocation */
         if (USI_UNLIKELY(!c || usi_objects_starved(c)))
             return NULL;
-        p = usi_tcache_alloc_slow(c); /* errno untouched: USI_CACHE_KEEP_ERRNO */
+        /* errno untouched: USI_CACHE_KEEP_ERRNO */
+        p = zero ? usi_tcache_alloc_zeroed_slow(c, zero) : usi_tcache_alloc_slow(c);
         if (USI_UNLIKELY(p == NULL))
             return NULL;
         /* A debug class has no free keys (its frees are checked exactly) and no magazines,
@@ -426,7 +427,9 @@ static void *large_malloc(size_t size)
     return sys_tracked(usi_sys_malloc(size), size);
 }
 
-static USI_NOINLINE void *malloc_slow(size_t size)
+/* malloc's slow path, and calloc's: *zero (if not NULL, 0 on entry) is set where the block
+ * reads as zero (a slab block never written: usi_tcache_alloc_zeroed_slow). */
+static inline __attribute__((always_inline)) void *alloc_slow(size_t size, int *zero)
 {
     if (usi_ensure_init() != 0)
         return usi_sys_malloc(size);
@@ -436,9 +439,14 @@ static USI_NOINLINE void *malloc_slow(size_t size)
         return large_malloc(size);
     unsigned id =
         size <= USI_SMALL_MAX ? usi_class_small[(size + 7) >> 3] : usi_sizeclass_of_large(size);
-    void *p = class_alloc(id, size);
+    void *p = class_alloc(id, size, zero);
     /* slabs full: glibc's */
     return USI_LIKELY(p != NULL) ? p : sys_tracked(usi_sys_malloc(size), size);
+}
+
+static USI_NOINLINE void *malloc_slow(size_t size)
+{
+    return alloc_slow(size, NULL);
 }
 
 static inline struct usi_magpair *pair_at(struct usi_tcache *tc, unsigned offset)
@@ -722,9 +730,14 @@ static USI_NOINLINE void *calloc_slow(size_t n, size_t size, size_t total)
         large_allocated(total);
         return sys_tracked(usi_sys_calloc(n, size), total);
     }
-    void *p = malloc_slow(total);
+    int zero = 0;
+    void *p = alloc_slow(total, &zero);
     if (!p)
         return NULL;
+    if (zero) { /* a block never written reads as zero already (memcheck: defined) */
+        USI_VG_DEFINED(p, usi_class_size[usi_pagemap_lookup(p) & USI_ID_MASK]);
+        return p;
+    }
     /* The whole block, as glibc's calloc clears its whole chunk: a program may use what
      * malloc_usable_size reports beyond the request (the audit of session 13: a block of a
      * freed one's class kept its old bytes there). */
@@ -861,7 +874,7 @@ static void *aligned_impl(size_t align, size_t size)
         if (USI_UNLIKELY(usi_options.profile))
             profile_record(size > align ? size : align);
         unsigned id = usi_sizeclass_aligned(size, align);
-        void *p = id ? class_alloc(id, size) : NULL;
+        void *p = id ? class_alloc(id, size, NULL) : NULL;
         if (p)
             return p;
     }

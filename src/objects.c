@@ -248,6 +248,8 @@ static void limbo_end_locked(struct uslab_cache *c, void *arg)
 
 /* ---- raw objects to and from the slabs ----------------------------------------------- */
 
+__thread void *usi_objects_tls_zero __attribute__((tls_model("initial-exec")));
+
 /* take_raw's retry: `want` more objects into objs[got ..]. */
 static size_t take_more(struct uslab_cache *c, size_t want, void **objs, size_t got, limbo_slot *lp,
                         size_t held, struct usi_fresh_pages *fresh)
@@ -275,7 +277,8 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int how, li
     unsigned filler = how & USI_FILL_THREAD && shares_lines ? usi_slab_filler() : 0;
     if (USI_UNLIKELY(c->debug))
         usi_debug_capture();
-    struct usi_fresh_pages fresh = {.n = 0};
+    void *ask = usi_objects_tls_zero; /* USI_FRESH_ASK from calloc's fill, else NULL */
+    struct usi_fresh_pages fresh = {.n = 0, .zero = ask};
     usi_lock(&c->lock);
     size_t got = usi_slab_take(c, n, objs, &fresh, filler);
     if (lp)
@@ -292,8 +295,12 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int how, li
         got += take_more(c, n - got, objs, got, lp, held, &fresh);
     }
     usi_slab_populate(&fresh);
-    if (c->lattice)
+    if (c->lattice) {
         usi_slab_handout(got, objs);
+        if (ask)
+            usi_objects_tls_zero =
+                got && !c->ctor && fresh.zero == objs[got - 1] ? fresh.zero : NULL;
+    }
     if (USI_UNLIKELY(got < n))
         __atomic_store_n(&c->starved, USI_STARVED_SKIP, __ATOMIC_RELAXED);
     if (USI_UNLIKELY(__atomic_load_n(&usi_slab_surplus_seen, __ATOMIC_RELAXED)) &&

@@ -46,6 +46,10 @@ static inline void usi_objects_reclaim_wanted(struct uslab_cache *c)
 #define USI_FILL_RECLAIM 1
 #define USI_FILL_THREAD  2
 size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int how);
+/* Set to USI_FRESH_ASK before a fill of a malloc class, it becomes objs[got - 1] of the
+ * fill where that was never written (usi_fresh_pages.zero), else NULL; NULL otherwise. A
+ * hint: calloc's fill compares it with its own last object (tcache.c, alloc_fill). */
+extern __thread void *usi_objects_tls_zero __attribute__((tls_model("initial-exec")));
 /* uslab_cache_alloc_bulk's rest: objs[held .. n) filled as by usi_objects_fill (reclaim
  * allowed), the caller's objs[0 .. held) (from its magazines) recorded with them as in
  * passage meanwhile (design §7). Returns n or 0 (errno set; objs[0 .. held) are still the

@@ -650,6 +650,7 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fr
         if (!s)
             break;
         uint32_t bump_before = s->bump;
+        size_t got_before = got;
         /* The lowest-numbered free objects first, a bitmap word at a time: no object is read
          * (but by USLAB_DEBUG's checks), and the word, the count and bump are written once per
          * word, not per object. */
@@ -694,6 +695,16 @@ size_t usi_slab_take(struct uslab_cache *c, size_t n, void **objs, struct usi_fr
                 s->bump = next; /* taken in ascending order: the highest so far */
             if (!left)
                 s->scan = w + 1; /* word w is full now */
+        }
+        if (fresh && fresh->zero && got > got_before) {
+            /* objs[got - 1] is the highest number taken here, so the lowest address: never
+             * handed out if at or below object bump_before's */
+            uintptr_t last = (uintptr_t)objs[got - 1] - c->obj_offset;
+            fresh->zero = bump_before < s->nobjs &&
+                                  last <= (uintptr_t)usi_slab_object(c, s, bump_before) &&
+                                  last + c->stride <= s->written_low && !c->debug
+                              ? objs[got - 1]
+                              : NULL;
         }
         if (s->bump != bump_before) {
             uintptr_t top = objects_top(c, s);

@@ -117,7 +117,13 @@ struct usi_fresh_pages {
     uintptr_t start[USI_FRESH_MAX];
     size_t len[USI_FRESH_MAX];
     unsigned n;
+    /* Asked for with USI_FRESH_ASK (NULL: not asked): the take's last object where none of
+     * its bytes was ever written (numbered at or past its slab's bump before the take, below
+     * the span's written_low, no debugging), else NULL: after a lattice cache's handout and
+     * malloc's pop it reads as zero, and calloc need not clear it (design §8, "calloc"). */
+    void *zero;
 };
+#define USI_FRESH_ASK ((void *)1)
 /* Takes up to n raw (unconstructed) objects from the cache's slabs, growing if needed.
  * Returns how many it took; fewer than n only when no span could be had. Adds the pages it
  * reached first to *fresh (initialised by the caller, n = 0; NULL: not noted). `filler`: 0,

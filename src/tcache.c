@@ -529,10 +529,35 @@ static inline int pair_page_opened(const struct usi_tcache *tc, const struct usi
     return (__atomic_load_n(&tc->pair_pages[page / 64], __ATOMIC_RELAXED) >> (page % 64)) & 1;
 }
 
+/* Fills m with up to n objects from the slabs (usi_objects_fill) for the alloc slow path.
+ * With `fresh` (calloc's slow path), the fill's last object, the one the pop would take, is
+ * taken out into *fresh
+ * where it was never written (usi_objects_tls_zero): before the pair is loaded with m, so no
+ * signal handler's pop can have it meanwhile. Returns m's rounds. */
+static inline uint32_t alloc_fill(struct uslab_cache *c, struct usi_mag *m, uint32_t n,
+                                  void **fresh)
+{
+    if (!fresh)
+        return m->rounds = (uint32_t)usi_objects_fill(c, n, m->objs, USI_FILL_THREAD);
+    /* A block of a page or more for calloc: one, so the next calloc takes its own from the
+     * slabs too, knowing whether it must clear it, not from the magazine (a lock a block,
+     * against clearing and faulting pages that read as zero). */
+    if (c->stride >= USI_PAGE_SIZE)
+        n = 1;
+    usi_objects_tls_zero = USI_FRESH_ASK;
+    m->rounds = (uint32_t)usi_objects_fill(c, n, m->objs, USI_FILL_THREAD);
+    void *zero = usi_objects_tls_zero; /* a handler's fill meanwhile leaves another or NULL */
+    usi_objects_tls_zero = NULL;
+    if (m->rounds && m->objs[m->rounds - 1] == zero)
+        *fresh = m->objs[--m->rounds];
+    return m->rounds;
+}
+
 /* The exchange of the alloc slow path (under exchange_begin): leaves an object in the
- * loaded magazine and returns 1, or returns 0 when the object must come straight from the
- * slab layer (which may run callbacks: the caller does that after exchange_end). */
-static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
+ * loaded magazine, or in *fresh (alloc_fill), and returns 1, or returns 0 when the object
+ * must come straight from the slab layer (which may run callbacks: the caller does that
+ * after exchange_end). */
+static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp, void **fresh)
 {
     size_t before = pair_reserve(c, mp);
     if (before == (size_t)-1) { /* past the bound: swap, else fill a floor magazine */
@@ -560,12 +585,11 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
         if (loaded == &usi_mag_empty)
             loaded = usi_mag_new_cap(c, start_capacity(c));
         if (loaded) {
-            loaded->rounds =
-                (uint32_t)usi_objects_fill(c, loaded->capacity, loaded->objs, USI_FILL_THREAD);
+            alloc_fill(c, loaded, loaded->capacity, fresh);
             pair_load(mp, loaded);
         }
         pair_account(c, mp, before);
-        if (loaded && loaded->rounds != 0)
+        if (loaded && (loaded->rounds != 0 || (fresh && *fresh)))
             return 1;
         errno = saved;
         return 0;
@@ -607,11 +631,11 @@ static int alloc_exchange(struct uslab_cache *c, struct usi_magpair *mp)
                 /* From a slab of this thread's own where two threads fill at once (design
                  * §3, "Fillers"). */
                 uint32_t n = fill_next(mp, loaded->capacity - room);
-                loaded->rounds = (uint32_t)usi_objects_fill(c, n, loaded->objs, USI_FILL_THREAD);
+                alloc_fill(c, loaded, n, fresh);
                 pair_load(mp, loaded);
             }
             /* No magazine, or fewer free objects than a magazine: take one. */
-            ok = loaded && loaded->rounds != 0;
+            ok = loaded && (loaded->rounds != 0 || (fresh && *fresh));
             if (!ok)
                 errno = saved;
         } else {
@@ -657,7 +681,7 @@ static void *alloc_after_reclaim(struct uslab_cache *c)
     uint32_t ex = exchange_begin(tc, c->id);
     pair_open(tc, c, mp);
     void *p = usi_pair_pop(mp);
-    if (!p && alloc_exchange(c, mp))
+    if (!p && alloc_exchange(c, mp, NULL))
         p = usi_pair_pop(mp);
     exchange_end(tc, ex);
     if (!p)
@@ -665,7 +689,8 @@ static void *alloc_after_reclaim(struct uslab_cache *c)
     return p;
 }
 
-void *usi_tcache_alloc_slow(struct uslab_cache *c)
+/* usi_tcache_alloc_slow, and with `fresh` (NULL on entry) calloc's: see alloc_fill. */
+static inline __attribute__((always_inline)) void *alloc_slow(struct uslab_cache *c, void **fresh)
 {
     if (USI_UNLIKELY(!usi_registry_names(c)))
         dead_cache(c, "uslab_cache_alloc");
@@ -689,8 +714,8 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
         struct usi_magpair *mp = &tc->pairs[c->id];
         uint32_t ex = exchange_begin(tc, c->id);
         pair_open(tc, c, mp);
-        int ok = alloc_exchange(c, mp);
-        p = ok ? usi_pair_pop(mp) : NULL;
+        int ok = alloc_exchange(c, mp, fresh);
+        p = fresh && *fresh ? *fresh : ok ? usi_pair_pop(mp) : NULL;
         exchange_end(tc, ex);
         if (!ok) {
             p = usi_objects_alloc(c); /* last: may run the constructor and reclaim */
@@ -699,6 +724,19 @@ void *usi_tcache_alloc_slow(struct uslab_cache *c)
         }
         usi_purge_poll();
     }
+    return p;
+}
+
+void *usi_tcache_alloc_slow(struct uslab_cache *c)
+{
+    return alloc_slow(c, NULL);
+}
+
+void *usi_tcache_alloc_zeroed_slow(struct uslab_cache *c, int *zero)
+{
+    void *fresh = NULL;
+    void *p = alloc_slow(c, &fresh);
+    *zero = fresh != NULL;
     return p;
 }
 
@@ -911,7 +949,7 @@ size_t usi_tcache_take_cached(struct uslab_cache *c, size_t n, void **objs)
      * with magazines of a few objects at the slow start, a bulk of 30 freed ones left 6
      * in the depot while the slabs constructed 6 more (api_cache). For a cache with a
      * constructor alloc_exchange never fills from the slabs. */
-    while (i < n && c->ctor && alloc_exchange(c, mp))
+    while (i < n && c->ctor && alloc_exchange(c, mp, NULL))
         while (i < n && (p = usi_pair_pop(mp)) != NULL)
             objs[i++] = p;
     exchange_end(tc, ex);

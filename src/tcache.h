@@ -120,6 +120,11 @@ void usi_tcache_init_cache(struct uslab_cache *c);
 /* The slow paths of the fast paths below. They run callbacks (constructor, destructor,
  * reclaim) only as their last step, once the pair is consistent. */
 void *usi_tcache_alloc_slow(struct uslab_cache *c);
+/* calloc's: as usi_tcache_alloc_slow, and *zero says whether the object came from a fill of
+ * this call and was never written (usi_objects_tls_zero): a malloc class's block that then
+ * reads as zero. A block of a page or more comes from the slabs each time the magazine is
+ * empty, one a fill. */
+void *usi_tcache_alloc_zeroed_slow(struct uslab_cache *c, int *zero);
 void usi_tcache_free_slow(struct uslab_cache *c, void *p);
 /* Takes up to n objects from the calling thread's magazines of c (bulk allocation);
  * returns how many. */
