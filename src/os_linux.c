@@ -1715,7 +1715,10 @@ int usi_sys_tune(size_t mmap_threshold, size_t trim_threshold)
 {
 #ifdef USLAB_PRELOAD
     int e = errno;
-    int ok = (!mmap_threshold || usi_sys_mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold)) &&
+    /* With a raise, no top pad: glibc's calloc of a block carved from the top clears the
+     * pad it left there, which it cannot tell from freed memory (design §12). */
+    int ok = (!mmap_threshold || (usi_sys_mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold) &&
+                                  usi_sys_mallopt(M_TOP_PAD, 0))) &&
              usi_sys_mallopt(M_TRIM_THRESHOLD, (int)trim_threshold);
     errno = e;
     return ok;
