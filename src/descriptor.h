@@ -188,9 +188,11 @@ struct usi_slab {
                               * took from it (usi_slab_take), 0: none; 0 while it is full or
                               * empty */
     uint64_t empty_since_ms; /* when inuse last became 0 (usi_os_now_ms) */
-    uintptr_t written_low;   /* the span's pages from here up may be resident already (a span
-                              * adopted from a sibling class, which wrote them): a take's fresh
-                              * pages (slab.h) end here; the span's end otherwise */
+    uintptr_t written_low;   /* the span's pages from here up may be resident or written
+                              * already (a span adopted from a sibling class: what it and the
+                              * owners before it wrote); below, only this slab's objects past
+                              * bump were never written. A take's fresh pages (slab.h) end
+                              * here; the span's end otherwise */
 };
 
 /* Object idx of s (its slot: the user's pointer is obj_offset further). */

@@ -371,9 +371,15 @@ static struct usi_slab *slab_create(struct uslab_cache *c)
     if (!span)
         return NULL;
     uintptr_t written_low = (uintptr_t)span + c->slab_size;
-    if (adopted && adopted->bump) /* the lowest page its earlier owner wrote */
-        written_low = (uintptr_t)usi_slab_object(adopted->cache, adopted, adopted->bump - 1) &
-                      ~(uintptr_t)(USI_PAGE_SIZE - 1);
+    if (adopted) {
+        /* The lowest page its owners wrote: those before the last (its written_low), and the
+         * last, its objects below bump, or at least its top one's page, above which its
+         * creation wrote the lattice's free mark. */
+        uint32_t lowest = adopted->bump ? adopted->bump - 1 : 0;
+        uintptr_t low = (uintptr_t)usi_slab_object(adopted->cache, adopted, lowest) &
+                        ~(uintptr_t)(USI_PAGE_SIZE - 1);
+        written_low = low < adopted->written_low ? low : adopted->written_low;
+    }
     if (adopted) /* no guard pages in a group; its old blocks' bytes count as defined */
         USI_VG_DEFINED(span, c->slab_size);
     struct usi_slab *s = usi_pages_meta((uintptr_t)span);

@@ -409,6 +409,101 @@ static void test_span_group_small(void)
     free(objs); /* b's blocks stay out: a unit test's process ends here */
 }
 
+/* usi_slab_take of one object with the zero question asked (calloc's fill, design §8): an
+ * object reported never written must read as zero. Returns the object; *said: reported. */
+static void *take_asking(struct uslab_cache *c, int *said)
+{
+    void *p = NULL;
+    struct usi_fresh_pages fresh = {.n = 0, .zero = USI_FRESH_ASK};
+    usi_lock(&c->lock);
+    CHECK(usi_slab_take(c, 1, &p, &fresh, 0) == 1, "take from %s", c->name);
+    usi_unlock(&c->lock);
+    *said = fresh.zero == p;
+    CHECK(fresh.zero == p || fresh.zero == NULL, "a zero report names the last object");
+    for (size_t k = 0; *said && k < c->size; k++)
+        CHECK(((unsigned char *)p)[k] == 0, "%s: object %p reported never written, byte %zu is %#x",
+              c->name, p, k, ((unsigned char *)p)[k]);
+    return p;
+}
+
+/* A span passed on twice in a group: a class writes all of it, a second adopts it and writes
+ * one object at its top, a third adopts it from the second. What the first wrote is still
+ * there, so the third's written_low is the span's start, and no object of it is reported
+ * never written (calloc would hand it out uncleared); fresh objects of a new span are. */
+static void test_zero_report(void)
+{
+    struct uslab_cache *a = usi_class_cache(usi_class_small[(80 + 7) >> 3]);
+    struct uslab_cache *b = usi_class_cache(usi_class_small[(128 + 7) >> 3]);
+    struct uslab_cache *c = usi_class_cache(usi_class_small[(192 + 7) >> 3]);
+    CHECK(a && b && c && a->slab_order == b->slab_order && b->slab_order == c->slab_order &&
+              a->span_next && b->span_next && c->span_next,
+          "the 80-, 128- and 192-byte classes share a span size and a group");
+    size_t cap = 4 * (size_t)a->nobjs, n = 0;
+    void **objs = malloc(cap * sizeof *objs);
+    CHECK(objs != NULL, "an array");
+    int said;
+    /* b: a slab of its own made, for an older empty slab of b's later */
+    uint64_t made = b->slabs_created;
+    while (b->slabs_created == made) {
+        CHECK(n < cap, "the 128-byte class makes a slab");
+        objs[n++] = take_asking(b, &said);
+    }
+    size_t nb = n;
+    /* a: two slabs taken whole and written, then back: the newest empty one is spare */
+    size_t full = a->lists[USI_SLAB_FULL].count;
+    while (a->lists[USI_SLAB_FULL].count < full + 2) {
+        CHECK(n < cap, "two slabs of the 80-byte class");
+        objs[n] = take_one(a);
+        memset(objs[n++], 0xa5, a->size);
+    }
+    for (size_t i = nb; i < n; i++)
+        put_one(a, objs[i]);
+    char *span = a->lists[USI_SLAB_EMPTY].first->span;
+    /* b: fills its slab, then adopts that span: one object of b's at its top */
+    n = nb;
+    made = b->slabs_created;
+    while (b->slabs_created == made) {
+        CHECK(n < cap, "the 128-byte class makes another slab");
+        objs[n++] = take_asking(b, &said);
+    }
+    CHECK(usi_slab_of_entry(usi_pagemap_lookup(objs[n - 1]))->span == span,
+          "the 128-byte class adopted the 80-byte class's span");
+    CHECK(!said, "an object of a span another class wrote is not reported never written");
+    /* back, the adopted span's one object last: its slab is b's newest empty one, beyond the
+     * reserve */
+    for (size_t i = 0; i < n; i++)
+        put_one(b, objs[i]);
+    CHECK(b->lists[USI_SLAB_EMPTY].first->span == span &&
+              b->lists[USI_SLAB_EMPTY].count > b->empty_reserve,
+          "the adopted span is b's newest empty slab, beyond its reserve");
+    /* c: adopts it from b */
+    made = c->slabs_created;
+    size_t m = 0;
+    while (c->slabs_created == made) {
+        CHECK(m < cap, "the 192-byte class makes a slab");
+        objs[m++] = take_asking(c, &said);
+    }
+    struct usi_slab *cs = usi_slab_of_entry(usi_pagemap_lookup(objs[m - 1]));
+    CHECK(cs->span == span, "the 192-byte class adopted the same span from the 128-byte class");
+    CHECK(cs->written_low == (uintptr_t)span, "its written_low is the span's start, not %#lx",
+          (unsigned long)(cs->written_low - (uintptr_t)span));
+    while (cs->inuse < cs->nobjs) {
+        CHECK(m < cap, "the rest of the adopted slab");
+        objs[m++] = take_asking(c, &said);
+        CHECK(!said, "object %p of the twice adopted span reported never written", objs[m - 1]);
+    }
+    /* A new span's objects are reported, and read as zero. */
+    int reported = 0;
+    for (size_t i = 0; i < 4 && m < cap; i++) {
+        objs[m++] = take_asking(c, &said);
+        reported += said;
+    }
+    CHECK(reported > 0, "no object of a new span reported never written");
+    for (size_t i = 0; i < m; i++)
+        put_one(c, objs[i]);
+    free(objs);
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -722,6 +817,7 @@ int main(void)
     test_touched_medium();
     test_span_group();
     test_span_group_small();
+    test_zero_report();
     test_geometry();
     test_colouring(0);
     test_colouring(USLAB_CACHE_NOCOLOUR);
