@@ -501,6 +501,36 @@ static void test_zero_report(void)
     CHECK(reported > 0, "no object of a new span reported never written");
     for (size_t i = 0; i < m; i++)
         put_one(c, objs[i]);
+    /* A churn of four classes of the group, every object written once out: spans pass from
+     * class to class, and every report of a never-written object is checked. */
+    struct uslab_cache *cs4[4] = {a, b, c, usi_class_cache(usi_class_small[(48 + 7) >> 3])};
+    static struct {
+        void *p;
+        struct uslab_cache *c;
+    } pool[8192];
+    uint64_t x = 1;
+    size_t reports = 0;
+    for (int op = 0; op < 400000; op++) {
+        /* epochs of 25,000: two classes at a time, growing in one, shrinking in the next */
+        int epoch = op / 25000, grow = epoch % 2 == 0;
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        size_t i = (size_t)(x >> 33) % 8192;
+        int take = (x >> 12) % 10 < (grow ? 7u : 3u);
+        if (pool[i].p && !take) {
+            put_one(pool[i].c, pool[i].p);
+            pool[i].p = NULL;
+        } else if (!pool[i].p && take) {
+            struct uslab_cache *k = cs4[(epoch / 2 + ((x >> 20) & 1)) & 3];
+            pool[i].p = take_asking(k, &said);
+            pool[i].c = k;
+            reports += (size_t)said;
+            memset(pool[i].p, 0x5a, k->size);
+        }
+    }
+    for (size_t i = 0; i < 8192; i++)
+        if (pool[i].p)
+            put_one(pool[i].c, pool[i].p);
+    CHECK(reports > 0, "the churn's new spans were reported");
     free(objs);
 }
 
