@@ -539,10 +539,12 @@ static inline uint32_t alloc_fill(struct uslab_cache *c, struct usi_mag *m, uint
 {
     if (!fresh)
         return m->rounds = (uint32_t)usi_objects_fill(c, n, m->objs, USI_FILL_THREAD);
-    /* A block of a page or more for calloc: one, so the next calloc takes its own from the
-     * slabs too, knowing whether it must clear it, not from the magazine (a lock a block,
-     * against clearing and faulting pages that read as zero). */
-    if (c->stride >= USI_PAGE_SIZE)
+    /* A block of more than a page for calloc: one, so the next calloc takes its own from
+     * the slabs too, knowing whether it must clear it, not from the magazine (a lock a block,
+     * against clearing and faulting pages that read as zero). Not a page or less: a take
+     * makes such fresh pages present anyway (usi_slab_populate), and the lock costs more
+     * than the clear (4 KiB: 7% more time). */
+    if (c->stride > USI_PAGE_SIZE)
         n = 1;
     usi_objects_tls_zero = USI_FRESH_ASK;
     m->rounds = (uint32_t)usi_objects_fill(c, n, m->objs, USI_FILL_THREAD);
