@@ -157,7 +157,7 @@ static struct usi_mag *mag_alloc(uint32_t cap)
     if (!s)
         return usi_objects_alloc(mc);
     if (s->n == 0)
-        s->n = (uint32_t)usi_objects_fill(mc, USI_MAG_STASH, (void **)s->mags, 0);
+        s->n = (uint32_t)usi_objects_fill(mc, USI_MAG_STASH, (void **)s->mags, 0, NULL);
     struct usi_mag *m = s->n ? s->mags[--s->n] : NULL;
     stash_leave(s);
     return m ? m : usi_objects_alloc(mc); /* sets errno */

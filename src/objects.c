@@ -248,8 +248,6 @@ static void limbo_end_locked(struct uslab_cache *c, void *arg)
 
 /* ---- raw objects to and from the slabs ----------------------------------------------- */
 
-__thread void *usi_objects_tls_zero __attribute__((tls_model("initial-exec")));
-
 /* take_raw's retry: `want` more objects into objs[got ..]. */
 static size_t take_more(struct uslab_cache *c, size_t want, void **objs, size_t got, limbo_slot *lp,
                         size_t held, struct usi_fresh_pages *fresh)
@@ -267,7 +265,7 @@ static size_t take_more(struct uslab_cache *c, size_t want, void **objs, size_t 
  * non-NULL), they are recorded as in passage in the hold that takes them, with the
  * `held` objects before objs[0] (the caller's, recorded already). */
 static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int how, limbo_slot *lp,
-                       size_t held)
+                       size_t held, void **zero)
 {
     int reclaim = how & USI_FILL_RECLAIM;
     /* A filler keeps two threads' objects out of one cache line (design §3, "Fillers"). A
@@ -277,8 +275,7 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int how, li
     unsigned filler = how & USI_FILL_THREAD && shares_lines ? usi_slab_filler() : 0;
     if (USI_UNLIKELY(c->debug))
         usi_debug_capture();
-    void *ask = usi_objects_tls_zero; /* USI_FRESH_ASK from calloc's fill, else NULL */
-    struct usi_fresh_pages fresh = {.n = 0, .zero = ask};
+    struct usi_fresh_pages fresh = {.n = 0, .zero = zero ? USI_FRESH_ASK : NULL};
     usi_lock(&c->lock);
     size_t got = usi_slab_take(c, n, objs, &fresh, filler);
     if (lp)
@@ -297,9 +294,8 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int how, li
     usi_slab_populate(&fresh);
     if (c->lattice) {
         usi_slab_handout(got, objs);
-        if (ask)
-            usi_objects_tls_zero =
-                got && !c->ctor && fresh.zero == objs[got - 1] ? fresh.zero : NULL;
+        if (zero)
+            *zero = got && !c->ctor && fresh.zero == objs[got - 1] ? fresh.zero : NULL;
     }
     if (USI_UNLIKELY(got < n))
         __atomic_store_n(&c->starved, USI_STARVED_SKIP, __ATOMIC_RELAXED);
@@ -360,7 +356,7 @@ void *usi_objects_alloc(struct uslab_cache *c)
     void *obj;
     limbo_slot l = 0;
     /* In passage from the take (and the reclaim callback) to the constructor's return. */
-    if (take_raw(c, 1, &obj, USI_FILL_RECLAIM, c->ctor || c->reclaim ? &l : NULL, 0) == 0) {
+    if (take_raw(c, 1, &obj, USI_FILL_RECLAIM, c->ctor || c->reclaim ? &l : NULL, 0, NULL) == 0) {
         limbo_end(l);
         if (!(c->flags & USI_CACHE_KEEP_ERRNO))
             errno = ENOMEM;
@@ -379,13 +375,13 @@ void *usi_objects_alloc(struct uslab_cache *c)
 /* usi_objects_fill into objs[0 .. n), where the `held` objects before objs[0] are the
  * caller's (constructed, from its magazines): they are recorded with the new ones as in
  * passage while constructors or the reclaim callback run (design §7). */
-static size_t fill(struct uslab_cache *c, size_t held, size_t n, void **objs, int how)
+static size_t fill(struct uslab_cache *c, size_t held, size_t n, void **objs, int how, void **zero)
 {
     limbo_slot l = 0;
     int record = c->ctor || ((how & USI_FILL_RECLAIM) && c->reclaim);
     if (record && held)
         limbo_note(&l, c, objs - held, held);
-    size_t got = take_raw(c, n, objs, how, record ? &l : NULL, held);
+    size_t got = take_raw(c, n, objs, how, record ? &l : NULL, held, zero);
     if (got < n) {
         if (got)
             put_raw_then(c, got, objs, limbo_end_locked, (void *)l);
@@ -410,14 +406,14 @@ static size_t fill(struct uslab_cache *c, size_t held, size_t n, void **objs, in
     return n;
 }
 
-size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int how)
+size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int how, void **zero)
 {
-    return fill(c, 0, n, objs, how);
+    return fill(c, 0, n, objs, how, zero);
 }
 
 size_t usi_objects_fill_bulk(struct uslab_cache *c, size_t held, size_t n, void **objs)
 {
-    return fill(c, held, n - held, objs + held, USI_FILL_RECLAIM) ? n : 0;
+    return fill(c, held, n - held, objs + held, USI_FILL_RECLAIM, NULL) ? n : 0;
 }
 
 size_t usi_objects_unfill_then(struct uslab_cache *c, size_t n, void *const *objs,

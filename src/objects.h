@@ -42,14 +42,11 @@ static inline void usi_objects_reclaim_wanted(struct uslab_cache *c)
 /* n objects, constructed; all or nothing; returns n or 0 (errno set). `how`: 0 or any of
  * USI_FILL_RECLAIM (the reclaim callback may run when slabs run out) and USI_FILL_THREAD (the
  * objects fill the calling thread's magazine: usi_slab_take's filler). Runs the constructor
- * (if any). */
+ * (if any). `zero` (calloc's fill of a malloc class; else NULL): set to objs[n - 1] where no
+ * one ever wrote it (usi_fresh_pages.zero), else to NULL. */
 #define USI_FILL_RECLAIM 1
 #define USI_FILL_THREAD  2
-size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int how);
-/* Set to USI_FRESH_ASK before a fill of a malloc class, it becomes objs[got - 1] of the
- * fill where that was never written (usi_fresh_pages.zero), else NULL; NULL otherwise. A
- * hint: calloc's fill compares it with its own last object (tcache.c, alloc_fill). */
-extern __thread void *usi_objects_tls_zero __attribute__((tls_model("initial-exec")));
+size_t usi_objects_fill(struct uslab_cache *c, size_t n, void **objs, int how, void **zero);
 /* uslab_cache_alloc_bulk's rest: objs[held .. n) filled as by usi_objects_fill (reclaim
  * allowed), the caller's objs[0 .. held) (from its magazines) recorded with them as in
  * passage meanwhile (design §7). Returns n or 0 (errno set; objs[0 .. held) are still the

@@ -531,14 +531,13 @@ static inline int pair_page_opened(const struct usi_tcache *tc, const struct usi
 
 /* Fills m with up to n objects from the slabs (usi_objects_fill) for the alloc slow path.
  * With `fresh` (calloc's slow path), the fill's last object, the one the pop would take, is
- * taken out into *fresh
- * where it was never written (usi_objects_tls_zero): before the pair is loaded with m, so no
+ * taken out into *fresh where no one ever wrote it: before the pair is loaded with m, so no
  * signal handler's pop can have it meanwhile. Returns m's rounds. */
 static inline uint32_t alloc_fill(struct uslab_cache *c, struct usi_mag *m, uint32_t n,
                                   void **fresh)
 {
     if (!fresh)
-        return m->rounds = (uint32_t)usi_objects_fill(c, n, m->objs, USI_FILL_THREAD);
+        return m->rounds = (uint32_t)usi_objects_fill(c, n, m->objs, USI_FILL_THREAD, NULL);
     /* A block of more than a page for calloc: one, so the next calloc takes its own from
      * the slabs too, knowing whether it must clear it, not from the magazine (a lock a block,
      * against clearing and faulting pages that read as zero). Not a page or less: a take
@@ -546,11 +545,9 @@ static inline uint32_t alloc_fill(struct uslab_cache *c, struct usi_mag *m, uint
      * than the clear (4 KiB: 7% more time). */
     if (c->stride > USI_PAGE_SIZE)
         n = 1;
-    usi_objects_tls_zero = USI_FRESH_ASK;
-    m->rounds = (uint32_t)usi_objects_fill(c, n, m->objs, USI_FILL_THREAD);
-    void *zero = usi_objects_tls_zero; /* a handler's fill meanwhile leaves another or NULL */
-    usi_objects_tls_zero = NULL;
-    if (m->rounds && m->objs[m->rounds - 1] == zero)
+    void *zero = NULL;
+    m->rounds = (uint32_t)usi_objects_fill(c, n, m->objs, USI_FILL_THREAD, &zero);
+    if (m->rounds && zero == m->objs[m->rounds - 1]) /* a fill that failed put it back */
         *fresh = m->objs[--m->rounds];
     return m->rounds;
 }

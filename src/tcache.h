@@ -121,7 +121,7 @@ void usi_tcache_init_cache(struct uslab_cache *c);
  * reclaim) only as their last step, once the pair is consistent. */
 void *usi_tcache_alloc_slow(struct uslab_cache *c);
 /* calloc's: as usi_tcache_alloc_slow, and *zero says whether the object came from a fill of
- * this call and was never written (usi_objects_tls_zero): a malloc class's block that then
+ * this call and was never written (usi_objects_fill's `zero`): a malloc class's block that then
  * reads as zero. A block of more than a page comes from the slabs each time the magazine is
  * empty, one a fill. */
 void *usi_tcache_alloc_zeroed_slow(struct uslab_cache *c, int *zero);

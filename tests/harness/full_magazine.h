@@ -13,7 +13,7 @@ static inline struct usi_mag *full_magazine_of(struct uslab_cache *c)
 {
     struct usi_mag *m = usi_mag_new_cap(c, c->mag_capacity);
     CHECK(m != NULL, "magazine");
-    m->rounds = (uint32_t)usi_objects_fill(c, m->capacity, m->objs, 0);
+    m->rounds = (uint32_t)usi_objects_fill(c, m->capacity, m->objs, 0, NULL);
     CHECK(m->rounds == m->capacity, "fill");
     return m;
 }

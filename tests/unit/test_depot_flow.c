@@ -104,7 +104,7 @@ static void bound(void)
         static char used[N * 8 * 17];
         CHECK(per == 8 && per_unit <= 17, "geometry: %zu a magazine, %zu a unit", per, per_unit);
         if (scattered)
-            CHECK(usi_objects_fill(cache, pooled, pool, 0) == pooled, "the pool");
+            CHECK(usi_objects_fill(cache, pooled, pool, 0, NULL) == pooled, "the pool");
         for (int i = 0; i < N; i++) {
             size_t j = (size_t)i / per_unit * per * per_unit + (size_t)i % per_unit;
             for (size_t k = 0; scattered && k < per; k++)
