@@ -425,11 +425,15 @@ struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_e
 }
 
 /* Whether m's objects lie scattered: of 16 objects spread over it (all, below 17), more
- * than a quarter in another 64 KiB unit than the object after them. Freed in random order
- * they lie a unit an object (`cxx umap` torn down after its random replacements); freed
- * in the order they were handed out, or its reverse, a unit holds a run of them
- * (`fastpath`'s 10,000 in a row). A sample: a loop over 256 objects cost `fastpath` 13%
- * of its frees. */
+ * than a quarter, and more than one, in another 64 KiB unit than the object after them. A
+ * run may cross one unit's end: a pair's fills start small, so they need not start at a
+ * slab's first object, and with 8 KiB objects every other magazine of 4 held the end of one
+ * slab and the start of the next; passed to the slabs while its neighbours stayed, it left
+ * every slab half in the depot (test `unit_depot_flow`, `runs_kept_whole`). Freed in
+ * random order they lie a unit an object (`cxx umap` torn down after its random
+ * replacements); freed in the order they were handed out, or its reverse, a unit holds a
+ * run of them (`fastpath`'s 10,000 in a row). A sample: a loop over 256 objects cost
+ * `fastpath` 13% of its frees. */
 static int mag_scattered(const struct usi_mag *m)
 {
     if (m->rounds < 2)
@@ -437,7 +441,7 @@ static int mag_scattered(const struct usi_mag *m)
     uint32_t n = m->rounds - 1, step = n > 16 ? n / 16 : 1, tried = 0, changes = 0;
     for (uint32_t i = 0; i < n; i += step, tried++)
         changes += ((uintptr_t)m->objs[i] ^ (uintptr_t)m->objs[i + 1]) >> USI_UNIT_SHIFT != 0;
-    return changes * 4 > tried;
+    return changes > 1 && changes * 4 > tried;
 }
 
 /* Whether a full magazine given to the depot now goes past it to the slabs (cache->lock
