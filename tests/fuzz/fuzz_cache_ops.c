@@ -10,6 +10,7 @@
  * Input: a sequence of operations, each one opcode byte (low 3 bits: the operation, next 2
  * bits: the cache slot) followed by one argument byte. Missing bytes read as 0.
  */
+#include "fuzz_check.h"
 #include "testutil.h"
 #include "uslab.h"
 
@@ -23,16 +24,6 @@
 #define CTOR_SEED 0xf022c7042ull
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FCHECK(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_cache_ops: %s:%d: %s: ", __FILE__, __LINE__, #cond);             \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static const size_t sizes[16] = {1,  7,   8,   16,  24,  32,   40,   64,
                                  96, 128, 200, 256, 512, 1000, 4096, 9000};

@@ -14,6 +14,7 @@
  * Input: a sequence of operations of three bytes each: an opcode (low 3 bits: the operation,
  * the rest a selector) and two argument bytes. Missing bytes read as 0.
  */
+#include "fuzz_check.h"
 #include "testutil.h"
 #include "uslab.h"
 
@@ -24,20 +25,10 @@
 #include <string.h>
 
 #define MAXLIVE 256
-#define BIG_MAX 8 /* live blocks above 64 KiB at once: the fuzzer's memory and time stay bounded   \
-                   */
+/* Live blocks above 64 KiB at once: the fuzzer's memory and time stay bounded. */
+#define BIG_MAX 8
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FCHECK(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_malloc_ops: %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* The contents' fills and checks run over every byte of every block: left out of the
  * fuzzer's comparison tracing, which made them 60% of its time (no branch of uslab's there). */
