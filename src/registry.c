@@ -14,7 +14,7 @@
  *
  * Invariants (under registry_lock): usi_caches[id] is NULL or a descriptor whose id is id;
  * every published id is below registry_top, which never decreases; a descriptor's pins
- * counts the walks between usi_registry_pin and usi_registry_unpin; reclaimers counts the
+ * counts the walks between pin and unpin; reclaimers counts the
  * published caches that have a reclaim callback.
  */
 #include "registry.h"
@@ -105,11 +105,6 @@ static struct uslab_cache *pin(unsigned id, int open)
     return c;
 }
 
-struct uslab_cache *usi_registry_pin(unsigned id)
-{
-    return pin(id, 0);
-}
-
 void usi_registry_close(struct uslab_cache *c)
 {
     usi_lock(&registry_lock);
@@ -118,7 +113,7 @@ void usi_registry_close(struct uslab_cache *c)
     usi_unlock(&registry_lock);
 }
 
-void usi_registry_unpin(struct uslab_cache *c)
+static void unpin(struct uslab_cache *c)
 {
     usi_lock(&registry_lock);
     /* A count from before a fork was reset in the child (usi_registry_postfork). */
@@ -142,7 +137,7 @@ static void for_each(void (*fn)(struct uslab_cache *c, void *arg), void *arg, in
         if (callbacks)
             USI_ASSERT_NO_LOCK();
         fn(c, arg);
-        usi_registry_unpin(c);
+        unpin(c);
     }
 }
 

@@ -46,9 +46,6 @@ int usi_registry_try_each(void (*fn)(struct uslab_cache *c, void *arg), void *ar
 /* How many registered caches have a reclaim callback (a relaxed read, no lock): while any
  * does, the purger watches memory pressure under USLAB_RETURN=pressure|both (design §3). */
 unsigned usi_registry_reclaimers(void);
-/* The cache with this id, pinned, or NULL; release it with usi_registry_unpin. */
-struct uslab_cache *usi_registry_pin(unsigned id);
-void usi_registry_unpin(struct uslab_cache *c);
 /* The registry lock then every cache lock in id order (fork), and back. */
 void usi_registry_prefork(void);
 void usi_registry_prefork_caches(void);
