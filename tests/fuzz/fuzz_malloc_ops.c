@@ -109,8 +109,11 @@ static void took_aligned(unsigned char *p, size_t n, size_t align, int zeroed)
         FCHECK((uintptr_t)p % 16 == 0, "%p of %zu bytes not 16-byte aligned", (void *)p, n);
     size_t usable = uslab_malloc_usable_size(p);
     FCHECK(usable >= n, "usable size %zu below %zu", usable, n);
-    size_t nonzero = zeroed ? zero(p, n) : (size_t)-1;
-    FCHECK(nonzero == (size_t)-1, "calloc(%zu): byte %zu is %#x", n, nonzero, p[nonzero]);
+    /* calloc clears the whole block, as glibc's its whole chunk: a program may use what
+     * malloc_usable_size reports */
+    size_t nonzero = zeroed ? zero(p, usable) : (size_t)-1;
+    FCHECK(nonzero == (size_t)-1, "calloc(%zu): byte %zu of %zu usable is %#x", n, nonzero, usable,
+           p[nonzero]);
     FCHECK(ptrset_insert(&live_set, p), "%p handed out while live", (void *)p);
     struct block *b = &live[nlive++];
     b->p = p;
