@@ -17,7 +17,7 @@ server=$!
 i=0
 while [ ! -S "$dir/s" ]; do
     i=$((i + 1))
-    [ $i -lt 500 ] || { cat "$dir/log" >&2; kill $server; exit 1; }
+    [ $i -lt 6000 ] || { cat "$dir/log" >&2; kill $server; exit 1; }
     sleep 0.01
 done
 redis-benchmark -s "$dir/s" -q -c 20 -n "$n" -r 50000 -d 100 \
