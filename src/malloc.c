@@ -685,7 +685,10 @@ static int check_in_use(struct uslab_cache *c, uintptr_t e, void *p, const char 
     return 0;
 }
 
-static size_t usi_malloc_usable_size(void *p)
+/* malloc_usable_size but for a live block of a malloc class without debugging, which the
+ * fast path below answers: NULL, glibc's blocks, debug classes, and a block the fast
+ * path's check did not pass, checked here as free checks it. */
+static USI_NOINLINE size_t usable_size_slow(void *p)
 {
     if (!p)
         return 0;
@@ -701,6 +704,22 @@ static size_t usi_malloc_usable_size(void *p)
     if (tracking_large())
         check_large(p, "malloc_usable_size", 0);
     return usi_sys_usable_size(p);
+}
+
+/* The fast path: free's check that p starts a block of its unit tag's class (a blank pair,
+ * a debug class's and pair 0 have no lattice: the slow path), and the key that a freed
+ * block holds absent; the size from the class table, at the pair's offset divided by the
+ * pair's size. Redis asks it of every block it allocates and frees (4.2M times in the
+ * `redis` row): 36 -> 22 instructions (tests/fastpath). Nothing is written. */
+static size_t usi_malloc_usable_size(void *p)
+{
+#ifndef USLAB_VALGRIND /* memcheck build: the key of a live block is undefined to memcheck */
+    unsigned tag = usi_unit_tag(p);
+    const struct usi_magpair *mp = pair_at(usi_tls, tag);
+    if (USI_LIKELY(on_lattice(p, mp->lattice, mp->lattice_bound) && *key_of(p) != mp->free_secret))
+        return usi_class_size[tag / sizeof(struct usi_magpair)];
+#endif
+    return usable_size_slow(p);
 }
 
 /* Zeroes a class block of `size` bytes (a multiple of 16) and returns it. Below 64 bytes

@@ -1,19 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fastpath_loop.c - the program whose instructions test_fastpath_budget.sh counts: after a
- * warm-up, `n` small malloc+free pairs, then `n` uslab_cache_alloc+free pairs. Linked
- * against libuslab (for the cache API) and run under LD_PRELOAD of libuslab-preload so that
- * malloc/free are uslab's. The volatile sink keeps the compiler from dropping the calls.
- * With a third argument `selfref`, each malloc block is freed holding its own address in
- * its first two words, as an empty list head at the start of a struct does (INIT_LIST_HEAD
- * after list_del_init): free must take its fast path for it too. With `locked`, the process
- * first locks its memory (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)), as daemons
- * and real-time programs do: free's fast path must run there too (until session 55 every
+ * warm-up, `n` small malloc+free pairs (each block's malloc_usable_size asked between),
+ * then `n` uslab_cache_alloc+free pairs. Linked against libuslab (for the cache API) and
+ * run under LD_PRELOAD of libuslab-preload so that malloc/free are uslab's. The volatile sink keeps
+ * the compiler from dropping the calls. With a third argument `selfref`, each malloc block is freed
+ * holding its own address in its first two words, as an empty list head at the start of a struct
+ * does (INIT_LIST_HEAD after list_del_init): free must take its fast path for it too. With
+ * `locked`, the process first locks its memory (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)),
+ * as daemons and real-time programs do: free's fast path must run there too (until session 55 every
  * free took the slow path under MCL_FUTURE: 183 instructions a pair, not 54). Exits 3 when
  * the kernel refuses the lock.
  */
 #include "uslab.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
         if (selfref)
             p[0] = p[1] = p;
         sink = p;
+        if (malloc_usable_size(p) < size) /* what redis asks of every block it frees */
+            return 2;
         free(p);
     }
     for (long i = 0; i < n; i++) {

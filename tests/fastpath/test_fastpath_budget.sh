@@ -28,6 +28,10 @@ budget_malloc=${BUDGET_MALLOC:-19}
 budget_malloc_large=${BUDGET_MALLOC_LARGE:-23}
 budget_free=${BUDGET_FREE:-23}
 budget_pair=${BUDGET_PAIR:-42}
+# malloc_usable_size of a live small block: free's check from the unit tag's pair, the key
+# absent, the class table (redis asks it of every block: 36 before session 77, with a
+# lookup of the page map and the class's descriptor).
+budget_usable=${BUDGET_USABLE:-22}
 budget_cache_alloc=${BUDGET_CACHE_ALLOC:-15}
 budget_cache_free=${BUDGET_CACHE_FREE:-24} # 9 of them: the ownership check
 # A block of 1 MiB is glibc's (design §8): these count what uslab adds around glibc's own
@@ -67,6 +71,7 @@ for spec in malloc:$budget_malloc free:$budget_free \
     eval "count_$fn=$per"
 done
 measure "free (selfref)" "$budget_free" free 32 selfref
+measure "malloc_usable_size" "$budget_usable" malloc_usable_size
 # The same after mlockall(MCL_FUTURE): free's unit tags are the range's own side array, so
 # its fast path runs there too (a 4 GiB tag table could not be mapped there: 126 more a free).
 if LD_PRELOAD=$preload "$loop" 10 32 locked >/dev/null 2>&1; then
