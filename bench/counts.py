@@ -7,7 +7,10 @@ allocator is 3% slower than another cannot be settled by timing it (docs/benchma
 session 76). Cachegrind runs the program on a simulated CPU and counts what it did:
 instructions (Ir), first-level and last-level cache misses (reads and writes, instructions
 and data) and mispredicted branches. The counts do not move with the machine's load, so
-every (program, allocator) runs once, and two runs may go at once (--jobs).
+every (program, allocator) runs once, and two runs may go at once (--jobs). Two programs
+move a little all the same: lua seeds its string hashes with the clock and an address, and
+redis's clients race; their counts move by up to 1% between runs, and --reps 3 reports
+each one's median run and the spread.
 
 Each row is the modelled cost, KCachegrind's cycle estimate:
 
@@ -30,7 +33,7 @@ counts too (gcc's cc1), but for redis only redis-server does: its client runs un
 glibc, outside valgrind.
 
 Usage: python3 bench/counts.py [--full] [--only perl,git,size,cxx:umap] [--jobs 2]
-                               [--allocators glibc,uslab] [--out bench/results/counts]
+                               [--allocators glibc,uslab] [--reps 1] [--out bench/results/counts]
        python3 bench/counts.py [--allocators ...] -- COMMAND [ARGS...]   (any program)
 """
 import argparse
@@ -97,6 +100,14 @@ def sum_counts(paths, only=None):
         for k in EVENTS:
             total[k] += c[k]
     return total, procs
+
+
+def median_run(runs):
+    """The counts of the run of median cost (the lower one of an even number), and the
+    spread of the costs: (max - min) / median."""
+    runs = sorted(runs, key=cost)
+    mid = runs[(len(runs) - 1) // 2]
+    return mid, (cost(runs[-1]) - cost(runs[0])) / cost(mid)
 
 
 def valgrind(outpat, tool="cachegrind"):
@@ -179,18 +190,19 @@ def table(rows, names, counts):
     return "\n".join(lines), means
 
 
-def detail(rows, names, counts):
-    """Per row and allocator: instructions, misses, mispredictions, in millions."""
+def detail(rows, names, counts, spread):
+    """Per row and allocator: instructions, misses, mispredictions, in millions, and the
+    spread of CEst over the repetitions ((max - min) / median)."""
     lines = ["| row | allocator | Ir (M) | L1 misses (M) | LL misses (k) | mispredicted (M) "
-             "| CEst (M) |", "|" + " --- |" * 7]
+             "| CEst (M) | spread |", "|" + " --- |" * 8]
     for row in rows:
         for n in names:
             c = counts.get((row, n))
             if c:
-                lines.append("| %s | %s | %.1f | %.2f | %.1f | %.2f | %.1f |" % (
+                lines.append("| %s | %s | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f%% |" % (
                     row, n, c["Ir"] / 1e6, (c["I1mr"] + c["D1mr"] + c["D1mw"]) / 1e6,
                     (c["ILmr"] + c["DLmr"] + c["DLmw"]) / 1e3, (c["Bcm"] + c["Bim"]) / 1e6,
-                    cost(c) / 1e6))
+                    cost(c) / 1e6, 100 * spread.get((row, n), 0)))
     return "\n".join(lines)
 
 
@@ -207,6 +219,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated programs (perl, git, ...)")
     ap.add_argument("--allocators", default="")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--reps", type=int, default=1, help="runs of each (row, allocator); the "
+                    "median's counts are reported (lua's and redis's move by up to 1%%)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "counts"))
     args = ap.parse_args(argv)
     if not shutil.which("valgrind"):
@@ -252,7 +266,8 @@ def main():
 
     os.makedirs(args.out, exist_ok=True)
     jobs = [(row, n, a, env_of(n, lib, env, own, glibc_malloc), COUNT_ONLY.get(row), args.out,
-             3600) for row, a, env, own, _ in todo for n, lib in allocs]
+             3600) for _ in range(max(1, args.reps)) for row, a, env, own, _ in todo
+            for n, lib in allocs]
     program = {t[0]: t[4] for t in todo}
     counts, failures, records = {}, [], []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
@@ -262,7 +277,7 @@ def main():
                                               "%.1fM instructions" % (rec["counts"]["Ir"] / 1e6)
                                               if "counts" in rec else "FAILED"),
                   file=sys.stderr, flush=True)
-    ref = {}
+    ref, runs = {}, {}
     for rec in records:
         key = (rec["row"], rec["allocator"])
         if rec["rc"] != 0 or "counts" not in rec:
@@ -280,14 +295,17 @@ def main():
                 failures.append("%s under %s: allocator=%s verified=%s" % (
                     key + (kv.get("allocator"), kv.get("verified"))))
                 continue
-        counts[key] = rec["counts"]
+        runs.setdefault(key, []).append(rec["counts"])
+    spread = {}
+    for key, cs in runs.items():
+        counts[key], spread[key] = median_run(cs)
     rows = [t[0] for t in todo]
     tbl, means = table(rows, names, counts)
     info = run.machine_info(build)
     text = ("Modelled cost (cachegrind, KCachegrind's CEst) relative to the best allocator of "
             "each row; 1 = the best. %s mode, commit %s.\n\n%s\n\n%s\n" % (
                 "full" if args.full else "quick", info.get("git_commit", "?"), tbl,
-                detail(rows, names, counts)))
+                detail(rows, names, counts, spread)))
     print(text)
     for f in failures:
         print("failed: " + f)
@@ -296,7 +314,9 @@ def main():
     with open(os.path.join(args.out, "counts.json"), "w") as f:
         json.dump({"machine": info, "allocators": allocs, "notes": notes, "caches": CACHES,
                    "geomean": means, "failures": failures,
-                   "counts": [{"row": r, "allocator": n, **c} for (r, n), c in counts.items()]},
+                   "reps": max(1, args.reps),
+                   "counts": [{"row": r, "allocator": n, "spread": spread[(r, n)], **c}
+                              for (r, n), c in counts.items()]},
                   f, indent=1)
     print("wrote %s/{counts.md,counts.json}" % args.out)
     return 1 if failures else 0

@@ -70,6 +70,10 @@ expect("geomean uslab", round(means["uslab"], 6), round((1.0 * 4.0) ** 0.5, 6))
 if "| r | 1.000 | - |" not in text:
     failures.append("the row with one allocator: %s" % text)
 
+# Repetitions: the median run's counts, and the spread of their costs.
+mid, spread = counts.median_run([dict(z, Ir=110), dict(z, Ir=100), dict(z, Ir=104)])
+expect("median run", (mid["Ir"], round(spread, 6)), (104, round(10 / 104, 6)))
+
 # A real run, where valgrind and the built benchmarks are at hand.
 ran = False
 if shutil.which("valgrind") and os.path.exists(os.path.join(build, "bench", "probe")):
