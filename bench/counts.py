@@ -34,6 +34,7 @@ glibc, outside valgrind.
 
 Usage: python3 bench/counts.py [--full] [--only perl,git,size,cxx:umap] [--jobs 2]
                                [--allocators glibc,uslab] [--reps 1] [--out bench/results/counts]
+                               [--extra before=/tmp/before/build/libuslab-preload.so]
        python3 bench/counts.py [--allocators ...] -- COMMAND [ARGS...]   (any program)
 """
 import argparse
@@ -222,6 +223,9 @@ def main():
     ap.add_argument("--reps", type=int, default=1, help="runs of each (row, allocator); the "
                     "median's counts are reported (lua's and redis's move by up to 1%%)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "counts"))
+    ap.add_argument("--extra", action="append", default=[], metavar="NAME=LIB[,VAR=VALUE...]",
+                    help="also count a build of uslab's preload library LIB under NAME, with "
+                         "the given settings, as run.py's --extra (a change before and after)")
     args = ap.parse_args(argv)
     if not shutil.which("valgrind"):
         sys.exit("counts.py: valgrind not found (apt-get install valgrind)")
@@ -234,6 +238,15 @@ def main():
     allocs, skipped = run.discover(build, set(filter(None, args.allocators.split(","))))
     expect = {n: n for n, _ in allocs}
     expect.update({n: family for n, _, family in run.BUILT_PEERS if n in expect})
+    for i, e in enumerate(args.extra):  # as run.py's: env_for finds the settings by key
+        name, _, spec = e.partition("=")
+        lib, *settings = spec.split(",")
+        if not name or not lib or name in expect or not all("=" in v for v in settings):
+            ap.error("--extra %s: expected a new NAME=LIB[,VAR=VALUE...]" % e)
+        key = "%s#%d" % (os.path.abspath(lib), i)
+        run.EXTRA_ENV[key] = dict(v.split("=", 1) for v in settings)
+        allocs.append((name, key))
+        expect[name] = "uslab"
     if command:
         todo = [("command", command, {}, False, True)]
     else:

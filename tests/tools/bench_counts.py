@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 """bench/counts.py: cachegrind's files read and summed (only a row's own processes where
 it says so), the modelled cost and its ratios, and, with valgrind and the benchmarks built,
-a real run of a command and of one of bench/'s rows under glibc and uslab: both counted, and
-a command whose output differs between allocators refused.
+a real run of a command and of one of bench/'s rows under glibc and uslab (and an --extra
+build with its setting): each counted, and a command whose output differs between
+allocators refused.
 Usage: bench_counts.py SOURCE_DIR BUILD_DIR"""
 import importlib.util
 import json
@@ -84,17 +85,21 @@ if shutil.which("valgrind") and os.path.exists(os.path.join(build, "bench", "pro
             rng = random.Random(1)
             f.write("".join("%d\n" % rng.randrange(10 ** 9) for _ in range(20000)))
         script = os.path.join(src, "bench", "counts.py")
+        # An --extra build with a setting: uslab without thread caches takes its slow paths.
+        extra = "notcache=%s,USLAB_TCACHE_MAX=0" % os.path.join(build, "libuslab-preload.so")
         p = subprocess.run([sys.executable, script, "--build", build, "--allocators",
-                            "glibc,uslab", "--out", d, "--", "sort", "-n", data],
-                           capture_output=True, text=True, timeout=600)
+                            "glibc,uslab", "--extra", extra, "--out", d, "--", "sort", "-n",
+                            data], capture_output=True, text=True, timeout=600)
         if p.returncode != 0:
             failures.append("sort: exit %d: %s %s" % (p.returncode, p.stdout[-500:],
                                                       p.stderr[-500:]))
         else:
             res = json.load(open(os.path.join(d, "counts.json")))
             got = {r["allocator"]: r["Ir"] for r in res["counts"]}
-            if sorted(got) != ["glibc", "uslab"] or min(got.values()) < 10 ** 6:
+            if sorted(got) != ["glibc", "notcache", "uslab"] or min(got.values()) < 10 ** 6:
                 failures.append("sort's counts: %r" % got)
+            elif got["notcache"] <= got["uslab"]:
+                failures.append("the --extra setting made no difference: %r" % got)
             if abs(min(res["geomean"].values()) - 1.0) > 1e-9:
                 failures.append("no allocator is the best: %r" % res["geomean"])
         # One of bench/'s own rows, named as run.py names it: it says which malloc it had.
