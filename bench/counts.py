@@ -248,7 +248,7 @@ def main():
         allocs.append((name, key))
         expect[name] = "uslab"
     if command:
-        todo = [("command", command, {}, False, True)]
+        plan = [("command", command, {}, False, True)]
     else:
         # A program row is named as run.py's programs are (perl); another as group:case.
         only = set(filter(None, args.only.split(","))) or {"programs"}
@@ -256,10 +256,10 @@ def main():
         def names(c):
             return {c.group, "%s:%s" % (c.group, c.name)} | ({c.name} if c.program else set())
 
-        todo = [(c.name if c.program else "%s:%s" % (c.group, c.name),
+        plan = [(c.name if c.program else "%s:%s" % (c.group, c.name),
                  c.argv + (c.full_args if args.full else c.quick_args), c.env, c.own_malloc,
                  c.program) for c in run.cases(bindir, args.full) if names(c) & only]
-        if not todo:
+        if not plan:
             sys.exit("counts.py: no row to run (--only %s)" % args.only)
     ok = []
     for n, lib in allocs:
@@ -279,9 +279,9 @@ def main():
 
     os.makedirs(args.out, exist_ok=True)
     jobs = [(row, n, a, env_of(n, lib, env, own, glibc_malloc), COUNT_ONLY.get(row), args.out,
-             3600) for _ in range(max(1, args.reps)) for row, a, env, own, _ in todo
+             3600) for _ in range(max(1, args.reps)) for row, a, env, own, _ in plan
             for n, lib in allocs]
-    program = {t[0]: t[4] for t in todo}
+    program = {t[0]: t[4] for t in plan}
     counts, failures, records = {}, [], []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
         for rec in ex.map(count_one, jobs):
@@ -312,7 +312,7 @@ def main():
     spread = {}
     for key, cs in runs.items():
         counts[key], spread[key] = median_run(cs)
-    rows = [t[0] for t in todo]
+    rows = [t[0] for t in plan]
     tbl, means = table(rows, names, counts)
     info = run.machine_info(build)
     text = ("Modelled cost (cachegrind, KCachegrind's CEst) relative to the best allocator of "

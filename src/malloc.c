@@ -716,8 +716,11 @@ static size_t usi_malloc_usable_size(void *p)
 #ifndef USLAB_VALGRIND /* memcheck build: the key of a live block is undefined to memcheck */
     unsigned tag = usi_unit_tag(p);
     const struct usi_magpair *mp = pair_at(usi_tls, tag);
-    if (USI_LIKELY(on_lattice(p, mp->lattice, mp->lattice_bound) && *key_of(p) != mp->free_secret))
+    if (USI_LIKELY(on_lattice(p, mp->lattice, mp->lattice_bound) &&
+                   *key_of(p) != mp->free_secret)) {
+        /* only a malloc class has a lattice (slab.c): the offset names one of them */
         return usi_class_size[tag / sizeof(struct usi_magpair)];
+    }
 #endif
     return usable_size_slow(p);
 }
