@@ -19,10 +19,12 @@
  * reads it too. Its record in the pages layer's side array holds it: */
 _Static_assert(sizeof(struct usi_slab) <= USI_SLAB_META_BYTES, "a slab header fits its record");
 
-/* The slab of a non-zero page-map entry. */
+/* The slab of a non-zero page-map entry: usi_pages_meta of its span, whose offset from
+ * the unit-aligned base is whole units, so the id below a unit drops out of the shift. */
+_Static_assert(USI_ID_MASK < USI_UNIT_SIZE, "a page-map entry's id is below its span's unit");
 static inline struct usi_slab *usi_slab_of_entry(uintptr_t entry)
 {
-    return (struct usi_slab *)usi_pages_meta(entry & ~USI_ID_MASK);
+    return (struct usi_slab *)usi_pages_meta(entry);
 }
 
 /* free()'s double-free key (design §8, docs/security.md §2.2), set once by init.c before
