@@ -30,7 +30,8 @@ As in run.py, each program must print what its first run printed, and bench/prob
 under valgrind in the same environment, must report the allocator preloaded (snmalloc
 aborts under valgrind: its column is left out with a note). A process a program starts
 counts too (gcc's cc1), but for redis only redis-server does: its client runs under
-glibc, outside valgrind.
+glibc, outside valgrind. Every run's environment is padded to the same bytes (PAD), so that
+its stack starts at the same address whatever LD_PRELOAD names or --extra sets.
 
 Usage: python3 bench/counts.py [--full] [--only perl,git,size,cxx:umap] [--jobs 2]
                                [--allocators glibc,uslab] [--reps 1] [--out bench/results/counts]
@@ -130,6 +131,27 @@ def env_of(name, lib, case_env, own_malloc, glibc_malloc):
     if name == "glibc" and own_malloc:
         env["LD_PRELOAD"] = glibc_malloc
     return env
+
+
+# Every run's environment takes the same bytes on its stack: a new process's strings and
+# their pointers lie above its first frame, so the stack, and the cache sets its frames fall
+# in, start where the environment ends. LD_PRELOAD's paths differ in length between
+# allocators, and an --extra run adds its variables: USLAB_CLASSES naming the default table
+# alone moved python3's modelled cost 0.2% (docs/benchmarks.md, session 78).
+PAD = "COUNTS_PAD"
+
+
+def env_bytes(env):
+    """What env takes on a new process's stack: each "NAME=VALUE" string and its pointer."""
+    return sum(len(k.encode()) + len(v.encode()) + 2 + 8 for k, v in env.items())
+
+
+def padded(envs):
+    """envs, each with PAD set so that all take the same bytes (env_bytes)."""
+    envs = [{k: v for k, v in e.items() if k != PAD} for e in envs]
+    fixed = len(PAD) + 2 + 8
+    top = max(env_bytes(e) for e in envs) + fixed
+    return [dict(e, **{PAD: "x" * (top - fixed - env_bytes(e))}) for e in envs]
 
 
 def probe(bindir, name, env):
@@ -281,6 +303,7 @@ def main():
     jobs = [(row, n, a, env_of(n, lib, env, own, glibc_malloc), COUNT_ONLY.get(row), args.out,
              3600) for _ in range(max(1, args.reps)) for row, a, env, own, _ in plan
             for n, lib in allocs]
+    jobs = [j[:3] + (e,) + j[4:] for j, e in zip(jobs, padded([j[3] for j in jobs]))]
     program = {t[0]: t[4] for t in plan}
     counts, failures, records = {}, [], []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:

@@ -71,6 +71,15 @@ expect("geomean uslab", round(means["uslab"], 6), round((1.0 * 4.0) ** 0.5, 6))
 if "| r | 1.000 | - |" not in text:
     failures.append("the row with one allocator: %s" % text)
 
+# Every run's environment takes the same bytes on its stack: the smaller ones padded, a
+# padding already there replaced, the rest kept.
+envs = counts.padded([{"A": "1"}, {"A": "1", "LD_PRELOAD": "/x/libz.so", counts.PAD: "x" * 99},
+                      {}])
+expect("padded bytes", len({counts.env_bytes(e) for e in envs}), 1)
+expect("the largest's padding", envs[1][counts.PAD], "")
+expect("kept", (envs[0]["A"], envs[1]["LD_PRELOAD"]), ("1", "/x/libz.so"))
+expect("bytes", counts.env_bytes({"AB": "cd"}), len("AB=cd") + 1 + 8)
+
 # Repetitions: the median run's counts, and the spread of their costs.
 mid, spread = counts.median_run([dict(z, Ir=110), dict(z, Ir=100), dict(z, Ir=104)])
 expect("median run", (mid["Ir"], round(spread, 6)), (104, round(10 / 104, 6)))
