@@ -961,13 +961,14 @@ static inline __attribute__((always_inline)) size_t put_objects(struct uslab_cac
      * handed out, or in its reverse: lua's 99%, perl's 92%, python's 74%). A streak's first
      * object is checked with a division; the others, a stride from a checked one, are
      * object starts too, and their bits are cleared a word at a time. Only a run's first
-     * object looks its slab up and reads its count; the geometry is in locals (the bitmap
-     * stores could alias it for the compiler). A slab is settled after a streak only when it
-     * empties or was full. A bad pointer or a double free (also twice in one batch: its bit
-     * is clear by then) is fatal. Instructions an object, taken and put back once
-     * (slab_budget): in the order handed out 47.6 -> 17.3 (16.9 since), scattered 98.2 ->
-     * 93.2 (96.3 since a slab has its own count), 85.4 since the loop keeps fewer locals
-     * (a scattered object is a run: its lookup and geometry are most of its cost). */
+     * object looks its slab up; where its objects lie is in locals (the bitmap stores could
+     * alias it for the compiler), and a streak reads the count beside the `inuse` it writes.
+     * A slab is settled after a streak only when it empties or was full. A bad pointer or
+     * a double free (also twice in one batch: its bit is clear by then) is fatal.
+     * Instructions an object, taken and put back once (slab_budget): in the order handed
+     * out 47.6 -> 17.3 (16.9 since), scattered 98.2 -> 93.2 (96.3 since a slab has its own
+     * count), 85.4 since the loop keeps fewer locals (a scattered object is a run: its
+     * lookup and geometry are most of its cost). */
     const size_t stride = c->stride;
     const uint64_t recip = c->stride_recip;
     USI_ASSERT(c->obj_offset == 0); /* a left red zone is a debug cache's (debug.c) */
