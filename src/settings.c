@@ -164,6 +164,11 @@ unsigned usi_classes_default(size_t max_size, size_t *sizes)
             size_t s = base + j * (base / per);
             if (s > max_size)
                 break;
+            /* 4480 before 4608: a page and a header of up to 384 bytes (sqlite3's page
+             * cache), in a stride, an odd multiple of 128, that starts its blocks in 32 of a
+             * 32 KiB L1's 64 sets, where 4608's start in 8 (design §8). */
+            if (base == 4096 && j == 1)
+                sizes[n++] = s - 128;
             sizes[n++] = s;
         }
     }

@@ -178,7 +178,7 @@ int usi_settings_parse_choice(const struct usi_setting *s, const char *value, si
 #define USI_CLASSES_HEADER   "uslab-classes 1"
 /* The default table for a largest class of max_size: 16 to 128 in steps of 16, then 8
  * classes per doubling up to USI_MEDIUM (a request wastes less than 1/8 of its block above
- * 128 bytes), then 2 (less than 1/2). Returns the count: 82 up to 1 MiB. */
+ * 128 bytes; and 4480), then 2 (less than 1/2). Returns the count: 83 up to 1 MiB. */
 unsigned usi_classes_default(size_t max_size, size_t *sizes);
 /* NULL if the table is usable, else why not (a constant string). */
 const char *usi_classes_check(const size_t *sizes, unsigned n);

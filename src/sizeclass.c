@@ -6,14 +6,14 @@
  * tables.
  *
  * Classes: by default 16, 32, 48, ..., 128 (steps of 16), then 8 classes per doubling up to
- * 32 KiB and 2 above, up to the largest slab size (USLAB_MAX_SLAB_SIZE; usi_classes_default
- * in settings.c). From 128 bytes to 32 KiB a request wastes less than 1/8 of its block.
- * USLAB_CLASSES names a file with another table (`uslab profile` writes one for a program, issue
- * 13); a file that cannot be read or breaks the rules of usi_classes_check is reported and the
- * default is used. Every class is a multiple of 16, so every block is 16-byte aligned, as glibc
- * guarantees on 64-bit systems (max_align_t; glibc's tst-mallocalign1 checks it); power-of-two
- * classes, which every table has, are aligned to their size (up to a page), which serves aligned
- * allocations. Class ids equal cache ids: 1..usi_nclasses.
+ * 32 KiB (and 4480) and 2 above, up to the largest slab size (USLAB_MAX_SLAB_SIZE;
+ * usi_classes_default in settings.c). From 128 bytes to 32 KiB a request wastes less than 1/8 of
+ * its block. USLAB_CLASSES names a file with another table (`uslab profile` writes one for a
+ * program, issue 13); a file that cannot be read or breaks the rules of usi_classes_check is
+ * reported and the default is used. Every class is a multiple of 16, so every block is 16-byte
+ * aligned, as glibc guarantees on 64-bit systems (max_align_t; glibc's tst-mallocalign1 checks it);
+ * power-of-two classes, which every table has, are aligned to their size (up to a page), which
+ * serves aligned allocations. Class ids equal cache ids: 1..usi_nclasses.
  */
 #include "sizeclass.h"
 #include "base.h"

@@ -122,7 +122,7 @@ static const struct tool_option profile_options[] = {
     {"-o FILE, --output=FILE", "Write the fitted table to FILE (default `uslab-classes.txt`).",
      NULL},
     {"--max-classes=N",
-     "At most N size classes up to 32 KiB (default 72, as many as the default table has; at "
+     "At most N size classes up to 32 KiB (default 73, as many as the default table has; at "
      "most 96 less the medium classes).",
      NULL},
     {"--max-size=BYTES",

@@ -6,9 +6,9 @@
  * with errno on huge sizes. Every block is written to its usable size and verified later.
  *
  * The expected size classes are computed here independently of src/sizeclass.c from the
- * documented rule: 16, 32, 48, ..., 128, then 8 classes per doubling up to 32 KiB, then 2
- * per doubling (medium blocks) up to USLAB_MAX_SLAB_SIZE (read from the environment like
- * the library does, default 256 KiB).
+ * documented rule: 16, 32, 48, ..., 128, then 8 classes per doubling up to 32 KiB (and 4480,
+ * between 4096 and 4608), then 2 per doubling (medium blocks) up to
+ * USLAB_MAX_SLAB_SIZE (read from the environment like the library does, default 256 KiB).
  */
 #include "check.h"
 #include "uslab.h"
@@ -35,6 +35,8 @@ static size_t class_of(size_t size)
     while (lo * 2 < size)
         lo *= 2;
     size_t step = lo >= 32768 ? lo / 2 : lo / 8; /* medium: 2 per doubling */
+    if (lo == 4096 && size <= 4480)
+        return 4480;
     return (size + step - 1) / step * step;
 }
 

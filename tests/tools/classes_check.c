@@ -21,9 +21,10 @@ static void test_default(void)
 {
     size_t s[USI_CLASSES_MAX];
     unsigned n = usi_classes_default(32768, s);
-    CHECK(n == 72, "72 default classes, got %u", n);
+    CHECK(n == 73, "73 default classes, got %u", n);
     CHECK(s[0] == 16 && s[7] == 128 && s[8] == 144 && s[15] == 256 && s[n - 1] == 32768,
           "default sizes");
+    CHECK(s[47] == 4096 && s[48] == 4480 && s[49] == 4608, "4480 between 4096 and 4608");
     CHECK(usi_classes_check(s, n) == NULL, "the default table passes its own rules");
     for (size_t max = 1024; max <= 65536; max *= 2) {
         n = usi_classes_default(max, s);
@@ -86,7 +87,7 @@ static void test_fit_exact(void)
     static const size_t asked[] = {24, 40, 100, 600, 2100, 5000};
     profile_of(&p, asked, 6, 100);
     size_t s[USI_CLASSES_MAX];
-    unsigned n = classes_fit(&p, 32768, 72, s);
+    unsigned n = classes_fit(&p, 32768, 73, s);
     CHECK(n > 0 && usi_classes_check(s, n) == NULL, "a valid table");
     /* Each size's class: the nearest allowed one above it. */
     static const size_t want[] = {32, 48, 112, 608, 2176, 5120};

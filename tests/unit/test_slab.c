@@ -709,8 +709,8 @@ static void test_take_order(void)
 /* The malloc classes' lattice (design §8): every block's address has low 32 bits that are
  * a multiple of its class's stride, and free()'s one-multiply test of that is exact. Each
  * slab holds every object that fits after its phase: one fewer than the class's most at
- * some phases, never at the worst phase's count for all of them (the 4608-byte class
- * fitted 13 objects a slab, where a third of the phases leave room for 14). */
+ * some phases, never at the worst phase's count for all of them (the 4480-byte class
+ * would fit 13 objects a slab, where two thirds of the phases leave room for 14). */
 static void test_lattice(void)
 {
     void *warm = uslab_malloc(1); /* initialises the classes */
@@ -765,7 +765,7 @@ static void test_lattice(void)
             uslab_free(blocks[i]);
         free(blocks);
     }
-    /* Blocks of the classes whose phase varies (4608 bytes in 64 KiB slabs: 9 phases)
+    /* Blocks of the classes whose phase varies (4480 bytes in 64 KiB slabs: 35 phases)
      * land in slabs of both counts: a slab's count follows its own phase. */
     CHECK(fewer > 0 && most > 0, "slabs of the most objects %zu, of fewer %zu", most, fewer);
 }

@@ -89,21 +89,21 @@ static void free_interior(void)
     uslab_reap();
 }
 
-/* The lattice point past a slab's last block (design §3): the 4608-byte class has 64 KiB
+/* The lattice point past a slab's last block (design §3): the 4480-byte class has 64 KiB
  * spans, each holding the 13 or 14 blocks that fit after its phase. A free of the point
  * passes free's one-multiply check; its free mark makes the pop that would hand it out
  * refuse it. */
 static void free_lattice_tail(void)
 {
     for (int i = 0; i < 64; i++) {
-        uintptr_t span = (uintptr_t)uslab_malloc(4608) & ~(uintptr_t)0xffff, end = span + 0x10000;
-        uintptr_t q = span + (4608 - (uint32_t)span % 4608) % 4608; /* the first lattice point */
-        while (q + 4608 <= end)
-            q += 4608;
+        uintptr_t span = (uintptr_t)uslab_malloc(4480) & ~(uintptr_t)0xffff, end = span + 0x10000;
+        uintptr_t q = span + (4480 - (uint32_t)span % 4480) % 4480; /* the first lattice point */
+        while (q + 4480 <= end)
+            q += 4480;
         if (q + 16 <= end) {
             uslab_free(launder((void *)q));
             for (int k = 0; k < 64; k++)
-                (void)uslab_malloc(4608);
+                (void)uslab_malloc(4480);
             return;
         }
     }
@@ -219,7 +219,7 @@ static const struct death_case {
     {"free_interior_odd", free_interior_odd, "uslab: free(0x",
      "1 bytes into the malloc-112 block at"},
     {"free_lattice_tail", free_lattice_tail, "uslab: free(0x",
-     "inside a malloc-4608 slab, not the start of a block"},
+     "inside a malloc-4480 slab, not the start of a block"},
     {"double_free", double_free, "uslab: double free of 0x", "in cache malloc-64 (object"},
     {"free_cache_object", free_cache_object, "uslab: free(0x", "belongs to cache death-user"},
     {"realloc_cache_object", realloc_cache_object, "uslab: realloc(0x",
