@@ -449,6 +449,13 @@ static USI_NOINLINE void *malloc_slow(size_t size)
     return alloc_slow(size, NULL);
 }
 
+/* malloc_slow for usi_malloc_or: `failed`'s block where it finds none. */
+static USI_NOINLINE void *malloc_or_slow(size_t size, void *(*failed)(size_t))
+{
+    void *p = malloc_slow(size);
+    return USI_LIKELY(p != NULL) ? p : failed(size);
+}
+
 static inline struct usi_magpair *pair_at(struct usi_tcache *tc, unsigned offset)
 {
     return (struct usi_magpair *)(void *)((char *)tc->pairs + offset);
@@ -480,10 +487,11 @@ static inline __attribute__((always_inline)) void *pop_checked(struct usi_magpai
 }
 
 /* The fast path: one table load, the thread pointer, pop the loaded magazine, check the
- * block and clear its key (handout_ok). Aligned to a cache line, as free is: where the linker
- * happens to put them otherwise moves their time by about 10% between builds (fastpath_bench,
- * session 10: malloc across two lines after unrelated code grew). */
-static __attribute__((aligned(64))) void *usi_malloc(size_t size)
+ * block and clear its key (handout_ok); else the slow path, then `failed` where that finds no
+ * memory (if not NULL: usi_malloc_or). Its functions are aligned to a cache line, as free is:
+ * where the linker happens to put them otherwise moves their time by about 10% between builds
+ * (fastpath_bench, session 10: malloc across two lines after unrelated code grew). */
+static inline __attribute__((always_inline)) void *malloc_fast(size_t size, void *(*failed)(size_t))
 {
     if (USI_LIKELY(size <= USI_SMALL_MAX)) {
         void *p = pop_checked(pair_at(usi_tls, usi_tcache_size_offsets[size]));
@@ -494,8 +502,24 @@ static __attribute__((aligned(64))) void *usi_malloc(size_t size)
         if (USI_LIKELY(p != NULL))
             return p;
     }
-    return malloc_slow(size);
+    return failed ? malloc_or_slow(size, failed) : malloc_slow(size);
 }
+
+static __attribute__((aligned(64))) void *usi_malloc(size_t size)
+{
+    return malloc_fast(size, NULL);
+}
+
+#ifdef USLAB_PRELOAD
+/* C++'s operator new (override.c): malloc, with `failed` called where it returns NULL (the
+ * new_handler's loop, the throw). The operator jumps here, with no frame of its own: 28
+ * instructions a `new` of a small block when it called malloc and tested its result, 23 now
+ * (tests/fastpath; a C++ program allocates every node and string this way). */
+static __attribute__((aligned(64))) void *usi_malloc_or(size_t size, void *(*failed)(size_t))
+{
+    return malloc_fast(size, failed);
+}
+#endif
 
 /* ---- free ---------------------------------------------------------------------------- */
 
@@ -983,6 +1007,8 @@ void cfree(void *p) USI_ALIAS(usi_free);
 
 /* Used by the C++ operators in override.c without going through the PLT. */
 void *usi_malloc_for_new(size_t size) __attribute__((alias("usi_malloc")));
+void *usi_malloc_or_for_new(size_t size, void *(*failed)(size_t))
+    __attribute__((alias("usi_malloc_or")));
 void usi_free_for_delete(void *p) __attribute__((alias("usi_free")));
 void *usi_aligned_for_new(size_t align, size_t size) __attribute__((alias("aligned_impl")));
 #endif

@@ -25,6 +25,7 @@
 #include <malloc.h> /* the M_* parameters of mallopt */
 
 void *usi_malloc_for_new(size_t size);
+void *usi_malloc_or_for_new(size_t size, void *(*failed)(size_t));
 void usi_free_for_delete(void *p);
 void *usi_aligned_for_new(size_t align, size_t size);
 
@@ -228,10 +229,20 @@ static USI_NOINLINE void *new_failed(size_t align, size_t size, int nothrow)
     }
 }
 
+static void *new_failed_throwing(size_t size)
+{
+    return new_failed(0, size, 0);
+}
+
+static void *new_failed_nothrow(size_t size)
+{
+    return new_failed(0, size, 1);
+}
+
+/* malloc's own path, which calls new_failed's loop where it finds no memory. */
 static inline void *new_impl(size_t size, int nothrow)
 {
-    void *p = usi_malloc_for_new(size);
-    return USI_LIKELY(p != NULL) ? p : new_failed(0, size, nothrow);
+    return usi_malloc_or_for_new(size, nothrow ? new_failed_nothrow : new_failed_throwing);
 }
 
 /* An alignment that is not a power of two (0 included): libstdc++'s aligned operator new

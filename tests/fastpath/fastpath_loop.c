@@ -10,10 +10,12 @@
  * `locked`, the process first locks its memory (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)),
  * as daemons and real-time programs do: free's fast path must run there too (until session 55 every
  * free took the slow path under MCL_FUTURE: 183 instructions a pair, not 54). Exits 3 when
- * the kernel refuses the lock.
+ * the kernel refuses the lock. With `cxx`, the pairs are C++'s operator new (`_Znwm`) and sized
+ * delete (`_ZdlPvm`), found with dlsym: a C++ program allocates every node and string that way.
  */
 #include "uslab.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,16 @@ int main(int argc, char **argv)
     long n = argc > 1 ? atol(argv[1]) : 1000;
     size_t size = argc > 2 ? (size_t)atol(argv[2]) : 32;
     int selfref = argc > 3 && strcmp(argv[3], "selfref") == 0;
+    void *(*op_new)(size_t) = NULL;
+    void (*op_delete)(void *, size_t) = NULL;
+    if (argc > 3 && strcmp(argv[3], "cxx") == 0) {
+        *(void **)&op_new = dlsym(RTLD_DEFAULT, "_Znwm");
+        *(void **)&op_delete = dlsym(RTLD_DEFAULT, "_ZdlPvm");
+        if (!op_new || !op_delete) {
+            fprintf(stderr, "fastpath_loop: no operator new or delete\n");
+            return 4;
+        }
+    }
     if (argc > 3 && strcmp(argv[3], "locked") == 0 &&
         mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0) {
         perror("fastpath_loop: mlockall");
@@ -41,7 +53,11 @@ int main(int argc, char **argv)
         sink = uslab_cache_alloc(c);
         uslab_cache_free(c, sink);
     }
-    for (long i = 0; i < n; i++) {
+    for (long i = 0; op_new && i < n; i++) {
+        sink = op_new(size);
+        op_delete(sink, size);
+    }
+    for (long i = 0; !op_new && i < n; i++) {
         void **p = malloc(size);
         if (selfref)
             p[0] = p[1] = p;

@@ -40,6 +40,11 @@ budget_cache_free=${BUDGET_CACHE_FREE:-24} # 9 of them: the ownership check
 # costs): 139 and 147 at c9fd2c1, where the counts inclusive of glibc's are 311 and 273. A
 # free of one read the clock twice and polled the purger (226) until session 49
 # (docs/benchmarks.md, "The fixed costs of glibc's blocks").
+# C++'s operator new and sized delete of a small block: a compare of the mode (the program may
+# define its own, design §8), then malloc's and free's own paths. new called malloc and tested its
+# result (28) until session 80: it jumps to a malloc that calls new's failure loop itself (23).
+budget_new=${BUDGET_NEW:-23}
+budget_delete=${BUDGET_DELETE:-26}
 budget_malloc_mib=${BUDGET_MALLOC_MIB:-150}
 budget_free_mib=${BUDGET_FREE_MIB:-165}
 command -v valgrind >/dev/null || { echo "valgrind is not installed"; exit 1; }
@@ -82,6 +87,8 @@ fi
 # Above the small classes (1 KiB) malloc's fast path reads a second table, by 128-byte steps:
 # a 4 KiB block took the slow path (its set-up check, the size class's table call): 54 -> 23.
 measure "malloc (4 KiB)" "$budget_malloc_large" malloc 4096
+measure "operator new" "$budget_new" "operator new(unsigned long)" 32 cxx
+measure "operator delete" "$budget_delete" "operator delete(void*, unsigned long)" 32 cxx
 measure "malloc (1 MiB)" "$budget_malloc_mib" malloc 1048576
 measure "free (1 MiB)" "$budget_free_mib" free 1048576
 pair=$((count_malloc + count_free))
