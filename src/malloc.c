@@ -911,11 +911,9 @@ static void *usi_reallocarray(void *p, size_t n, size_t size)
     return usi_realloc(p, total);
 }
 
-/* Blocks aligned to a power of two `align`. */
-static void *aligned_impl(size_t align, size_t size)
+/* aligned_impl's slow path: the class of usi_sizeclass_aligned, else glibc's memalign. */
+static USI_NOINLINE void *aligned_slow(size_t align, size_t size)
 {
-    if (align <= 16)
-        return usi_malloc(size < align ? align : size);
     if (usi_ensure_init() == 0) {
         if (USI_UNLIKELY(usi_options.profile))
             profile_record(size > align ? size : align);
@@ -925,6 +923,25 @@ static void *aligned_impl(size_t align, size_t size)
             return p;
     }
     return sys_tracked(usi_sys_memalign(align, size), size);
+}
+
+/* Blocks aligned to a power of two `align`. A power-of-two class's blocks are aligned to
+ * its size (the lattice, design §3), so up to 1 KiB the class of the power of two that holds
+ * max(size, align) is malloc's fast path, as usi_sizeclass_aligned would choose it:
+ * posix_memalign(64, 64) 94 -> 45 instructions, aligned_alloc(32, 64) 101 -> 40 (with
+ * memalign's rounding by a bit scan; session 80). */
+static void *aligned_impl(size_t align, size_t size)
+{
+    if (align <= 16)
+        return usi_malloc(size < align ? align : size);
+    size_t s = size > align ? size : align; /* at least 32 */
+    if (s <= USI_SMALL_MAX) {
+        size_t pow2 = (size_t)2 << (63 - __builtin_clzll(s - 1));
+        void *p = pop_checked(pair_at(usi_tls, usi_tcache_size_offsets[pow2]));
+        if (USI_LIKELY(p != NULL))
+            return p;
+    }
+    return aligned_slow(align, size);
 }
 
 static int usi_posix_memalign(void **out, size_t align, size_t size)
@@ -946,9 +963,7 @@ static void *usi_memalign(size_t align, size_t size)
         errno = EINVAL;
         return NULL;
     }
-    size_t a = 1;
-    while (a < align)
-        a *= 2;
+    size_t a = align <= 1 ? 1 : (size_t)2 << (63 - __builtin_clzll(align - 1));
     return aligned_impl(a, size);
 }
 

@@ -12,6 +12,8 @@
  * free took the slow path under MCL_FUTURE: 183 instructions a pair, not 54). Exits 3 when
  * the kernel refuses the lock. With `cxx`, the pairs are C++'s operator new (`_Znwm`) and sized
  * delete (`_ZdlPvm`), found with dlsym: a C++ program allocates every node and string that way.
+ * With `aligned`, each round is a posix_memalign of 64-byte alignment and an aligned_alloc of
+ * 32, each freed.
  */
 #include "uslab.h"
 
@@ -57,7 +59,17 @@ int main(int argc, char **argv)
         sink = op_new(size);
         op_delete(sink, size);
     }
-    for (long i = 0; !op_new && i < n; i++) {
+    int aligned = argc > 3 && strcmp(argv[3], "aligned") == 0;
+    for (long i = 0; aligned && i < n; i++) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, size) != 0)
+            return 2;
+        sink = p;
+        free(p);
+        sink = aligned_alloc(32, size);
+        free(sink);
+    }
+    for (long i = 0; !op_new && !aligned && i < n; i++) {
         void **p = malloc(size);
         if (selfref)
             p[0] = p[1] = p;

@@ -45,6 +45,11 @@ budget_cache_free=${BUDGET_CACHE_FREE:-24} # 9 of them: the ownership check
 # result (28) until session 80: it jumps to a malloc that calls new's failure loop itself (23).
 budget_new=${BUDGET_NEW:-23}
 budget_delete=${BUDGET_DELETE:-26}
+# posix_memalign(64, 64) and aligned_alloc(32, 64): up to 1 KiB, malloc's pop from the power of
+# two's class, whose blocks are aligned to its size (94 and 101 through the slow path's class
+# lookup until session 80).
+budget_memalign=${BUDGET_MEMALIGN:-45}
+budget_aligned_alloc=${BUDGET_ALIGNED_ALLOC:-40}
 budget_malloc_mib=${BUDGET_MALLOC_MIB:-150}
 budget_free_mib=${BUDGET_FREE_MIB:-165}
 command -v valgrind >/dev/null || { echo "valgrind is not installed"; exit 1; }
@@ -89,6 +94,8 @@ fi
 measure "malloc (4 KiB)" "$budget_malloc_large" malloc 4096
 measure "operator new" "$budget_new" "operator new(unsigned long)" 32 cxx
 measure "operator delete" "$budget_delete" "operator delete(void*, unsigned long)" 32 cxx
+measure "posix_memalign" "$budget_memalign" posix_memalign 64 aligned
+measure "aligned_alloc" "$budget_aligned_alloc" aligned_alloc 64 aligned
 measure "malloc (1 MiB)" "$budget_malloc_mib" malloc 1048576
 measure "free (1 MiB)" "$budget_free_mib" free 1048576
 pair=$((count_malloc + count_free))
