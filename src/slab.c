@@ -527,18 +527,29 @@ static USI_COLD USI_NORETURN void put_keyless(const struct uslab_cache *c, const
                      c->name, p, c->name);
 }
 
+static inline void handout_one(void *obj, uintptr_t key)
+{
+    uintptr_t *w = obj;
+    USI_VG_UNDEFINED(w, 2 * sizeof *w); /* memcheck: a block put back is no-access */
+    w[0] = 0;
+    w[1] = key;
+}
+
 /* What a take writes into each object of a lattice cache, for malloc's pop (design §3): no
- * free mark, the key. Four objects a turn of the loop: 6 -> 4 instructions an object. */
+ * free mark, the key. Four objects a turn of the loop: 6 -> 4 instructions an object, and 2
+ * more a call (a thread's first fills are of one object each: test thread_budget). */
 void usi_slab_handout(size_t n, void *const *objs)
 {
     uintptr_t key = usi_free_secret;
-#pragma GCC unroll 4
-    for (size_t i = 0; i < n; i++) {
-        uintptr_t *w = objs[i];
-        USI_VG_UNDEFINED(w, 2 * sizeof *w); /* memcheck: a block put back is no-access */
-        w[0] = 0;
-        w[1] = key;
+    void *const *q = objs, *const *end = objs + n;
+    for (; end - q >= 4; q += 4) {
+        handout_one(q[0], key);
+        handout_one(q[1], key);
+        handout_one(q[2], key);
+        handout_one(q[3], key);
     }
+    for (; q != end; q++)
+        handout_one(*q, key);
 }
 
 /* Notes the pages of s from touched_below at bump `was` to `now` (top: its objects_top) in
