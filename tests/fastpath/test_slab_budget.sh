@@ -8,7 +8,8 @@
 # time and a take hands out a run of free bits a stride apart: 47.6 instructions an object
 # before session 28, 17.3 after. Scattered (a hash table's teardown), one object a streak:
 # 98.2 before, 93.2 after, 96.3 with a count of its own a slab, 85.4 since session 78's
-# leaner loop (perl's, python's and `cxx umap`'s teardowns). Same method as test_fastpath_budget.sh: N and 2N rounds, the
+# leaner loop (perl's, python's and `cxx umap`'s teardowns), 86.4 since session 80 split
+# the loop in two copies (a register move an object in this one, the object caches'). Same method as test_fastpath_budget.sh: N and 2N rounds, the
 # difference divided by the objects of N rounds.
 set -euo pipefail
 loop=$1
