@@ -437,15 +437,10 @@ static void tcache_unmap(struct usi_tcache *tc, int blank)
     usi_objects_unfill(&tcache_pool, 1, (void *const *)&tc);
 }
 
-/* Returns the calling thread's own cache with a pair for id, or NULL (no memory, or the
- * thread is exiting). `freeing`: the call is a free (see below). */
-static struct usi_tcache *tcache_get(uintptr_t id, int freeing)
+/* tcache_get where the thread has no cache yet, or one without a pair for id. */
+static USI_NOINLINE struct usi_tcache *tcache_make(uintptr_t id, int freeing)
 {
     struct usi_tcache *tc = usi_tls;
-    if (tls_exiting)
-        return NULL;
-    if (tc != &sentinel.tc && id < tc->npairs)
-        return tc;
     /* A signal handler inside an exchange of its own thread: growing would wait for the
      * lock that exchange holds, and unmap the pairs it is changing. No cache this time. */
     if (tc != &sentinel.tc && tls_exchange_depth)
@@ -488,6 +483,21 @@ static struct usi_tcache *tcache_get(uintptr_t id, int freeing)
     /* May allocate (glibc's second-level key blocks); usi_tls is already set. */
     pthread_setspecific(exit_key, fresh);
     return fresh;
+}
+
+/* Returns the calling thread's own cache with a pair for id, or NULL (no memory, or the
+ * thread is exiting). `freeing`: the call is a free (see tcache_make). Inline where the
+ * thread has its cache (every slow path but its first), without the frame the growth
+ * needs: about 20 instructions a call less (perl's 29,000 free slow paths 1,124 -> 1,103
+ * each; `thread_budget`'s live thread 71,554 -> 70,305). */
+static inline struct usi_tcache *tcache_get(uintptr_t id, int freeing)
+{
+    struct usi_tcache *tc = usi_tls;
+    if (USI_UNLIKELY(tls_exiting))
+        return NULL;
+    if (USI_LIKELY(tc != &sentinel.tc && id < tc->npairs))
+        return tc;
+    return tcache_make(id, freeing);
 }
 
 /* Pairs of a fresh mapping are all zero: base == top == limit (NULL), so both fast paths
