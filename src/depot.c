@@ -115,12 +115,7 @@ void usi_depot_init_cache(struct uslab_cache *c)
     c->mag_max_bytes = (size_t)c->mag_capacity * c->stride;
 }
 
-static __thread struct usi_mag_stash *tls_mag_stash __attribute__((tls_model("initial-exec")));
-
-void usi_mag_stash_use(struct usi_mag_stash *s)
-{
-    tls_mag_stash = s;
-}
+__thread struct usi_mag_stash *usi_mag_tls_stash __attribute__((tls_model("initial-exec")));
 
 /* s (the calling thread's), marked busy, where it is not busy already (a signal handler
  * nested in its change); else NULL. */
@@ -153,7 +148,7 @@ void usi_mag_stash_drain(struct usi_mag_stash *s)
 static struct usi_mag *mag_alloc(uint32_t cap)
 {
     struct uslab_cache *mc = mag_cache(cap);
-    struct usi_mag_stash *s = mc == &mag_caches[0] ? stash_enter(tls_mag_stash) : NULL;
+    struct usi_mag_stash *s = mc == &mag_caches[0] ? stash_enter(usi_mag_tls_stash) : NULL;
     if (!s)
         return usi_objects_alloc(mc);
     if (s->n == 0)
@@ -168,7 +163,7 @@ static struct usi_mag *mag_alloc(uint32_t cap)
 static void mag_free(struct usi_mag *m)
 {
     struct uslab_cache *mc = mag_cache(m->capacity);
-    struct usi_mag_stash *s = mc == &mag_caches[0] ? stash_enter(tls_mag_stash) : NULL;
+    struct usi_mag_stash *s = mc == &mag_caches[0] ? stash_enter(usi_mag_tls_stash) : NULL;
     if (!s) {
         usi_objects_unfill(mc, 1, (void *const *)&m);
         return;
@@ -397,13 +392,8 @@ static void unlock_and_kick(struct uslab_cache *c, int kick)
         usi_purge_kick();
 }
 
-struct usi_mag *usi_depot_get_full(struct uslab_cache *c, struct usi_mag *give_empty)
+struct usi_mag *usi_depot_take_full(struct uslab_cache *c, struct usi_mag *give_empty)
 {
-    /* An empty depot costs no lock (a thread's first slow paths in each class, a thread
-     * that only allocates): a magazine given meanwhile is found at the next slow path.
-     * 3,000 live threads: 4% of their instructions, and the class lock they contend for. */
-    if (!__atomic_load_n(&c->depot_nfull, __ATOMIC_RELAXED))
-        return NULL;
     usi_lock(&c->lock);
     struct usi_mag *m = lanes_pop(c->depot_full, depot_lane());
     if (m) {
@@ -508,7 +498,7 @@ int usi_depot_sheds(struct uslab_cache *c)
     return 1;
 }
 
-void usi_depot_demand(struct uslab_cache *c)
+void usi_depot_demand_slow(struct uslab_cache *c)
 {
     depot_passed_end(c);
     if (!__atomic_load_n(&c->depot_shedding, __ATOMIC_RELAXED))

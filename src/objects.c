@@ -291,7 +291,8 @@ static size_t take_raw(struct uslab_cache *c, size_t n, void **objs, int how, li
         usi_purge_starved();
         got += take_more(c, n - got, objs, got, lp, held, &fresh);
     }
-    usi_slab_populate(&fresh);
+    if (fresh.n) /* most takes reach no fresh range: no call */
+        usi_slab_populate(&fresh);
     if (c->lattice) {
         usi_slab_handout(got, objs);
         if (zero)

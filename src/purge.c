@@ -52,14 +52,9 @@ static struct {
 /* This thread's depth in sections where it must not start the purger thread: its own
  * magazine exchanges (tcache.c), which pthread_create's mallocs would nest into from a
  * handler that interrupted one. */
-static __thread int tls_no_start __attribute__((tls_model("initial-exec")));
+__thread int usi_purge_tls_no_start __attribute__((tls_model("initial-exec")));
 /* Whether this thread is the purger thread. */
 static __thread int tls_purger __attribute__((tls_model("initial-exec")));
-
-void usi_purge_no_start(int delta)
-{
-    tls_no_start += delta;
-}
 
 uint64_t usi_purge_due_ms;
 /* The next pass releases every empty slab beyond the reserves, idle or not (atomic). */
@@ -593,7 +588,8 @@ void usi_purge_kick(void)
     if (state == 0) {
         /* Not from the purger itself, inside a magazine exchange, with a uslab lock held
          * or on a signal handler's stack: a later kick starts it. */
-        if (tls_purger || tls_no_start != 0 || usi_lock_depth != 0 || usi_os_on_signal_stack()) {
+        if (tls_purger || usi_purge_tls_no_start != 0 || usi_lock_depth != 0 ||
+            usi_os_on_signal_stack()) {
             defer_start();
             return;
         }

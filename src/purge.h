@@ -74,8 +74,12 @@ void usi_purge_watch(void);
 void usi_purge_postfork_child(void);
 /* The calling thread enters (+1) or leaves (-1) a section where its kicks never start the
  * purger thread (design §3): a magazine exchange (tcache.c: pthread_create's own mallocs
- * would nest into it). */
-void usi_purge_no_start(int delta);
+ * would nest into it). Inline: two calls an exchange. */
+extern __thread int usi_purge_tls_no_start __attribute__((tls_model("initial-exec")));
+static inline void usi_purge_no_start(int delta)
+{
+    usi_purge_tls_no_start += delta;
+}
 /* Large blocks (design §8): init.c says whether glibc may be tuned to keep their memory
  * (usi_sys_may_tune_for_large). From then on uslab keeps glibc's dynamic mmap threshold
  * itself, raised at a large malloc up to twice it, or any once tuned

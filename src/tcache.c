@@ -251,7 +251,7 @@ static uint32_t start_capacity(const struct uslab_cache *c)
     return start < most ? (uint32_t)start : most ? most : 1;
 }
 
-static uint32_t pair_level(const struct uslab_cache *c, const struct usi_magpair *mp)
+static inline uint32_t pair_level(const struct uslab_cache *c, const struct usi_magpair *mp)
 {
     uint32_t most = __atomic_load_n(&c->mag_capacity, __ATOMIC_RELAXED);
     uint32_t level = mp->mag_level ? mp->mag_level : start_capacity(c);
@@ -296,8 +296,8 @@ static uint32_t fill_next(struct usi_magpair *mp, uint32_t room)
  * magazine the smaller one keeps working, where freeing it first left the thread one
  * slab-layer call per operation (under valgrind, whose address space keeps the reservation
  * from growing: concurrent frees 10 -> 3,000 ns each). */
-static struct usi_mag *fit_empty(struct uslab_cache *c, const struct usi_magpair *mp,
-                                 struct usi_mag *m)
+static inline struct usi_mag *fit_empty(struct uslab_cache *c, const struct usi_magpair *mp,
+                                        struct usi_mag *m)
 {
     USI_ASSERT(m->rounds == 0);
     uint32_t level = pair_level(c, mp);
