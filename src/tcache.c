@@ -401,8 +401,8 @@ static struct usi_tcache *tcache_map(uint32_t want_pairs)
     return tc;
 }
 
-/* The ids of tc's pairs on page `page` of it (from its start): [*first, the value
- * returned). */
+/* The ids of tc's pairs on page `page` of it (from its start) up to its last opened one:
+ * [*first, the value returned). */
 static size_t page_pair_ids(const struct usi_tcache *tc, size_t page, size_t *first)
 {
     _Static_assert(offsetof(struct usi_tcache, pairs) % sizeof(struct usi_magpair) == 0,
@@ -411,7 +411,7 @@ static size_t page_pair_ids(const struct usi_tcache *tc, size_t page, size_t *fi
     const size_t head = offsetof(struct usi_tcache, pairs) / sizeof(struct usi_magpair);
     *first = page * per_page > head ? page * per_page - head : 0;
     size_t end = (page + 1) * per_page - head;
-    return end < tc->npairs ? end : tc->npairs;
+    return end < tc->opened_end ? end : tc->opened_end; /* opened_end <= npairs */
 }
 
 /* Gives back a thread cache that no thread uses and the registry does not list. A pooled
@@ -434,6 +434,8 @@ static void tcache_unmap(struct usi_tcache *tc, int blank)
         }
         tc->pair_pages[w] = 0;
     }
+    if (blank)
+        tc->opened_end = 0;
     usi_objects_unfill(&tcache_pool, 1, (void *const *)&tc);
 }
 
@@ -468,6 +470,7 @@ static USI_NOINLINE struct usi_tcache *tcache_make(uintptr_t id, int freeing)
         usi_lock(&tc->lock);
         memcpy(fresh->pairs, tc->pairs, tc->npairs * sizeof(struct usi_magpair));
         memcpy(fresh->pair_pages, tc->pair_pages, sizeof fresh->pair_pages); /* same offsets */
+        fresh->opened_end = tc->opened_end;
         /* Passages under way (a callback grew it) end in the copy: they name their slot. */
         memcpy(fresh->limbo, tc->limbo, sizeof fresh->limbo);
         fresh->mag_stash = tc->mag_stash; /* idle: no exchange is under way (above) */
@@ -529,6 +532,9 @@ static inline void pair_open(struct usi_tcache *tc, const struct uslab_cache *c,
         uint64_t old = __atomic_load_n(word, __ATOMIC_RELAXED);
         if (!(old & bit))
             __atomic_store_n(word, old | bit, __ATOMIC_RELAXED); /* only the owner writes */
+        uint32_t id = (uint32_t)(mp - tc->pairs);
+        if (id >= tc->opened_end)
+            tc->opened_end = id + 1;
     }
 }
 
@@ -1022,6 +1028,7 @@ static int pair_holds_nothing(const struct usi_magpair *mp)
 static void tcache_flush_every(struct usi_tcache *tc, uint32_t skip)
 {
     /* Only the pages with a pair ever opened (pair_pages), a page's pairs in a row. */
+    USI_ASSERT(tc->opened_end <= tc->npairs);
     for (size_t w = 0; w < USI_TCACHE_PAGE_WORDS; w++)
         for (uint64_t bits = __atomic_load_n(&tc->pair_pages[w], __ATOMIC_RELAXED); bits;
              bits &= bits - 1) {

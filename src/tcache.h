@@ -70,7 +70,8 @@ static inline struct usi_mag *usi_pair_loaded(const struct usi_magpair *mp)
  * (the fast path). `lock` is taken by the owner when it changes its layout (grows) or
  * moves magazines out of a pair, and by other threads that must reach into it (cache
  * destroy, fork): those only touch pairs of a cache that the owner, by contract, is not
- * using. Invariant: npairs > USI_RESERVED_IDS, pairs_bytes = npairs * sizeof(pair).
+ * using. Invariant: npairs > USI_RESERVED_IDS, pairs_bytes = npairs * sizeof(pair),
+ * opened_end <= npairs, and every pair from opened_end on is blank.
  */
 struct usi_tcache {
     usi_mutex lock;
@@ -78,6 +79,10 @@ struct usi_tcache {
     size_t map_bytes;                       /* 0 for the static sentinel */
     size_t pairs_bytes;                     /* npairs * sizeof(struct usi_magpair) */
     uint32_t npairs;
+    /* One past the highest id of a pair opened on this cache (pair_pages' companion, kept
+     * and cleared with it): its flushes look no further, so a thread that used a few small
+     * classes looks at a few pairs at its exit, not at every pair of a page. */
+    uint32_t opened_end;
     /* id of the pair a lockless (nested, signal handler) exchange of its owner is changing,
      * 0: none; a fork child leaves that pair alone (§7) */
     uint32_t exchanging;
