@@ -24,8 +24,12 @@
  * for openat (a sandbox that allows only what it needs), and a report of a debug check,
  * or the leak report at exit, then ended the process with SIGSYS instead.
  *
+ * A report that names many frames opens a cache first (usi_symbols_begin): the mappings
+ * found, the files mapped and their functions sorted by address stay until it ends, so
+ * /proc/self/maps is read and each file opened a few times a report, not once a frame.
+ *
  * Rules: never allocates from uslab or malloc (scratch memory is one anonymous mapping per
- * call, the file is mapped), takes no lock and uses no stdio, so it works in a signal
+ * call or per cache, the file is mapped), takes no lock and uses no stdio, so it works in a signal
  * handler that interrupted malloc and while a report holds uslab's locks; only the os
  * layer's calls reach the kernel. Everything read from a file is bounds-checked: a
  * truncated or hostile file gives a plainer answer, never a crash. A compressed section
@@ -321,6 +325,115 @@ static const char *function_in_table(const struct elf_image *e, const elf_sectio
         return (const char *)strs + at;
     }
     return NULL;
+}
+
+/* A file's function symbols sorted by address, for a report's many lookups (struct
+ * usi_symbols_cache). rank orders them as function_in_table's scans would meet them, .symtab
+ * before .dynsym: among the symbols that hold an address the lowest rank is the answer, so
+ * both ways name a frame alike. Invariant: entries sorted by start; reach is the largest end
+ * of this entry and those before it, so a scan back from the last start at or below an
+ * address can stop at the first reach at or below it. */
+struct fn_entry {
+    uint64_t start, end, reach, rank;
+    const char *name;
+};
+
+struct fn_index {
+    struct fn_entry *e;
+    size_t n, bytes; /* bytes: the mapping's size; 0 with e NULL: none could be made */
+};
+
+/* Appends (or, with out NULL, counts) the functions of a symbol table that
+ * function_in_table could name: defined, sized, their name inside the string table. */
+static size_t index_table(const struct elf_image *e, const elf_section_header *table,
+                          uint64_t rank_base, struct fn_entry *out)
+{
+    const unsigned char *syms, *strs;
+    size_t syms_size, strs_size, n = 0;
+    if (!table || table->sh_entsize != sizeof(elf_symbol) || table->sh_link >= e->nsections ||
+        !section_bytes(e, table, &syms, &syms_size) ||
+        !section_bytes(e, &e->sections[table->sh_link], &strs, &strs_size) ||
+        ((uintptr_t)syms % _Alignof(elf_symbol)) != 0)
+        return 0;
+    const elf_symbol *sym = (const void *)syms;
+    for (size_t i = 0; i < syms_size / sizeof *sym; i++) {
+        unsigned type = ELF64_ST_TYPE(sym[i].st_info);
+        size_t at = sym[i].st_name;
+        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym[i].st_shndx == SHN_UNDEF ||
+            sym[i].st_size == 0 || sym[i].st_value + sym[i].st_size < sym[i].st_value || at == 0 ||
+            at >= strs_size || !memchr(strs + at, '\0', strs_size - at))
+            continue;
+        if (out)
+            out[n] = (struct fn_entry){sym[i].st_value, sym[i].st_value + sym[i].st_size, 0,
+                                       rank_base + i, (const char *)strs + at};
+        n++;
+    }
+    return n;
+}
+
+static int fn_before(const struct fn_entry *a, const struct fn_entry *b)
+{
+    return a->start < b->start || (a->start == b->start && a->rank < b->rank);
+}
+
+/* Heapsort: no allocation, and no worst case (glibc's qsort may call malloc). */
+static void fn_sift(struct fn_entry *e, size_t root, size_t n)
+{
+    for (size_t child; (child = 2 * root + 1) < n; root = child) {
+        if (child + 1 < n && fn_before(&e[child], &e[child + 1]))
+            child++;
+        if (!fn_before(&e[root], &e[child]))
+            return;
+        struct fn_entry t = e[root];
+        e[root] = e[child];
+        e[child] = t;
+    }
+}
+
+static void fn_index_build(struct fn_index *x, const struct elf_image *e)
+{
+    const elf_section_header *symtab = find_section(e, ".symtab"), *dynsym;
+    dynsym = find_section(e, ".dynsym");
+    size_t n = index_table(e, symtab, 0, NULL) + index_table(e, dynsym, 1ull << 32, NULL);
+    x->bytes = n * sizeof *x->e;
+    x->e = n ? usi_os_map(x->bytes) : NULL;
+    if (!x->e) {
+        x->n = x->bytes = 0;
+        return;
+    }
+    x->n = index_table(e, symtab, 0, x->e);
+    x->n += index_table(e, dynsym, 1ull << 32, x->e + x->n);
+    for (size_t i = x->n / 2; i-- > 0;)
+        fn_sift(x->e, i, x->n);
+    for (size_t i = x->n; i-- > 1;) {
+        struct fn_entry t = x->e[0];
+        x->e[0] = x->e[i];
+        x->e[i] = t;
+        fn_sift(x->e, 0, i);
+    }
+    for (size_t i = 0; i < x->n; i++)
+        x->e[i].reach = i && x->e[i - 1].reach > x->e[i].end ? x->e[i - 1].reach : x->e[i].end;
+}
+
+/* function_in_table's answer over both tables, from the index. */
+static const char *fn_index_find(const struct fn_index *x, uint64_t vaddr, uint64_t *offset)
+{
+    size_t lo = 0, hi = x->n; /* the first entry that starts above vaddr */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (x->e[mid].start <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const struct fn_entry *best = NULL;
+    for (size_t i = lo; i-- > 0 && x->e[i].reach > vaddr;)
+        if (vaddr < x->e[i].end && (!best || x->e[i].rank < best->rank))
+            best = &x->e[i];
+    if (!best)
+        return NULL;
+    *offset = vaddr - best->start;
+    return best->name;
 }
 
 /* ---- DWARF line-number programs (.debug_line, DWARF 2 to 5) ---------------------------- */
@@ -709,17 +822,25 @@ static int line_of(const struct debug_sections *d, uint64_t vaddr, const char **
 
 /* ---- a frame as text ------------------------------------------------------------------- */
 
-/* Describes vaddr of the mapped file into t; 0 if the file is not a usable ELF file. */
+/* Describes vaddr of the mapped file into t; 0 if the file is not a usable ELF file. With
+ * index (a report's cache), its functions are looked up there, sorted on first use. */
 static int describe_in_file(struct text *t, const void *base, size_t size, uint64_t file_offset,
-                            const char *object)
+                            const char *object, struct fn_index *index)
 {
     struct elf_image e;
     uint64_t vaddr, offset = 0;
     if (!elf_open(&e, base, size) || !file_offset_to_vaddr(&e, file_offset, &vaddr))
         return 0;
-    const char *function = function_in_table(&e, find_section(&e, ".symtab"), vaddr, &offset);
-    if (!function)
-        function = function_in_table(&e, find_section(&e, ".dynsym"), vaddr, &offset);
+    if (index && !index->e && !index->bytes)
+        fn_index_build(index, &e);
+    const char *function;
+    if (index && index->e) {
+        function = fn_index_find(index, vaddr, &offset);
+    } else {
+        function = function_in_table(&e, find_section(&e, ".symtab"), vaddr, &offset);
+        if (!function)
+            function = function_in_table(&e, find_section(&e, ".dynsym"), vaddr, &offset);
+    }
     struct debug_sections d = {0};
     const elf_section_header *sh;
     const char *file = NULL;
@@ -776,6 +897,150 @@ static int object_holding(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
+/* ---- a report's cache ------------------------------------------------------------------ */
+
+#define CACHE_MAPPINGS 32 /* the mappings found so far (a report's stacks touch a few) */
+#define CACHE_FILES    8  /* the files kept mapped, with their sorted functions */
+
+struct cached_file {
+    const void *image; /* NULL: a free slot */
+    struct usi_os_file file;
+    struct fn_index functions;
+};
+
+/* What usi_symbols_begin opens for the calling thread: the mappings found in
+ * /proc/self/maps and the files mapped so far stay until usi_symbols_end, so a report of
+ * thousands of frames reads maps and opens each file a few times, not once a frame.
+ * Invariant: `busy` while a describe uses it, so that a signal handler's report in the middle
+ * of it takes the one-shot path instead; slots are reused in turn (`next_*`). */
+struct usi_symbols_cache {
+    struct usi_symbols_cache *outer; /* the thread's cache before this one */
+    int seccomp, busy;
+    struct mapping maps[CACHE_MAPPINGS];
+    char paths[CACHE_MAPPINGS][PATH_BYTES];
+    size_t nmaps, next_map, next_file;
+    struct cached_file files[CACHE_FILES];
+    struct scratch scratch;
+};
+
+static __thread struct usi_symbols_cache *tls_cache __attribute__((tls_model("initial-exec")));
+
+#ifdef USLAB_ASSERTS
+unsigned long usi_symbols_files_mapped; /* test builds: files mapped to describe a pc */
+#endif
+
+static void drop_file(struct cached_file *f)
+{
+    if (f->functions.e)
+        usi_os_unmap(f->functions.e, f->functions.bytes);
+    if (f->image)
+        usi_os_unmap_file(f->image, f->file.size);
+    memset(f, 0, sizeof *f);
+}
+
+struct usi_symbols_cache *usi_symbols_begin(void)
+{
+    struct usi_symbols_cache *c = usi_os_map(sizeof *c);
+    if (!c)
+        return NULL;
+    int saved_errno = errno;
+    c->outer = tls_cache;
+    c->seccomp = usi_os_seccomp_mode();
+    errno = saved_errno;
+    tls_cache = c;
+    return c;
+}
+
+void usi_symbols_end(struct usi_symbols_cache *c)
+{
+    if (!c)
+        return;
+    int saved_errno = errno;
+    tls_cache = c->outer;
+    for (size_t i = 0; i < CACHE_FILES; i++)
+        drop_file(&c->files[i]);
+    usi_os_unmap(c, sizeof *c);
+    errno = saved_errno;
+}
+
+/* The thread's cache, marked busy; NULL where there is none or it is in use (a signal
+ * handler's report interrupted a describe). */
+static struct usi_symbols_cache *cache_take(void)
+{
+    struct usi_symbols_cache *c = tls_cache;
+    if (!c || c->busy)
+        return NULL;
+    c->busy = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    return c;
+}
+
+static void cache_give(struct usi_symbols_cache *c)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (c)
+        c->busy = 0;
+}
+
+/* find_mapping, remembered: 1 and *m (its path in the cache or in s), or 0. */
+static int lookup_mapping(struct usi_symbols_cache *c, struct scratch *s, uint64_t pc,
+                          struct mapping *m)
+{
+    if (!c)
+        return find_mapping(pc, m, s);
+    for (size_t i = 0; i < c->nmaps; i++)
+        if (pc >= c->maps[i].start && pc < c->maps[i].end) {
+            *m = c->maps[i];
+            return 1;
+        }
+    if (!find_mapping(pc, m, &c->scratch))
+        return 0;
+    size_t i = c->next_map++ % CACHE_MAPPINGS;
+    memcpy(c->paths[i], m->path, strlen(m->path) + 1);
+    m->path = c->paths[i];
+    c->maps[i] = *m;
+    c->nmaps += c->nmaps < CACHE_MAPPINGS;
+    return 1;
+}
+
+/* The file mapped at m, mapped read-only (or NULL: it cannot be, or the file at that path is
+ * no longer the one mapped); *kept: the cache's entry, or NULL where the caller unmaps it. */
+static const void *map_object(struct usi_symbols_cache *c, const struct mapping *m,
+                              struct usi_os_file *f, struct cached_file **kept)
+{
+    *kept = NULL;
+    for (size_t i = 0; c && i < CACHE_FILES; i++) {
+        struct cached_file *cf = &c->files[i];
+        if (cf->image && cf->file.inode == m->inode && cf->file.device_major == m->device_major &&
+            cf->file.device_minor == m->device_minor) {
+            *f = cf->file;
+            *kept = cf;
+            return cf->image;
+        }
+    }
+    int fd = usi_os_open_ro(m->path);
+    const void *image = fd >= 0 ? usi_os_map_file(fd, f) : NULL;
+    usi_os_close(fd);
+    if (!image)
+        return NULL;
+#ifdef USLAB_ASSERTS
+    __atomic_fetch_add(&usi_symbols_files_mapped, 1, __ATOMIC_RELAXED);
+#endif
+    if (f->inode != m->inode || f->device_major != m->device_major ||
+        f->device_minor != m->device_minor) {
+        usi_os_unmap_file(image, f->size);
+        return NULL;
+    }
+    if (c) {
+        struct cached_file *cf = &c->files[c->next_file++ % CACHE_FILES];
+        drop_file(cf);
+        cf->image = image;
+        cf->file = *f;
+        *kept = cf;
+    }
+    return image;
+}
+
 void usi_symbols_describe(const void *pc, char *buf, size_t len)
 {
     if (len == 0)
@@ -784,7 +1049,8 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
     struct text t = {buf, len, 0};
     struct mapping m;
     buf[0] = '\0';
-    if (usi_os_seccomp_mode() != 0) {
+    struct usi_symbols_cache *c = cache_take();
+    if ((c ? c->seccomp : usi_os_seccomp_mode()) != 0) {
         /* No file: "object+0xaddress" (its address in the object, as addr2line takes it;
          * the program, whose dynamic-linker name is empty, as "program"), or bare. */
         struct holder h = {(uintptr_t)pc, 0, NULL};
@@ -796,11 +1062,12 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
         } else {
             text_hex(&t, (uintptr_t)pc);
         }
+        cache_give(c);
         errno = saved_errno;
         return;
     }
-    struct scratch *s = usi_os_map(sizeof *s);
-    if (!s || !find_mapping((uintptr_t)pc, &m, s)) {
+    struct scratch *s = c ? NULL : usi_os_map(sizeof *s);
+    if ((!c && !s) || !lookup_mapping(c, s, (uintptr_t)pc, &m)) {
         text_hex(&t, (uintptr_t)pc);
     } else if (m.path[0] == '[') { /* a mapping the kernel names: "[vdso]+0x.." */
         text_str(&t, m.path);
@@ -812,43 +1079,44 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
         const char *object = base_name(m.path);
         uint64_t file_offset = (uintptr_t)pc - m.start + m.file_offset;
         struct usi_os_file f;
-        int fd = usi_os_open_ro(m.path);
-        const void *image = fd >= 0 ? usi_os_map_file(fd, &f) : NULL;
-        usi_os_close(fd);
-        /* The file at that path now must be the one mapped (not a rebuilt program). */
-        int same = image && f.inode == m.inode && f.device_major == m.device_major &&
-                   f.device_minor == m.device_minor;
-        if (!same || !describe_in_file(&t, image, f.size, file_offset, object)) {
+        struct cached_file *kept;
+        const void *image = map_object(c, &m, &f, &kept);
+        if (!image || !describe_in_file(&t, image, f.size, file_offset, object,
+                                        kept ? &kept->functions : NULL)) {
             text_str(&t, object); /* the file offset: what a disassembly of the file shows */
             text_str(&t, "+");
             text_hex(&t, file_offset);
         }
-        if (image)
+        if (image && !kept)
             usi_os_unmap_file(image, f.size);
     }
     if (s)
         usi_os_unmap(s, sizeof *s);
+    cache_give(c);
     errno = saved_errno;
 }
 
 uint64_t usi_symbols_file_id(const void *pc)
 {
     int saved_errno = errno;
-    if (usi_os_seccomp_mode() != 0) {
+    struct usi_symbols_cache *c = cache_take();
+    uint64_t id = 0;
+    if ((c ? c->seccomp : usi_os_seccomp_mode()) != 0) {
         /* No file under a filter: the loaded object, found in the dynamic linker's list
          * (memory only), tells uslab's own frames from the program's as well. */
         struct holder h = {(uintptr_t)pc, 0, NULL};
         dl_iterate_phdr(object_holding, &h);
-        errno = saved_errno;
-        return h.base ? usi_mix64(h.base) | 1 : 0;
+        id = h.base ? usi_mix64(h.base) | 1 : 0;
+    } else {
+        struct mapping m;
+        struct scratch *s = c ? NULL : usi_os_map(sizeof *s);
+        if ((c || s) && lookup_mapping(c, s, (uintptr_t)pc, &m) && m.path[0] == '/')
+            id =
+                usi_mix64(m.inode ^ usi_mix64((uint64_t)m.device_major << 32 | m.device_minor)) | 1;
+        if (s)
+            usi_os_unmap(s, sizeof *s);
     }
-    struct mapping m;
-    uint64_t id = 0;
-    struct scratch *s = usi_os_map(sizeof *s);
-    if (s && find_mapping((uintptr_t)pc, &m, s) && m.path[0] == '/')
-        id = usi_mix64(m.inode ^ usi_mix64((uint64_t)m.device_major << 32 | m.device_minor)) | 1;
-    if (s)
-        usi_os_unmap(s, sizeof *s);
+    cache_give(c);
     errno = saved_errno;
     return id;
 }
