@@ -226,6 +226,9 @@ static inline int usi_trylock_for(usi_mutex *m, unsigned ms)
  * usi_os_futex_wake of n waiters on it; a signal may end it sooner. Both keep errno. */
 void usi_os_futex_wait(int *word, int val, unsigned ms);
 void usi_os_futex_wake(int *word, int n);
+/* The calling thread's kernel id, asked once a thread and again in a fork child (a child
+ * made without the fork handlers, by a raw clone, keeps its parent's); 0 under strict
+ * seccomp mode for a thread that never asked before. */
 uint32_t usi_os_gettid(void);
 /* After fork, in the child: the thread holds no uslab lock any more. */
 void usi_os_postfork_child(void);
