@@ -751,9 +751,8 @@ void usi_debug_postfork(int child)
  */
 #define LEAK_SITES   (1u << 16) /* at most half of them used */
 #define LEAK_PARTS   (1u << 15)
-#define LEAK_MEMO    4096u /* own_frame answers by pc: a few distinct pcs in practice */
-#define LEAK_SKIPPED 64u   /* names of what was not scanned; more are only counted */
-#define LEAK_LOCK_MS 20u   /* how long a busy lock is tried before it is given up */
+#define LEAK_SKIPPED 64u /* names of what was not scanned; more are only counted */
+#define LEAK_LOCK_MS 20u /* how long a busy lock is tried before it is given up */
 
 /* The name the system allocator's blocks are listed under; "every slab cache" is what the
  * registry walk skips when the registry lock is busy ("*", as a glob of USLAB_DEBUG). */
@@ -774,15 +773,9 @@ struct leak_site {
     size_t count, bytes;
 };
 
-struct leak_memo {
-    const void *pc;
-    int own;
-};
-
 struct leak_table {
     struct leak_site *sites;
     struct leak_part *parts;
-    struct leak_memo *memo;
     const char **skipped;
     uint32_t *order; /* sites' indices, largest first, for printing */
     size_t nsites, nparts, nskipped, objects, bytes;
@@ -799,24 +792,6 @@ static uint64_t stack_hash(void *const *stack, uint32_t depth)
     return h;
 }
 
-/* own_frame, remembered per pc: it reads /proc/self/maps, and every leaked object's stack
- * starts with the same few frames of uslab. */
-static int own_frame_memo(struct leak_table *lt, void *pc)
-{
-    size_t i = (size_t)usi_mix64((uint64_t)(uintptr_t)pc) & (LEAK_MEMO - 1);
-    for (size_t probes = 0; probes < LEAK_MEMO; probes++, i = (i + 1) & (LEAK_MEMO - 1)) {
-        struct leak_memo *m = &lt->memo[i];
-        if (m->pc == pc && pc)
-            return m->own;
-        if (!m->pc) {
-            m->pc = pc;
-            m->own = own_frame(pc);
-            return m->own;
-        }
-    }
-    return own_frame(pc);
-}
-
 static void leak_skipped(struct leak_table *lt, const char *what)
 {
     if (lt->nskipped < LEAK_SKIPPED)
@@ -831,7 +806,7 @@ static void leak_add(struct leak_table *lt, const char *cache, size_t order, con
 {
     /* A track overwritten by the program may hold any depth: the copy below stays inside. */
     uint32_t all = t->depth < TRACK_DEPTH ? t->depth : TRACK_DEPTH, first = 0;
-    while (first + 1 < all && own_frame_memo(lt, t->stack[first]))
+    while (first + 1 < all && own_frame(t->stack[first]))
         first++; /* as first_shown does */
     void *const *stack = t->stack + first;
     uint32_t depth = all - first;
@@ -1057,9 +1032,8 @@ void usi_debug_leak_report(void)
     struct usi_symbols_cache *names = usi_symbols_begin();
     size_t sites = LEAK_SITES * sizeof(struct leak_site);
     size_t parts = LEAK_PARTS * sizeof(struct leak_part);
-    size_t memo = LEAK_MEMO * sizeof(struct leak_memo);
     size_t skipped = LEAK_SKIPPED * sizeof(const char *);
-    size_t bytes = sites + parts + memo + skipped + LEAK_SITES / 2 * sizeof(uint32_t);
+    size_t bytes = sites + parts + skipped + LEAK_SITES / 2 * sizeof(uint32_t);
     char *mem = usi_os_map(bytes);
     if (!mem) { /* say so: silence would read as "no leaks" */
         out("uslab: leak report: no memory for its table\n");
@@ -1069,9 +1043,8 @@ void usi_debug_leak_report(void)
     struct leak_table lt = {
         .sites = (struct leak_site *)(void *)mem,
         .parts = (struct leak_part *)(void *)(mem + sites),
-        .memo = (struct leak_memo *)(void *)(mem + sites + parts),
-        .skipped = (const char **)(void *)(mem + sites + parts + memo),
-        .order = (uint32_t *)(void *)(mem + sites + parts + memo + skipped),
+        .skipped = (const char **)(void *)(mem + sites + parts),
+        .order = (uint32_t *)(void *)(mem + sites + parts + skipped),
     };
     if (usi_registry_try_each(leak_scan_cache, &lt, LEAK_LOCK_MS) != 0)
         leak_skipped(&lt, every_cache);
