@@ -12,10 +12,10 @@
  * pc's file offset gives its address in the ELF file through the PT_LOAD program header
  * that covers it (so PIE and non-PIE objects alike, with no load bias to compute). The
  * function is the STT_FUNC symbol of .symtab (static functions included), else of .dynsym,
- * whose range holds that address. The line is found by running every line-number program
- * of .debug_line (DWARF 2 to 5) until a row range holds the address; the file name comes
- * from the program's file table (v5: entries described by their own formats, names in
- * .debug_line_str or .debug_str or inline).
+ * whose range holds that address (both sorted by address once a file: fn_index). The line is found
+ * by running every line-number program of .debug_line (DWARF 2 to 5) until a row range holds the
+ * address; the file name comes from the program's file table (v5: entries described by their own
+ * formats, names in .debug_line_str or .debug_str or inline).
  *
  * Under a seccomp filter (usi_os_seccomp_mode asks the kernel: prctl, else /proc) no file
  * is opened: an address is named "object+0xaddress"
@@ -24,12 +24,13 @@
  * for openat (a sandbox that allows only what it needs), and a report of a debug check,
  * or the leak report at exit, then ended the process with SIGSYS instead.
  *
- * A report that names many frames opens a cache first (usi_symbols_begin): the mappings
- * found, the files mapped and their functions sorted by address stay until it ends, so
- * /proc/self/maps is read and each file opened a few times a report, not once a frame.
+ * Each call keeps what it read in a cache of its own; a report that names many frames opens
+ * one for all of them (usi_symbols_begin), so /proc/self/maps is read and each file opened a
+ * few times a report, not once a frame.
  *
- * Rules: never allocates from uslab or malloc (scratch memory is one anonymous mapping per
- * call or per cache, the file is mapped), takes no lock and uses no stdio, so it works in a signal
+ * Rules: never allocates from uslab or malloc (scratch memory is the cache, one anonymous
+ * mapping, a file is mapped and its sorted functions are one more), takes no lock and uses
+ * no stdio, so it works in a signal
  * handler that interrupted malloc and while a report holds uslab's locks; only the os
  * layer's calls reach the kernel. Everything read from a file is bounds-checked: a
  * truncated or hostile file gives a plainer answer, never a crash. A compressed section
@@ -98,7 +99,8 @@ static const char *base_name(const char *path)
 #define PATH_BYTES 4096
 #define MAPS_BYTES 8192 /* longer than any line: a path is at most PATH_BYTES */
 
-/* Memory for one lookup, mapped per call: the stack of a signal handler may be small. */
+/* Memory for reading /proc/self/maps, in the cache (not on the stack: a signal handler's
+ * may be small). */
 struct scratch {
     char maps[MAPS_BYTES];
     char path[PATH_BYTES];
@@ -301,50 +303,25 @@ static int file_offset_to_vaddr(const struct elf_image *e, uint64_t offset, uint
     return 0;
 }
 
-/* The function of a symbol table whose [st_value, st_value + st_size) holds vaddr. */
-static const char *function_in_table(const struct elf_image *e, const elf_section_header *table,
-                                     uint64_t vaddr, uint64_t *offset)
-{
-    const unsigned char *syms, *strs;
-    size_t syms_size, strs_size;
-    if (!table || table->sh_entsize != sizeof(elf_symbol) || table->sh_link >= e->nsections ||
-        !section_bytes(e, table, &syms, &syms_size) ||
-        !section_bytes(e, &e->sections[table->sh_link], &strs, &strs_size) ||
-        ((uintptr_t)syms % _Alignof(elf_symbol)) != 0)
-        return NULL;
-    const elf_symbol *sym = (const void *)syms;
-    for (size_t i = 0; i < syms_size / sizeof *sym; i++) {
-        unsigned type = ELF64_ST_TYPE(sym[i].st_info);
-        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym[i].st_shndx == SHN_UNDEF ||
-            vaddr < sym[i].st_value || vaddr - sym[i].st_value >= sym[i].st_size)
-            continue;
-        size_t at = sym[i].st_name;
-        if (at == 0 || at >= strs_size || !memchr(strs + at, '\0', strs_size - at))
-            continue;
-        *offset = vaddr - sym[i].st_value;
-        return (const char *)strs + at;
-    }
-    return NULL;
-}
-
-/* A file's function symbols sorted by address, for a report's many lookups (struct
- * usi_symbols_cache). rank orders them as function_in_table's scans would meet them, .symtab
- * before .dynsym: among the symbols that hold an address the lowest rank is the answer, so
- * both ways name a frame alike. Invariant: entries sorted by start; reach is the largest end
- * of this entry and those before it, so a scan back from the last start at or below an
- * address can stop at the first reach at or below it. */
+/* A file's function symbols (STT_FUNC, of .symtab, else of .dynsym) sorted by address, made on
+ * a file's first lookup (struct usi_symbols_cache). rank is the order of a scan of .symtab then
+ * .dynsym: among the symbols that hold an address, the lowest rank names it. Invariant:
+ * entries sorted by start; reach is the largest end of this entry and those before it, so a
+ * scan back from the last start at or below an address stops at the first reach at or
+ * below it. */
 struct fn_entry {
     uint64_t start, end, reach, rank;
     const char *name;
 };
 
 struct fn_index {
-    struct fn_entry *e;
-    size_t n, bytes; /* bytes: the mapping's size; 0 with e NULL: none could be made */
+    struct fn_entry *e; /* NULL: no function, or no memory for them */
+    size_t n, bytes;    /* bytes: the mapping's size */
+    int built;
 };
 
-/* Appends (or, with out NULL, counts) the functions of a symbol table that
- * function_in_table could name: defined, sized, their name inside the string table. */
+/* Appends (or, with out NULL, counts) the functions of a symbol table that can name an
+ * address: defined, sized, their name inside the string table. */
 static size_t index_table(const struct elf_image *e, const elf_section_header *table,
                           uint64_t rank_base, struct fn_entry *out)
 {
@@ -395,6 +372,7 @@ static void fn_index_build(struct fn_index *x, const struct elf_image *e)
     const elf_section_header *symtab = find_section(e, ".symtab"), *dynsym;
     dynsym = find_section(e, ".dynsym");
     size_t n = index_table(e, symtab, 0, NULL) + index_table(e, dynsym, 1ull << 32, NULL);
+    x->built = 1;
     x->bytes = n * sizeof *x->e;
     x->e = n ? usi_os_map(x->bytes) : NULL;
     if (!x->e) {
@@ -415,7 +393,7 @@ static void fn_index_build(struct fn_index *x, const struct elf_image *e)
         x->e[i].reach = i && x->e[i - 1].reach > x->e[i].end ? x->e[i - 1].reach : x->e[i].end;
 }
 
-/* function_in_table's answer over both tables, from the index. */
+/* The function whose range holds vaddr (and vaddr's offset in it), or NULL. */
 static const char *fn_index_find(const struct fn_index *x, uint64_t vaddr, uint64_t *offset)
 {
     size_t lo = 0, hi = x->n; /* the first entry that starts above vaddr */
@@ -822,8 +800,8 @@ static int line_of(const struct debug_sections *d, uint64_t vaddr, const char **
 
 /* ---- a frame as text ------------------------------------------------------------------- */
 
-/* Describes vaddr of the mapped file into t; 0 if the file is not a usable ELF file. With
- * index (a report's cache), its functions are looked up there, sorted on first use. */
+/* Describes vaddr of the mapped file into t; 0 if the file is not a usable ELF file. Its
+ * functions are looked up in index, sorted on first use. */
 static int describe_in_file(struct text *t, const void *base, size_t size, uint64_t file_offset,
                             const char *object, struct fn_index *index)
 {
@@ -831,16 +809,9 @@ static int describe_in_file(struct text *t, const void *base, size_t size, uint6
     uint64_t vaddr, offset = 0;
     if (!elf_open(&e, base, size) || !file_offset_to_vaddr(&e, file_offset, &vaddr))
         return 0;
-    if (index && !index->e && !index->bytes)
+    if (!index->built)
         fn_index_build(index, &e);
-    const char *function;
-    if (index && index->e) {
-        function = fn_index_find(index, vaddr, &offset);
-    } else {
-        function = function_in_table(&e, find_section(&e, ".symtab"), vaddr, &offset);
-        if (!function)
-            function = function_in_table(&e, find_section(&e, ".dynsym"), vaddr, &offset);
-    }
+    const char *function = index->e ? fn_index_find(index, vaddr, &offset) : NULL;
     struct debug_sections d = {0};
     const elf_section_header *sh;
     const char *file = NULL;
@@ -897,7 +868,7 @@ static int object_holding(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-/* ---- a report's cache ------------------------------------------------------------------ */
+/* ---- the cache ------------------------------------------------------------------------- */
 
 #define CACHE_MAPPINGS 32 /* the mappings found so far (a report's stacks touch a few) */
 #define CACHE_FILES    8  /* the files kept mapped, with their sorted functions */
@@ -908,11 +879,12 @@ struct cached_file {
     struct fn_index functions;
 };
 
-/* What usi_symbols_begin opens for the calling thread: the mappings found in
- * /proc/self/maps and the files mapped so far stay until usi_symbols_end, so a report of
- * thousands of frames reads maps and opens each file a few times, not once a frame.
- * Invariant: `busy` while a describe uses it, so that a signal handler's report in the middle
- * of it takes the one-shot path instead; slots are reused in turn (`next_*`). */
+/* What a lookup reads, kept: the mappings found in /proc/self/maps and the files mapped with
+ * their functions sorted. Each call makes one for itself, unless its thread opened one with
+ * usi_symbols_begin, which then serves every call until usi_symbols_end: a report of thousands
+ * of frames reads maps and opens each file a few times, not once a frame. Invariant: `busy`
+ * while a call uses it, so that a signal handler's report in the middle of one makes its own;
+ * slots are reused in turn (`next_*`). */
 struct usi_symbols_cache {
     struct usi_symbols_cache *outer; /* the thread's cache before this one */
     int seccomp, busy;
@@ -929,25 +901,35 @@ static __thread struct usi_symbols_cache *tls_cache __attribute__((tls_model("in
 unsigned long usi_symbols_files_mapped; /* test builds: files mapped to describe a pc */
 #endif
 
-static void drop_file(struct cached_file *f)
+static struct usi_symbols_cache *cache_new(void)
 {
-    if (f->functions.e)
-        usi_os_unmap(f->functions.e, f->functions.bytes);
-    if (f->image)
-        usi_os_unmap_file(f->image, f->file.size);
-    memset(f, 0, sizeof *f);
+    struct usi_symbols_cache *c = usi_os_map(sizeof *c);
+    if (c)
+        c->seccomp = usi_os_seccomp_mode();
+    return c;
+}
+
+static void cache_free(struct usi_symbols_cache *c)
+{
+    for (size_t i = 0; i < CACHE_FILES; i++) {
+        struct cached_file *f = &c->files[i];
+        if (f->functions.e)
+            usi_os_unmap(f->functions.e, f->functions.bytes);
+        if (f->image)
+            usi_os_unmap_file(f->image, f->file.size);
+    }
+    usi_os_unmap(c, sizeof *c);
 }
 
 struct usi_symbols_cache *usi_symbols_begin(void)
 {
-    struct usi_symbols_cache *c = usi_os_map(sizeof *c);
-    if (!c)
-        return NULL;
     int saved_errno = errno;
-    c->outer = tls_cache;
-    c->seccomp = usi_os_seccomp_mode();
+    struct usi_symbols_cache *c = cache_new();
+    if (c) {
+        c->outer = tls_cache;
+        tls_cache = c;
+    }
     errno = saved_errno;
-    tls_cache = c;
     return c;
 }
 
@@ -957,37 +939,34 @@ void usi_symbols_end(struct usi_symbols_cache *c)
         return;
     int saved_errno = errno;
     tls_cache = c->outer;
-    for (size_t i = 0; i < CACHE_FILES; i++)
-        drop_file(&c->files[i]);
-    usi_os_unmap(c, sizeof *c);
+    cache_free(c);
     errno = saved_errno;
 }
 
-/* The thread's cache, marked busy; NULL where there is none or it is in use (a signal
- * handler's report interrupted a describe). */
-static struct usi_symbols_cache *cache_take(void)
+/* The thread's cache, marked busy, or one of the call's own (*own; NULL: no memory). */
+static struct usi_symbols_cache *cache_take(struct usi_symbols_cache **own)
 {
     struct usi_symbols_cache *c = tls_cache;
+    *own = NULL;
     if (!c || c->busy)
-        return NULL;
+        return *own = cache_new();
     c->busy = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     return c;
 }
 
-static void cache_give(struct usi_symbols_cache *c)
+static void cache_give(struct usi_symbols_cache *c, struct usi_symbols_cache *own)
 {
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    if (c)
+    if (own)
+        cache_free(own);
+    else if (c)
         c->busy = 0;
 }
 
-/* find_mapping, remembered: 1 and *m (its path in the cache or in s), or 0. */
-static int lookup_mapping(struct usi_symbols_cache *c, struct scratch *s, uint64_t pc,
-                          struct mapping *m)
+/* find_mapping, remembered: 1 and *m (its path in the cache), or 0. */
+static int lookup_mapping(struct usi_symbols_cache *c, uint64_t pc, struct mapping *m)
 {
-    if (!c)
-        return find_mapping(pc, m, s);
     for (size_t i = 0; i < c->nmaps; i++)
         if (pc >= c->maps[i].start && pc < c->maps[i].end) {
             *m = c->maps[i];
@@ -1003,42 +982,37 @@ static int lookup_mapping(struct usi_symbols_cache *c, struct scratch *s, uint64
     return 1;
 }
 
-/* The file mapped at m, mapped read-only (or NULL: it cannot be, or the file at that path is
- * no longer the one mapped); *kept: the cache's entry, or NULL where the caller unmaps it. */
-static const void *map_object(struct usi_symbols_cache *c, const struct mapping *m,
-                              struct usi_os_file *f, struct cached_file **kept)
+/* The file mapped at m, kept mapped in the cache; NULL if it cannot be mapped, or the file at
+ * that path is no longer the one mapped. */
+static struct cached_file *map_object(struct usi_symbols_cache *c, const struct mapping *m)
 {
-    *kept = NULL;
-    for (size_t i = 0; c && i < CACHE_FILES; i++) {
+    for (size_t i = 0; i < CACHE_FILES; i++) {
         struct cached_file *cf = &c->files[i];
         if (cf->image && cf->file.inode == m->inode && cf->file.device_major == m->device_major &&
-            cf->file.device_minor == m->device_minor) {
-            *f = cf->file;
-            *kept = cf;
-            return cf->image;
-        }
+            cf->file.device_minor == m->device_minor)
+            return cf;
     }
+    struct usi_os_file f;
     int fd = usi_os_open_ro(m->path);
-    const void *image = fd >= 0 ? usi_os_map_file(fd, f) : NULL;
+    const void *image = fd >= 0 ? usi_os_map_file(fd, &f) : NULL;
     usi_os_close(fd);
     if (!image)
         return NULL;
 #ifdef USLAB_ASSERTS
     __atomic_fetch_add(&usi_symbols_files_mapped, 1, __ATOMIC_RELAXED);
 #endif
-    if (f->inode != m->inode || f->device_major != m->device_major ||
-        f->device_minor != m->device_minor) {
-        usi_os_unmap_file(image, f->size);
+    if (f.inode != m->inode || f.device_major != m->device_major ||
+        f.device_minor != m->device_minor) {
+        usi_os_unmap_file(image, f.size);
         return NULL;
     }
-    if (c) {
-        struct cached_file *cf = &c->files[c->next_file++ % CACHE_FILES];
-        drop_file(cf);
-        cf->image = image;
-        cf->file = *f;
-        *kept = cf;
-    }
-    return image;
+    struct cached_file *cf = &c->files[c->next_file++ % CACHE_FILES];
+    if (cf->functions.e)
+        usi_os_unmap(cf->functions.e, cf->functions.bytes);
+    if (cf->image)
+        usi_os_unmap_file(cf->image, cf->file.size);
+    *cf = (struct cached_file){image, f, {NULL, 0, 0, 0}};
+    return cf;
 }
 
 void usi_symbols_describe(const void *pc, char *buf, size_t len)
@@ -1049,8 +1023,8 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
     struct text t = {buf, len, 0};
     struct mapping m;
     buf[0] = '\0';
-    struct usi_symbols_cache *c = cache_take();
-    if ((c ? c->seccomp : usi_os_seccomp_mode()) != 0) {
+    struct usi_symbols_cache *own, *c = cache_take(&own);
+    if (c && c->seccomp != 0) {
         /* No file: "object+0xaddress" (its address in the object, as addr2line takes it;
          * the program, whose dynamic-linker name is empty, as "program"), or bare. */
         struct holder h = {(uintptr_t)pc, 0, NULL};
@@ -1062,12 +1036,7 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
         } else {
             text_hex(&t, (uintptr_t)pc);
         }
-        cache_give(c);
-        errno = saved_errno;
-        return;
-    }
-    struct scratch *s = c ? NULL : usi_os_map(sizeof *s);
-    if ((!c && !s) || !lookup_mapping(c, s, (uintptr_t)pc, &m)) {
+    } else if (!c || !lookup_mapping(c, (uintptr_t)pc, &m)) {
         text_hex(&t, (uintptr_t)pc);
     } else if (m.path[0] == '[') { /* a mapping the kernel names: "[vdso]+0x.." */
         text_str(&t, m.path);
@@ -1078,45 +1047,34 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
     } else {
         const char *object = base_name(m.path);
         uint64_t file_offset = (uintptr_t)pc - m.start + m.file_offset;
-        struct usi_os_file f;
-        struct cached_file *kept;
-        const void *image = map_object(c, &m, &f, &kept);
-        if (!image || !describe_in_file(&t, image, f.size, file_offset, object,
-                                        kept ? &kept->functions : NULL)) {
+        struct cached_file *f = map_object(c, &m);
+        if (!f ||
+            !describe_in_file(&t, f->image, f->file.size, file_offset, object, &f->functions)) {
             text_str(&t, object); /* the file offset: what a disassembly of the file shows */
             text_str(&t, "+");
             text_hex(&t, file_offset);
         }
-        if (image && !kept)
-            usi_os_unmap_file(image, f.size);
     }
-    if (s)
-        usi_os_unmap(s, sizeof *s);
-    cache_give(c);
+    cache_give(c, own);
     errno = saved_errno;
 }
 
 uint64_t usi_symbols_file_id(const void *pc)
 {
     int saved_errno = errno;
-    struct usi_symbols_cache *c = cache_take();
+    struct usi_symbols_cache *own, *c = cache_take(&own);
     uint64_t id = 0;
-    if ((c ? c->seccomp : usi_os_seccomp_mode()) != 0) {
+    struct mapping m;
+    if (c && c->seccomp != 0) {
         /* No file under a filter: the loaded object, found in the dynamic linker's list
          * (memory only), tells uslab's own frames from the program's as well. */
         struct holder h = {(uintptr_t)pc, 0, NULL};
         dl_iterate_phdr(object_holding, &h);
         id = h.base ? usi_mix64(h.base) | 1 : 0;
-    } else {
-        struct mapping m;
-        struct scratch *s = c ? NULL : usi_os_map(sizeof *s);
-        if ((c || s) && lookup_mapping(c, s, (uintptr_t)pc, &m) && m.path[0] == '/')
-            id =
-                usi_mix64(m.inode ^ usi_mix64((uint64_t)m.device_major << 32 | m.device_minor)) | 1;
-        if (s)
-            usi_os_unmap(s, sizeof *s);
+    } else if (c && lookup_mapping(c, (uintptr_t)pc, &m) && m.path[0] == '/') {
+        id = usi_mix64(m.inode ^ usi_mix64((uint64_t)m.device_major << 32 | m.device_minor)) | 1;
     }
-    cache_give(c);
+    cache_give(c, own);
     errno = saved_errno;
     return id;
 }

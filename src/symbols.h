@@ -22,9 +22,9 @@
 void usi_symbols_describe(const void *pc, char *buf, size_t len);
 /* A cache of what usi_symbols_describe and usi_symbols_file_id read (the mappings, the files
  * mapped, their functions sorted), for the calling thread's calls until usi_symbols_end: for
- * a report that names many frames. Nests (a signal handler's report opens its own); NULL if
- * no memory, and the calls then work without. Never allocates but by one anonymous mapping,
- * takes no lock. */
+ * a report that names many frames (each call without one makes its own). Nests (a signal
+ * handler's report opens its own); NULL if no memory. Never allocates but by anonymous
+ * mappings, takes no lock. */
 struct usi_symbols_cache;
 struct usi_symbols_cache *usi_symbols_begin(void);
 void usi_symbols_end(struct usi_symbols_cache *cache); /* NULL: nothing */
