@@ -28,12 +28,12 @@
 #include "report.h"
 #include "settings.h"
 #include "symbols.h"
+#include "unwinder.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <unwind.h>
 
 #define RED_INACTIVE 0xbb /* red zone of a free object */
 #define RED_ACTIVE   0xcc /* red zone of an allocated object */
@@ -65,47 +65,16 @@ struct tail {
 
 int usi_debug_enabled;
 
-/* The caller's stack, captured by usi_debug_capture before the cache lock is taken:
- * backtrace() may load the unwinder (which allocates) and must not run under a lock. */
+/* The caller's stack, captured by usi_debug_capture before the cache lock is taken, for the
+ * report or track the locked code then writes. */
 static __thread struct {
     void *stack[TRACK_DEPTH];
     uint32_t depth;
 } pending __attribute__((tls_model("initial-exec")));
 
-static __thread int capturing __attribute__((tls_model("initial-exec")));
-
-struct unwind_state {
-    void **stack;
-    uint32_t depth, max;
-};
-
-static _Unwind_Reason_Code unwind_one(struct _Unwind_Context *ctx, void *arg)
-{
-    struct unwind_state *st = arg;
-    uintptr_t pc = _Unwind_GetIP(ctx);
-    if (pc == 0 || st->depth == st->max)
-        return _URC_END_OF_STACK;
-    st->stack[st->depth++] = (void *)(pc - 1); /* inside the call, not after it */
-    return _URC_NO_REASON;
-}
-
-/* A backtrace with libgcc's unwinder, linked in, so nothing is loaded (or allocated) at run
- * time as glibc's backtrace() does on its first call. A call made from inside the unwinder
- * (if it ever allocated) records no stack instead of recursing. */
-static uint32_t unwind_stack(void **stack, uint32_t max)
-{
-    if (capturing)
-        return 0;
-    capturing = 1;
-    struct unwind_state st = {stack, 0, max};
-    _Unwind_Backtrace(unwind_one, &st);
-    capturing = 0;
-    return st.depth;
-}
-
 void usi_debug_capture(void)
 {
-    pending.depth = unwind_stack(pending.stack, TRACK_DEPTH);
+    pending.depth = usi_unwind_stack(pending.stack, TRACK_DEPTH);
 }
 static struct {
     unsigned letters;
@@ -149,12 +118,6 @@ void usi_debug_read_options(void)
     if (dbg.leaks) /* a leak report needs the allocation stacks */
         dbg.letters |= USI_DEBUG_U;
     usi_debug_enabled = dbg.letters != 0;
-}
-
-void usi_debug_after_init(void)
-{
-    if (usi_debug_enabled)
-        usi_debug_capture(); /* loads the unwinder early, when it can be loaded */
 }
 
 /* Glob match with * and ?, on name[0..) against pat[0..len). */

@@ -31,8 +31,6 @@ static inline int usi_cache_medium(const struct uslab_cache *c)
 
 /* Reads USLAB_DEBUG, USLAB_DEBUG_CONTINUE, USLAB_LEAKS (at initialisation). */
 void usi_debug_read_options(void);
-/* After initialisation, outside every lock: primes the unwinder, which may allocate. */
-void usi_debug_after_init(void);
 /* The debug letters for a cache of this name (0: none). */
 unsigned usi_debug_flags_for(const char *name, unsigned cache_flags);
 /* Lays out a debug cache's slot: red zones, link, state and tracking after the object;

@@ -273,8 +273,6 @@ int usi_init_slow(void)
     __atomic_store_n(&usi_initialized, 1, __ATOMIC_RELEASE);
     usi_unlock(&init_lock);
     register_fork_handlers();
-    if (usi_debug_enabled)
-        usi_debug_after_init();
     /* The system allocator sets itself up on its first call (glibc 2.36: a getrandom for
      * its tcache key). Without uslab that is the program's first malloc; so it is here,
      * not the first large block, which may come after the program entered a sandbox that
