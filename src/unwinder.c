@@ -73,7 +73,8 @@ static uintptr_t stack_word(uintptr_t at)
     return v;
 }
 
-static uint64_t uleb(const uint8_t **pp)
+/* A LEB128 number at *pp (signed or not); advances *pp. */
+static uint64_t leb(const uint8_t **pp, int is_signed)
 {
     const uint8_t *p = *pp;
     uint64_t v = 0;
@@ -85,31 +86,17 @@ static uint64_t uleb(const uint8_t **pp)
             v |= (uint64_t)(b & 0x7f) << shift;
         shift += 7;
     } while (b & 0x80);
+    if (is_signed && shift < 64 && (b & 0x40))
+        v |= ~(uint64_t)0 << shift;
     *pp = p;
     return v;
 }
-
-static int64_t sleb(const uint8_t **pp)
-{
-    const uint8_t *p = *pp;
-    uint64_t v = 0;
-    unsigned shift = 0;
-    uint8_t b;
-    do {
-        b = *p++;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        shift += 7;
-    } while (b & 0x80);
-    if (shift < 64 && (b & 0x40))
-        v |= ~(uint64_t)0 << shift;
-    *pp = p;
-    return (int64_t)v;
-}
+#define uleb(pp) leb(pp, 0)
+#define sleb(pp) ((int64_t)leb(pp, 1))
 
 /* Reads a pointer encoded as enc at *pp (relative to the field for pcrel, to data_base for
  * datarel; an indirect one is loaded only if deref), and advances *pp. 0: an encoding that
- * x86-64 objects do not use. */
+ * x86-64 objects do not use (2-byte, textrel, funcrel, aligned). */
 static int read_encoded(const uint8_t **pp, uint8_t enc, uintptr_t data_base, int deref,
                         uintptr_t *out)
 {
@@ -125,13 +112,6 @@ static int read_encoded(const uint8_t **pp, uint8_t enc, uintptr_t data_base, in
     case 0x01:
         v = uleb(&p);
         break;
-    case 0x02: {
-        uint16_t x;
-        memcpy(&x, p, 2);
-        v = x;
-        p += 2;
-        break;
-    }
     case 0x03:
         v = load32(p);
         p += 4;
@@ -139,13 +119,6 @@ static int read_encoded(const uint8_t **pp, uint8_t enc, uintptr_t data_base, in
     case 0x09:
         v = (uintptr_t)sleb(&p);
         break;
-    case 0x0a: {
-        int16_t x;
-        memcpy(&x, p, 2);
-        v = (uintptr_t)(intptr_t)x;
-        p += 2;
-        break;
-    }
     case 0x0b:
         v = (uintptr_t)(intptr_t)(int32_t)load32(p);
         p += 4;
@@ -192,14 +165,12 @@ static int read_cie(const uint8_t *e, struct cie *ci)
         return 0;
     p += 4;
     uint8_t version = *p++;
-    if (version != 1 && version != 3 && version != 4)
+    if (version != 1 && version != 3)
         return 0;
     const char *aug = (const char *)p;
     while (*p)
         p++;
     p++;
-    if (version == 4)
-        p += 2; /* address and segment selector sizes */
     ci->code_align = uleb(&p);
     ci->data_align = sleb(&p);
     ci->ra_reg = version == 1 ? *p++ : uleb(&p);
@@ -426,44 +397,56 @@ static int run_cfa(const uint8_t *p, const uint8_t *end, const struct cie *ci, u
     return 1;
 }
 
-/* The row of obj's CFI table at address where, ready for a step (the CFA is rsp or rbp plus an
- * offset, the return address saved): 1; a signal handler's return: 2; else 0. */
-static int read_row(const struct dl_find_object *obj, uintptr_t where, struct row *r)
+enum row_read { ROW_NONE, ROW_READ, ROW_SIGNAL, ROW_OUTERMOST };
+
+/* The row of obj's CFI table at address where: ROW_READ, ready for a step (the CFA is rsp or
+ * rbp plus an offset, the return address saved); ROW_SIGNAL for a signal handler's return;
+ * ROW_OUTERMOST where the return address is undefined (_start, a thread's clone3); else
+ * ROW_NONE. */
+static enum row_read read_row(const struct dl_find_object *obj, uintptr_t where, struct row *r)
 {
     struct cie ci;
     uintptr_t loc, cie_loc = 0;
     const uint8_t *insns, *end;
     if (!find_fde((const uint8_t *)obj->dlfo_eh_frame, where, &ci, &loc, &insns, &end))
-        return 0;
+        return ROW_NONE;
     if (ci.signal)
-        return 2;
+        return ROW_SIGNAL;
     struct row init = {0, DW_SP, 0, {0, SAME}, {0, UNREAD}};
     if (!run_cfa(ci.insns, ci.end, &ci, &cie_loc, UINTPTR_MAX, &init, NULL))
-        return 0;
+        return ROW_NONE;
     *r = init;
     if (!run_cfa(insns, end, &ci, &loc, where, r, &init))
-        return 0;
-    return !r->cfa_expr && (r->cfa_reg == DW_SP || r->cfa_reg == DW_BP) && r->ra.how == AT_CFA;
+        return ROW_NONE;
+    if (r->ra.how == UNDEF)
+        return ROW_OUTERMOST;
+    return !r->cfa_expr && (r->cfa_reg == DW_SP || r->cfa_reg == DW_BP) && r->ra.how == AT_CFA
+               ? ROW_READ
+               : ROW_NONE;
 }
 
 /* The memo: the rows read so far, a word each, so that a stack through the same calls reads
- * no CFI again (a capture of 16 frames: about 15,000 instructions without, docs/design.md
- * §9). Direct-mapped by the address; a word is read and written whole (relaxed atomics: no
- * lock, no torn entry), and holds the address's bits above MEMO_BITS (addresses below 2^47,
- * the user half), a fingerprint of the object (where its .eh_frame_hdr is, its extent: an
- * object unloaded and another mapped at its place do not share rows), and the row where it
- * fits: the return address at CFA-8 (the psABI's), the CFA rsp or rbp plus a multiple of 8
- * below 64 KiB, rbp kept, lost or saved within 248 bytes below the CFA. 0: empty. */
-#define MEMO_BITS 12
-#define RULE_BITS 21
-static uint64_t memo[1u << MEMO_BITS];
+ * no CFI again (a capture of 16 frames: about 1,300 instructions with it, 15,000 without; design
+ * §9). 2,048 sets of two words, the set chosen by the address's low bits mixed with the next
+ * ones; a word is read and written whole (relaxed atomics: no lock, no torn entry), and holds
+ * the address's bits above SET_BITS (addresses below 2^47, the user half), a fingerprint of
+ * the object (where its .eh_frame_hdr is, its extent: an object unloaded and another mapped at
+ * its place do not share rows), and the row where it fits: the return address at CFA-8 (the
+ * psABI's), the CFA rsp or rbp plus a multiple of 8 below 64 KiB, rbp kept, lost or saved
+ * within 248 bytes below the CFA; or the outermost frame (MEMO_OUTERMOST). 0: empty. */
+#define SET_BITS       11
+#define PRINT_BITS     7
+#define RULE_BITS      21
+#define MEMO_OUTERMOST (3u << 1) /* rbp's rule 3, which no row has */
+static uint64_t memo[2u << SET_BITS];
 
-static uint64_t memo_key(const struct dl_find_object *obj, uintptr_t where)
+/* The object's fingerprint, in its place in a memo word. */
+static uint64_t memo_object(const struct dl_find_object *obj)
 {
     uint64_t a = (uintptr_t)obj->dlfo_eh_frame - (uintptr_t)obj->dlfo_map_start;
     uint64_t b = (uintptr_t)obj->dlfo_map_end - (uintptr_t)obj->dlfo_map_start;
-    uint64_t h = (a * 0x9e3779b97f4a7c15ull ^ b) * 0x9e3779b97f4a7c15ull;
-    return (uint64_t)(where >> MEMO_BITS) << (RULE_BITS + 8) | h >> 56 << RULE_BITS;
+    return ((a * 0x9e3779b97f4a7c15ull ^ b) * 0x9e3779b97f4a7c15ull) >> (64 - PRINT_BITS)
+                                                                            << RULE_BITS;
 }
 
 static uint64_t memo_rule(const struct row *r)
@@ -497,24 +480,36 @@ struct frame {
     int has_bp;
     int exact; /* pc is where the frame stopped (an interrupted or the first frame), not a
                 * return address */
+    /* The object of the frame before and its fingerprint: a stack's frames are mostly in one
+     * object, and the objects of a thread's own stack stay loaded while it reads it. */
+    struct dl_find_object obj;
+    uint64_t obj_print;
 };
 
 /* Steps f to its caller. 0: the stack ends here (or is not read further). */
 static int step(struct frame *f)
 {
     uintptr_t where = f->exact ? f->pc : f->pc - 1; /* inside the call, for a return address */
-    struct dl_find_object obj;
-    if (_dl_find_object((void *)where, &obj) != 0)
-        return 0;
-    uint64_t key = memo_key(&obj, where), rule_mask = ((uint64_t)1 << RULE_BITS) - 1;
-    uint64_t *m = &memo[(where ^ where >> MEMO_BITS) & ((1u << MEMO_BITS) - 1)];
-    uint64_t w = __atomic_load_n(m, __ATOMIC_RELAXED);
+    if (where - (uintptr_t)f->obj.dlfo_map_start >=
+        (uintptr_t)f->obj.dlfo_map_end - (uintptr_t)f->obj.dlfo_map_start) {
+        if (_dl_find_object((void *)where, &f->obj) != 0)
+            return 0;
+        f->obj_print = memo_object(&f->obj);
+    }
+    uint64_t key = (uint64_t)(where >> SET_BITS) << (RULE_BITS + PRINT_BITS) | f->obj_print;
+    uint64_t rule_mask = ((uint64_t)1 << RULE_BITS) - 1;
+    uint64_t *set = &memo[2 * ((where ^ where >> SET_BITS) & ((1u << SET_BITS) - 1))];
+    uint64_t w0 = __atomic_load_n(&set[0], __ATOMIC_RELAXED), w = w0;
+    if ((w & ~rule_mask) != key)
+        w = __atomic_load_n(&set[1], __ATOMIC_RELAXED);
     struct row r;
     if (where >> 47 == 0 && w && (w & ~rule_mask) == key) {
+        if ((w & rule_mask) == MEMO_OUTERMOST)
+            return 0;
         memo_row(w, &r);
     } else {
-        int got = read_row(&obj, where, &r);
-        if (got == 2 && !f->exact && !memcmp((const void *)f->pc, sigreturn_code, 9)) {
+        enum row_read got = read_row(&f->obj, where, &r);
+        if (got == ROW_SIGNAL && !f->exact && !memcmp((const void *)f->pc, sigreturn_code, 9)) {
             /* The handler returned here: the interrupted registers are in the ucontext. */
             const ucontext_t *uc = (const ucontext_t *)f->sp;
             f->pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -524,11 +519,13 @@ static int step(struct frame *f)
             f->exact = 1;
             return f->pc != 0;
         }
-        if (got != 1)
+        if (got != ROW_READ && got != ROW_OUTERMOST)
             return 0;
-        uint64_t rule = memo_rule(&r);
-        if (rule && where >> 47 == 0)
-            __atomic_store_n(m, key | rule, __ATOMIC_RELAXED);
+        uint64_t rule = got == ROW_OUTERMOST ? MEMO_OUTERMOST : memo_rule(&r);
+        if (rule && where >> 47 == 0) /* into an empty way, else the second */
+            __atomic_store_n(&set[w0 != 0], key | rule, __ATOMIC_RELAXED);
+        if (got == ROW_OUTERMOST)
+            return 0;
     }
     if (r.cfa_reg == DW_BP && !f->has_bp)
         return 0;
@@ -549,7 +546,7 @@ __attribute__((noinline)) uint32_t usi_unwind_stack(void **stack, uint32_t max)
 {
     if (max == 0)
         return 0;
-    struct frame f = {.has_bp = 1, .exact = 1};
+    struct frame f = {.has_bp = 1, .exact = 1}; /* and no object yet */
     __asm__ volatile("mov %%rbp, %0\n\tmov %%rsp, %1\n\tlea 0(%%rip), %2"
                      : "=&r"(f.bp), "=&r"(f.sp), "=&r"(f.pc));
     uint32_t n = 0;
