@@ -41,7 +41,7 @@
 #define POISON_END   0xa5
 #define POISON_NEW   0x5a
 #define RED_RIGHT    16 /* minimum bytes of right red zone */
-#define TRACK_DEPTH  16 /* frames kept; uslab's own leading frames are not printed */
+#define TRACK_DEPTH  16 /* frames kept, from the one that called into uslab */
 
 #define STATE_ALLOC 0xa110ca7edull
 #define STATE_FREE  0xf4eedull
@@ -222,31 +222,10 @@ static void print_frame(const char *indent, void *pc)
     out("%s%s\n", indent, text);
 }
 
-/* Whether pc is inside uslab's own file (its frames are noise in a report): the shared
- * library, or the program that uslab is linked into statically. */
-static int own_frame(void *pc)
-{
-    static uint64_t own_file; /* 0 until known; a race only computes it twice */
-    uint64_t own = __atomic_load_n(&own_file, __ATOMIC_RELAXED);
-    if (!own) {
-        own = usi_symbols_file_id((void *)usi_debug_report);
-        __atomic_store_n(&own_file, own, __ATOMIC_RELAXED);
-    }
-    return own && usi_symbols_file_id(pc) == own;
-}
-
-/* The first frame worth showing: uslab's own leading frames are skipped. */
-static uint32_t first_shown(void *const *stack, uint32_t depth)
-{
-    uint32_t i = 0;
-    while (i + 1 < depth && own_frame(stack[i]))
-        i++;
-    return i;
-}
-
+/* A stack as captured: uslab's own frames are left out already (usi_unwind_stack). */
 static void print_stack(void *const *stack, uint32_t depth)
 {
-    for (uint32_t i = first_shown(stack, depth); i < depth; i++)
+    for (uint32_t i = 0; i < depth; i++)
         print_frame("    ", stack[i]);
 }
 
@@ -776,11 +755,8 @@ static void leak_add(struct leak_table *lt, const char *cache, size_t order, con
                      size_t size)
 {
     /* A track overwritten by the program may hold any depth: the copy below stays inside. */
-    uint32_t all = t->depth < TRACK_DEPTH ? t->depth : TRACK_DEPTH, first = 0;
-    while (first + 1 < all && own_frame(t->stack[first]))
-        first++; /* as first_shown does */
-    void *const *stack = t->stack + first;
-    uint32_t depth = all - first;
+    uint32_t depth = t->depth < TRACK_DEPTH ? t->depth : TRACK_DEPTH;
+    void *const *stack = t->stack;
     size_t i = (size_t)stack_hash(stack, depth) & (LEAK_SITES - 1);
     struct leak_site *site;
     for (;; i = (i + 1) & (LEAK_SITES - 1)) {

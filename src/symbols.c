@@ -1058,23 +1058,3 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
     cache_give(c, own);
     errno = saved_errno;
 }
-
-uint64_t usi_symbols_file_id(const void *pc)
-{
-    int saved_errno = errno;
-    struct usi_symbols_cache *own, *c = cache_take(&own);
-    uint64_t id = 0;
-    struct mapping m;
-    if (c && c->seccomp != 0) {
-        /* No file under a filter: the loaded object, found in the dynamic linker's list
-         * (memory only), tells uslab's own frames from the program's as well. */
-        struct holder h = {(uintptr_t)pc, 0, NULL};
-        dl_iterate_phdr(object_holding, &h);
-        id = h.base ? usi_mix64(h.base) | 1 : 0;
-    } else if (c && lookup_mapping(c, (uintptr_t)pc, &m) && m.path[0] == '/') {
-        id = usi_mix64(m.inode ^ usi_mix64((uint64_t)m.device_major << 32 | m.device_minor)) | 1;
-    }
-    cache_give(c, own);
-    errno = saved_errno;
-    return id;
-}

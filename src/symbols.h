@@ -20,7 +20,7 @@
  * it costs system calls and a scan of the object's line tables (fewer calls inside a cache,
  * below). */
 void usi_symbols_describe(const void *pc, char *buf, size_t len);
-/* A cache of what usi_symbols_describe and usi_symbols_file_id read (the mappings, the files
+/* A cache of what usi_symbols_describe reads (the mappings, the files
  * mapped, their functions sorted), for the calling thread's calls until usi_symbols_end: for
  * a report that names many frames (each call without one makes its own). Nests (a signal
  * handler's report opens its own); NULL if no memory. Never allocates but by anonymous
@@ -31,9 +31,6 @@ void usi_symbols_end(struct usi_symbols_cache *cache); /* NULL: nothing */
 #ifdef USLAB_ASSERTS
 extern unsigned long usi_symbols_files_mapped; /* test builds: files mapped so far */
 #endif
-/* An identity of the file mapped at pc (device and inode, mixed; never 0), or 0 if pc is
- * in no file's mapping or /proc/self/maps cannot be read. */
-uint64_t usi_symbols_file_id(const void *pc);
 
 #pragma GCC visibility pop
 

@@ -2,8 +2,8 @@
 /*
  * unwind_loop.c - the program whose stack captures test_unwind_budget.sh counts. Run with
  * USLAB_DEBUG=U,unwind-budget: its one cache is tracked (a stack at each allocation and free).
- * From a call chain 12 deep it allocates and frees n objects, each capture 16 frames (the
- * tracks' depth), after one round that fills the unwinder's memo.
+ * From a call chain 12 deep it allocates and frees n objects, each capture 16 of the program's
+ * frames (the tracks' depth) after uslab's own, after one round that fills the unwinder's memo.
  */
 #include "uslab.h"
 
