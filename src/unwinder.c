@@ -46,7 +46,8 @@ struct row {
     struct rule bp, ra;
 };
 
-#define REMEMBERED 8 /* DW_CFA_remember_state's stack; GCC nests one or two */
+#define REMEMBERED 8                      /* DW_CFA_remember_state's stack; GCC nests one or two */
+#define FRAME_MAX  ((uintptr_t)256 << 20) /* the farthest rbp is believed above rsp */
 
 struct cie {
     const uint8_t *insns, *end; /* its initial instructions */
@@ -527,7 +528,9 @@ static int step(struct frame *f)
         if (got == ROW_OUTERMOST)
             return 0;
     }
-    if (r.cfa_reg == DW_BP && !f->has_bp)
+    /* A frame pointer below the stack pointer or far above it was overwritten (a program's
+     * stack overflow): the stack ends rather than a load from anywhere. */
+    if (r.cfa_reg == DW_BP && (!f->has_bp || f->bp < f->sp || f->bp - f->sp > FRAME_MAX))
         return 0;
     uintptr_t cfa = (r.cfa_reg == DW_SP ? f->sp : f->bp) + (uintptr_t)r.cfa_off;
     if (cfa <= f->sp || cfa % 8)

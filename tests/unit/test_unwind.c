@@ -6,7 +6,8 @@
  * frame to the outermost: frames whose CFA is rsp-based (-O2), rbp-based (alloca, -O0), libc's
  * (qsort's callback), a signal handler's (on the thread's stack and on an alternate one, the
  * interrupted frame's pc exact), a thread's (to clone3), and again once the memo holds the rows;
- * code without CFI ends both stacks at the same frame; max is respected.
+ * code without CFI ends both stacks at the same frame; max is respected; a frame pointer
+ * overwritten ends the stack, not the process.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -190,6 +191,39 @@ static int leaf_fault(void)
     return 0;
 }
 
+/* A frame whose CFA is rbp-based, with rbp overwritten (0x4141...40) while it calls rdi, as a
+ * program's stack overflow leaves it: the stack must end at that frame, not fault. */
+__asm__(".text\n"
+        ".p2align 4\n"
+        "overwritten_rbp:\n"
+        ".cfi_startproc\n"
+        "push %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset rbp, -16\n"
+        "push %rbx\n"
+        ".cfi_def_cfa_offset 24\n"
+        ".cfi_offset rbx, -24\n"
+        "mov %rsp, %rbp\n"
+        ".cfi_def_cfa rbp, 24\n"
+        "mov %rbp, %rbx\n"
+        "movabs $0x4141414141414140, %rbp\n"
+        "sub $8, %rsp\n"
+        "call *%rdi\n"
+        "add $8, %rsp\n"
+        "mov %rbx, %rbp\n"
+        "pop %rbx\n"
+        "pop %rbp\n"
+        "ret\n"
+        ".cfi_endproc\n");
+void overwritten_rbp(void (*call)(void));
+static uint32_t overwritten_frames;
+
+static __attribute__((noinline)) void capture_over_overwritten(void)
+{
+    void *stack[DEPTH];
+    overwritten_frames = usi_unwind_stack(stack, DEPTH);
+}
+
 /* max: the first frames of a whole stack. Both captures start in this function (at their own
  * calls), and the frames outward are the same. */
 static int leaf_max(void)
@@ -274,6 +308,11 @@ int main(void)
     ((void (*)(void (*)(void)))(void *)stub)(without_cfi);
 
     recurse(10, leaf_max);
+    overwritten_rbp(capture_over_overwritten);
+    CHECK(overwritten_frames == 2,
+          "a stack through an overwritten frame pointer ends there (%u "
+          "frames)",
+          overwritten_frames);
     printf("unwind ok: %d stacks compared\n", compared);
     return 0;
 }
