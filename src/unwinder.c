@@ -545,7 +545,7 @@ static int step(struct frame *f)
     return f->pc != 0;
 }
 
-#ifndef USLAB_SHARED
+#ifdef USLAB_OWN_SECTION
 /* The static library's code: its sections renamed uslab_text when it is built (CMakeLists.txt),
  * bounded by the linker in the program it is linked into. */
 extern const char __start_uslab_text[] __attribute__((visibility("hidden")));
@@ -553,16 +553,21 @@ extern const char __stop_uslab_text[] __attribute__((visibility("hidden")));
 #endif
 
 /* Whether where is uslab's own code: the static library's section, or the shared library's
- * whole object (own: its object, found at the first frame, which is always uslab's). */
+ * whole object (own: its object, found at the first frame, which is always uslab's). Sources
+ * built into a program directly (the fuzzing targets) have nothing to tell it by: none. */
 static int own_code(uintptr_t where, const struct dl_find_object *own)
 {
-#ifndef USLAB_SHARED
+#if defined(USLAB_OWN_SECTION)
     (void)own;
     return where - (uintptr_t)__start_uslab_text <
            (uintptr_t)__stop_uslab_text - (uintptr_t)__start_uslab_text;
-#else
+#elif defined(USLAB_SHARED)
     return where - (uintptr_t)own->dlfo_map_start <
            (uintptr_t)own->dlfo_map_end - (uintptr_t)own->dlfo_map_start;
+#else
+    (void)where;
+    (void)own;
+    return 0;
 #endif
 }
 
