@@ -19,7 +19,7 @@
  *
  * Under a seccomp filter (usi_os_seccomp_mode asks the kernel: prctl, else /proc) no file
  * is opened: an address is named "object+0xaddress"
- * from the dynamic linker's list of objects (dl_iterate_phdr, memory only), without its
+ * from the dynamic linker's table of objects (_dl_find_object, memory only), without its
  * function or line. The filter may kill
  * for openat (a sandbox that allows only what it needs), and a report of a debug check,
  * or the leak report at exit, then ended the process with SIGSYS instead.
@@ -843,31 +843,6 @@ static int describe_in_file(struct text *t, const void *base, size_t size, uint6
     return 1;
 }
 
-/* The loaded object that holds an address, from the dynamic linker's list (memory only:
- * under a seccomp filter, where no file is opened). */
-struct holder {
-    uintptr_t pc;
-    uintptr_t base; /* its load address | 1, 0 when none holds pc */
-    const char *name;
-};
-
-/* dl_iterate_phdr's callback: whether the object has a PT_LOAD segment that holds pc. */
-static int object_holding(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    struct holder *h = arg;
-    for (size_t i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && h->pc >= start && h->pc - start < ph->p_memsz) {
-            h->base = info->dlpi_addr | 1;
-            h->name = info->dlpi_name;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* ---- the cache ------------------------------------------------------------------------- */
 
 #define CACHE_MAPPINGS 32 /* the mappings found so far (a report's stacks touch a few) */
@@ -1026,13 +1001,14 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
     struct usi_symbols_cache *own, *c = cache_take(&own);
     if (c && c->seccomp != 0) {
         /* No file: "object+0xaddress" (its address in the object, as addr2line takes it;
-         * the program, whose dynamic-linker name is empty, as "program"), or bare. */
-        struct holder h = {(uintptr_t)pc, 0, NULL};
-        dl_iterate_phdr(object_holding, &h);
-        if (h.base) {
-            text_str(&t, h.name && h.name[0] ? base_name(h.name) : "program");
+         * the program, whose dynamic-linker name is empty, as "program"), or bare. The
+         * object from the dynamic linker's table (memory only, no lock). */
+        struct dl_find_object obj;
+        if (_dl_find_object((void *)pc, &obj) == 0) {
+            const struct link_map *lm = obj.dlfo_link_map;
+            text_str(&t, lm->l_name && lm->l_name[0] ? base_name(lm->l_name) : "program");
             text_str(&t, "+");
-            text_hex(&t, (uintptr_t)pc - (h.base & ~(uintptr_t)1));
+            text_hex(&t, (uintptr_t)pc - lm->l_addr);
         } else {
             text_hex(&t, (uintptr_t)pc);
         }
