@@ -11,7 +11,8 @@
  * finds it with glibc 2.35 and later: _dl_find_object gives the object's .eh_frame_hdr, whose
  * sorted table gives the FDE. A signal handler's return address is glibc's __restore_rt
  * (the rt_sigreturn instructions, its FDE marked 'S'): the interrupted frame's registers are
- * in the ucontext at the handler's CFA, and its pc is exact (not a return address).
+ * in the ucontext at the handler's CFA, and its pc is exact (not a return address). The rows
+ * read are kept in a memo (below); uslab's own frames are walked and left out (own_code).
  */
 #define _GNU_SOURCE
 #include "unwinder.h"
