@@ -248,15 +248,15 @@ static void *thread_main(void *arg)
 
 /* Code in an anonymous mapping (no object, no CFI) that calls the function in rdi: sub $8,
  * %rsp; call *%rdi; add $8, %rsp; ret. Both unwinders stop at its frame. */
-static const unsigned char stub_code[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd7,
-                                          0x48, 0x83, 0xc4, 0x08, 0xc3};
+static const unsigned char bare_caller_code[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd7,
+                                                 0x48, 0x83, 0xc4, 0x08, 0xc3};
 
 static __attribute__((noinline)) void without_cfi(void)
 {
     struct trace ours, ref = {.n = 0};
     ours.n = usi_unwind_stack(ours.pc, DEPTH);
     _Unwind_Backtrace(reference_one, &ref);
-    /* Both end at the stub's frame: theirs in this function, so the tails from it match. */
+    /* Both end at the bare caller's frame: theirs in this function, so the tails from it match. */
     void *from = (char *)__builtin_return_address(0) - 1;
     int a = index_of(&ours, from), b = index_of(&ref, from);
     if (a < 0 || b < 0 || ours.n - (uint32_t)a != 1 || ref.n - (uint32_t)b != 1) {
@@ -300,12 +300,12 @@ int main(void)
     }
     CHECK(in_handler == 6, "the handlers ran 6 times (%d)", (int)in_handler);
 
-    unsigned char *stub =
+    unsigned char *bare_caller =
         mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK(stub != MAP_FAILED, "mmap");
-    memcpy(stub, stub_code, sizeof stub_code);
-    CHECK(mprotect(stub, 4096, PROT_READ | PROT_EXEC) == 0, "mprotect");
-    ((void (*)(void (*)(void)))(void *)stub)(without_cfi);
+    CHECK(bare_caller != MAP_FAILED, "mmap");
+    memcpy(bare_caller, bare_caller_code, sizeof bare_caller_code);
+    CHECK(mprotect(bare_caller, 4096, PROT_READ | PROT_EXEC) == 0, "mprotect");
+    ((void (*)(void (*)(void)))(void *)bare_caller)(without_cfi);
 
     recurse(10, leaf_max);
     overwritten_rbp(capture_over_overwritten);
