@@ -15,7 +15,9 @@
  * whose range holds that address (both sorted by address once a file: fn_index). The line is found
  * by running every line-number program of .debug_line (DWARF 2 to 5) until a row range holds the
  * address; the file name comes from the program's file table (v5: entries described by their own
- * formats, names in .debug_line_str or .debug_str or inline).
+ * formats, names in .debug_line_str or .debug_str or inline). An object without .symtab or
+ * a readable .debug_line takes them from its separate debug file with the same build id, found
+ * as gdb finds it (find_debug_file).
  *
  * Under a seccomp filter (usi_os_seccomp_mode asks the kernel: prctl, else /proc) no file
  * is opened: an address is named "object+0xaddress"
@@ -303,9 +305,37 @@ static int file_offset_to_vaddr(const struct elf_image *e, uint64_t offset, uint
     return 0;
 }
 
+/* The GNU build id of e (the note in its .note.gnu.build-id): its length and *id, or 0. */
+static size_t build_id(const struct elf_image *e, const unsigned char **id)
+{
+    const elf_section_header *sh = find_section(e, ".note.gnu.build-id");
+    const unsigned char *p;
+    size_t n;
+    ElfW(Nhdr) h;
+    if (!sh || sh->sh_type != SHT_NOTE || !section_bytes(e, sh, &p, &n) || n < sizeof h + 4)
+        return 0;
+    memcpy(&h, p, sizeof h);
+    if (h.n_type != NT_GNU_BUILD_ID || h.n_namesz != 4 || memcmp(p + sizeof h, "GNU", 4) != 0 ||
+        h.n_descsz == 0 || h.n_descsz > n - sizeof h - 4)
+        return 0;
+    *id = p + sizeof h + 4;
+    return h.n_descsz;
+}
+
+/* Whether e has line information it can read: a .debug_line in the file, uncompressed. */
+static int has_lines(const struct elf_image *e)
+{
+    const elf_section_header *sh = find_section(e, ".debug_line");
+    const unsigned char *p;
+    size_t n;
+    return sh && section_bytes(e, sh, &p, &n);
+}
+
 /* A file's function symbols (STT_FUNC, of .symtab, else of .dynsym) sorted by address, made on
  * a file's first lookup (struct usi_symbols_cache). rank is the order of a scan of .symtab then
- * .dynsym: among the symbols that hold an address, the lowest rank names it. Invariant:
+ * .dynsym, .symtab's global names before its local ones (a library's debug file has local
+ * aliases, __libc_start_main_impl, beside the name its callers know): among the symbols
+ * that hold an address, the lowest rank names it. Invariant:
  * entries sorted by start; reach is the largest end of this entry and those before it, so a
  * scan back from the last start at or below an address stops at the first reach at or
  * below it. */
@@ -341,8 +371,10 @@ static size_t index_table(const struct elf_image *e, const elf_section_header *t
             at >= strs_size || !memchr(strs + at, '\0', strs_size - at))
             continue;
         if (out)
-            out[n] = (struct fn_entry){sym[i].st_value, sym[i].st_value + sym[i].st_size, 0,
-                                       rank_base + i, (const char *)strs + at};
+            out[n] = (struct fn_entry){
+                sym[i].st_value, sym[i].st_value + sym[i].st_size, 0,
+                rank_base + i + ((uint64_t)(ELF64_ST_BIND(sym[i].st_info) == STB_LOCAL) << 31),
+                (const char *)strs + at};
         n++;
     }
     return n;
@@ -367,11 +399,12 @@ static void fn_sift(struct fn_entry *e, size_t root, size_t n)
     }
 }
 
-static void fn_index_build(struct fn_index *x, const struct elf_image *e)
+/* The functions of s's .symtab (the object's, or its debug file's) and of e's .dynsym. */
+static void fn_index_build(struct fn_index *x, const struct elf_image *s, const struct elf_image *e)
 {
-    const elf_section_header *symtab = find_section(e, ".symtab"), *dynsym;
+    const elf_section_header *symtab = find_section(s, ".symtab"), *dynsym;
     dynsym = find_section(e, ".dynsym");
-    size_t n = index_table(e, symtab, 0, NULL) + index_table(e, dynsym, 1ull << 32, NULL);
+    size_t n = index_table(s, symtab, 0, NULL) + index_table(e, dynsym, 1ull << 32, NULL);
     x->built = 1;
     x->bytes = n * sizeof *x->e;
     x->e = n ? usi_os_map(x->bytes) : NULL;
@@ -379,7 +412,7 @@ static void fn_index_build(struct fn_index *x, const struct elf_image *e)
         x->n = x->bytes = 0;
         return;
     }
-    x->n = index_table(e, symtab, 0, x->e);
+    x->n = index_table(s, symtab, 0, x->e);
     x->n += index_table(e, dynsym, 1ull << 32, x->e + x->n);
     for (size_t i = x->n / 2; i-- > 0;)
         fn_sift(x->e, i, x->n);
@@ -800,36 +833,36 @@ static int line_of(const struct debug_sections *d, uint64_t vaddr, const char **
 
 /* ---- a frame as text ------------------------------------------------------------------- */
 
-/* Describes vaddr of the mapped file into t; 0 if the file is not a usable ELF file. Its
- * functions are looked up in index, sorted on first use. */
-static int describe_in_file(struct text *t, const void *base, size_t size, uint64_t file_offset,
-                            const char *object, struct fn_index *index)
+/* Describes vaddr of object e into t, with the symbols and lines of its debug file dbg
+ * where e lacks them (NULL: none). Its functions are looked up in index, sorted on first use. */
+static void describe_vaddr(struct text *t, const struct elf_image *e, const struct elf_image *dbg,
+                           uint64_t vaddr, const char *object, struct fn_index *index)
 {
-    struct elf_image e;
-    uint64_t vaddr, offset = 0;
-    if (!elf_open(&e, base, size) || !file_offset_to_vaddr(&e, file_offset, &vaddr))
-        return 0;
+    uint64_t offset = 0;
     if (!index->built)
-        fn_index_build(index, &e);
+        fn_index_build(index, dbg && find_section(dbg, ".symtab") ? dbg : e, e);
     const char *function = index->e ? fn_index_find(index, vaddr, &offset) : NULL;
+    /* A .symtab's versioned name, "__libc_start_main@@GLIBC_2.34", without its version. */
+    size_t name_len = function ? strcspn(function, "@") : 0;
+    const struct elf_image *l = dbg && !has_lines(e) ? dbg : e; /* where the lines are */
     struct debug_sections d = {0};
     const elf_section_header *sh;
     const char *file = NULL;
     uint64_t line = 0;
-    if ((sh = find_section(&e, ".debug_line_str")))
-        section_bytes(&e, sh, &d.line_str, &d.line_str_size);
-    if ((sh = find_section(&e, ".debug_str")))
-        section_bytes(&e, sh, &d.str, &d.str_size);
-    if (function && (sh = find_section(&e, ".debug_line")) &&
-        section_bytes(&e, sh, &d.line, &d.line_size) && line_of(&d, vaddr, &file, &line)) {
-        text_str(t, function);
+    if ((sh = find_section(l, ".debug_line_str")))
+        section_bytes(l, sh, &d.line_str, &d.line_str_size);
+    if ((sh = find_section(l, ".debug_str")))
+        section_bytes(l, sh, &d.str, &d.str_size);
+    if (function && (sh = find_section(l, ".debug_line")) &&
+        section_bytes(l, sh, &d.line, &d.line_size) && line_of(&d, vaddr, &file, &line)) {
+        text_add(t, function, name_len);
         text_str(t, " (");
         text_str(t, base_name(file));
         text_str(t, ":");
         text_dec(t, line);
         text_str(t, ")");
     } else if (function) {
-        text_str(t, function);
+        text_add(t, function, name_len);
         text_str(t, "+");
         text_hex(t, offset);
         text_str(t, " (");
@@ -840,7 +873,6 @@ static int describe_in_file(struct text *t, const void *base, size_t size, uint6
         text_str(t, "+");
         text_hex(t, vaddr);
     }
-    return 1;
 }
 
 /* ---- the cache ------------------------------------------------------------------------- */
@@ -851,6 +883,9 @@ static int describe_in_file(struct text *t, const void *base, size_t size, uint6
 struct cached_file {
     const void *image; /* NULL: a free slot */
     struct usi_os_file file;
+    const void *debug_image; /* its separate debug file (find_debug_file), or NULL */
+    struct usi_os_file debug_file;
+    int debug_sought;
     struct fn_index functions;
 };
 
@@ -868,6 +903,7 @@ struct usi_symbols_cache {
     size_t nmaps, next_map, next_file;
     struct cached_file files[CACHE_FILES];
     struct scratch scratch;
+    char debug_path[PATH_BYTES];
 };
 
 static __thread struct usi_symbols_cache *tls_cache __attribute__((tls_model("initial-exec")));
@@ -884,15 +920,20 @@ static struct usi_symbols_cache *cache_new(void)
     return c;
 }
 
+static void file_free(struct cached_file *f)
+{
+    if (f->functions.e)
+        usi_os_unmap(f->functions.e, f->functions.bytes);
+    if (f->image)
+        usi_os_unmap_file(f->image, f->file.size);
+    if (f->debug_image)
+        usi_os_unmap_file(f->debug_image, f->debug_file.size);
+}
+
 static void cache_free(struct usi_symbols_cache *c)
 {
-    for (size_t i = 0; i < CACHE_FILES; i++) {
-        struct cached_file *f = &c->files[i];
-        if (f->functions.e)
-            usi_os_unmap(f->functions.e, f->functions.bytes);
-        if (f->image)
-            usi_os_unmap_file(f->image, f->file.size);
-    }
+    for (size_t i = 0; i < CACHE_FILES; i++)
+        file_free(&c->files[i]);
     usi_os_unmap(c, sizeof *c);
 }
 
@@ -982,12 +1023,72 @@ static struct cached_file *map_object(struct usi_symbols_cache *c, const struct 
         return NULL;
     }
     struct cached_file *cf = &c->files[c->next_file++ % CACHE_FILES];
-    if (cf->functions.e)
-        usi_os_unmap(cf->functions.e, cf->functions.bytes);
-    if (cf->image)
-        usi_os_unmap_file(cf->image, cf->file.size);
-    *cf = (struct cached_file){image, f, {NULL, 0, 0, 0}};
+    file_free(cf);
+    *cf = (struct cached_file){.image = image, .file = f};
     return cf;
+}
+
+/* Maps the debug file at c->debug_path into f if it is object e's: the same build id (id_len
+ * bytes at id), another file. 1 if it is. */
+static int try_debug_file(struct usi_symbols_cache *c, struct cached_file *f,
+                          const unsigned char *id, size_t id_len)
+{
+    struct usi_os_file df;
+    struct elf_image d;
+    const unsigned char *did;
+    int fd = usi_os_open_ro(c->debug_path);
+    const void *image = fd >= 0 ? usi_os_map_file(fd, &df) : NULL;
+    usi_os_close(fd);
+    if (!image)
+        return 0;
+    if ((df.inode == f->file.inode && df.device_major == f->file.device_major &&
+         df.device_minor == f->file.device_minor) ||
+        !elf_open(&d, image, df.size) || build_id(&d, &did) != id_len ||
+        memcmp(did, id, id_len) != 0) {
+        usi_os_unmap_file(image, df.size);
+        return 0;
+    }
+    f->debug_image = image;
+    f->debug_file = df;
+    return 1;
+}
+
+/* The separate debug file of object e (at path), looked for once, where e lacks a symbol table
+ * or line information (a stripped program or library), as gdb looks: DEBUG_ROOT/.build-id/xx/
+ * rest.debug (xx/rest: e's build id in hex), else the file its .gnu_debuglink names, beside
+ * it, in .debug/ beside it, or under DEBUG_ROOT with its directory. A file is taken only with
+ * e's build id, so one from another build of e is never read. */
+#define DEBUG_ROOT "/usr/lib/debug"
+static void find_debug_file(struct usi_symbols_cache *c, struct cached_file *f,
+                            const struct elf_image *e, const char *path)
+{
+    const unsigned char *id, *link;
+    size_t id_len = build_id(e, &id), link_size;
+    f->debug_sought = 1;
+    if (id_len == 0 || (find_section(e, ".symtab") && has_lines(e)))
+        return;
+    struct text t = {c->debug_path, sizeof c->debug_path, 0};
+    text_str(&t, DEBUG_ROOT "/.build-id/");
+    for (size_t i = 0; i < id_len; i++) {
+        char hex[3] = {"0123456789abcdef"[id[i] >> 4], "0123456789abcdef"[id[i] & 15], '/'};
+        text_add(&t, hex, i == 0 ? 3 : 2);
+    }
+    text_str(&t, ".debug");
+    if (try_debug_file(c, f, id, id_len))
+        return;
+    const elf_section_header *sh = find_section(e, ".gnu_debuglink");
+    if (!sh || !section_bytes(e, sh, &link, &link_size) || !memchr(link, '\0', link_size))
+        return;
+    size_t dir = (size_t)(base_name(path) - path); /* with its last '/' */
+    for (int where = 0; where < 3; where++) {
+        t.used = 0;
+        text_str(&t, where == 2 ? DEBUG_ROOT : "");
+        text_add(&t, path, dir);
+        text_str(&t, where == 1 ? ".debug/" : "");
+        text_str(&t, (const char *)link);
+        if (try_debug_file(c, f, id, id_len))
+            return;
+    }
 }
 
 void usi_symbols_describe(const void *pc, char *buf, size_t len)
@@ -1022,10 +1123,16 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
         text_hex(&t, (uintptr_t)pc);
     } else {
         const char *object = base_name(m.path);
-        uint64_t file_offset = (uintptr_t)pc - m.start + m.file_offset;
+        uint64_t vaddr, file_offset = (uintptr_t)pc - m.start + m.file_offset;
         struct cached_file *f = map_object(c, &m);
-        if (!f ||
-            !describe_in_file(&t, f->image, f->file.size, file_offset, object, &f->functions)) {
+        struct elf_image e, dbg;
+        if (f && elf_open(&e, f->image, f->file.size) &&
+            file_offset_to_vaddr(&e, file_offset, &vaddr)) {
+            if (!f->debug_sought)
+                find_debug_file(c, f, &e, m.path);
+            int has_dbg = f->debug_image && elf_open(&dbg, f->debug_image, f->debug_file.size);
+            describe_vaddr(&t, &e, has_dbg ? &dbg : NULL, vaddr, object, &f->functions);
+        } else {
             text_str(&t, object); /* the file offset: what a disassembly of the file shows */
             text_str(&t, "+");
             text_hex(&t, file_offset);

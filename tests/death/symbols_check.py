@@ -13,6 +13,15 @@ Usage: symbols_check.py CHECK PROGRAM PRELOAD SOURCE [REFERENCE]
               "leak_static_block+0x.. (PROGRAM)", and no file or line
   stripped    no symbols at all: "PROGRAM+0x..", which addr2line on REFERENCE (the same
               build before strip) maps to leak_static_block
+  debugfile   a stripped copy of PROGRAM whose symbols and DWARF are in a separate debug
+              file (objcopy --only-keep-debug, --add-gnu-debuglink): named as in `lines`
+              with that file in .debug/ beside the copy, and beside it; "PROGRAM+0x.."
+              when the file there is REFERENCE's (another build: another build id); damaged
+              debug files still give the leak report and exit 0. And
+              libc's own static function __libc_start_call_main named from its file under
+              /usr/lib/debug/.build-id (Debian's libc6-dbg, which valgrind depends on;
+              where CI is set, its absence fails the check), and __libc_start_main by its
+              global name
   double_free USLAB_DEBUG=F: the BUG report's stack names double_free_static and the line
               of the second free
   corrupt     copies of PROGRAM with random bytes overwritten after its loaded segments
@@ -63,6 +72,32 @@ def run(program, preload, mode, env_extra, timeout=60):
     return p
 
 
+def build_id(path):
+    """The GNU build id of an ELF file (64-bit, little-endian) in hex, from its notes."""
+    with open(path, "rb") as f:
+        image = f.read()
+    phoff, = struct.unpack_from("<Q", image, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", image, 0x36)
+    for i in range(phnum):
+        kind, _, offset, _, _, filesz = struct.unpack_from("<IIQQQQ", image, phoff + i * phentsize)
+        at = offset
+        while kind == 4 and at + 12 <= offset + filesz:  # PT_NOTE
+            namesz, descsz, note = struct.unpack_from("<III", image, at)
+            desc = at + 12 + (namesz + 3) // 4 * 4
+            if note == 3 and image[at + 12:at + 16] == b"GNU\0":  # NT_GNU_BUILD_ID
+                return image[desc:desc + descsz].hex()
+            at = desc + (descsz + 3) // 4 * 4
+    return None
+
+
+def loaded_libc():
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "/libc.so.6" in line:
+                return line.split()[-1]
+    fail("python3 has no libc.so.6 mapped")
+
+
 def first_frame_after(output, header):
     m = re.search(re.escape(header) + r"\n    ([^\n]*)\n", output)
     if not m:
@@ -110,6 +145,68 @@ def main():
                     fail("addr2line -f -e %s %s says %r" % (reference, m.group(1), a.stdout),
                          p.stderr)
         print("ok: %s" % big)
+    elif check == "debugfile":
+        objcopy = shutil.which("objcopy")
+        if not objcopy:
+            fail("no objcopy")
+        want = "leak_static_block (%s:%d)" % (src, site_line(source, "leak_big"))
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = os.path.join(tmp, "prog")
+            os.mkdir(os.path.join(tmp, ".debug"))
+            for where in (".debug/prog.debug", "prog.debug"):
+                debug = os.path.join(tmp, where)
+                subprocess.run([objcopy, "--only-keep-debug", program, debug], check=True)
+                subprocess.run([objcopy, "--strip-all", "--add-gnu-debuglink=" + debug,
+                                program, copy], check=True)
+                p = run(copy, preload, "leak", {"USLAB_LEAKS": "1"})
+                big = first_frame_after(p.stderr, BIG)
+                if p.returncode != 0 or big != want:
+                    fail("debug file %s: expected %r, got %r" % (where, want, big), p.stderr)
+                os.unlink(debug)
+                named = p.stderr
+            # Damaged debug files (their build id left whole, so that they are read): each
+            # run still reports its leaks and exits 0.
+            debug = os.path.join(tmp, "prog.debug")
+            subprocess.run([objcopy, "--only-keep-debug", program, debug], check=True)
+            with open(debug, "rb") as f:
+                image = f.read()
+            rng = random.Random(86)
+            read = 0
+            for variant in range(30):
+                damaged = bytearray(image)
+                for _ in range(rng.choice((1, 4, 32, 256))):
+                    damaged[rng.randrange(0x400, len(image))] = rng.randrange(256)
+                with open(debug, "wb") as f:
+                    f.write(damaged)
+                p = run(copy, preload, "leak", {"USLAB_LEAKS": "1"})
+                if p.returncode != 0 or BIG not in p.stderr:
+                    fail("damaged debug file %d: status %d" % (variant, p.returncode), p.stderr)
+                read += "leak_static_block" in p.stderr
+            if read == 0:
+                fail("no damaged debug file was read")
+            # Another build's debug file, at the place the link names: not read.
+            subprocess.run([objcopy, "--only-keep-debug", reference,
+                            os.path.join(tmp, "prog.debug")], check=True)
+            p = run(copy, preload, "leak", {"USLAB_LEAKS": "1"})
+            big = first_frame_after(p.stderr, BIG)
+            if not re.fullmatch(r"prog\+0x[0-9a-f]+", big) or "leak_static_block" in p.stderr:
+                fail("another build's debug file was read: %r" % big, p.stderr)
+        libc = loaded_libc()
+        libc_id = build_id(libc)
+        libc_debug = "/usr/lib/debug/.build-id/%s/%s.debug" % (libc_id[:2], libc_id[2:])
+        if not os.path.exists(libc_debug):
+            if os.environ.get("CI"):
+                fail("no %s (Debian's libc6-dbg) for %s" % (libc_debug, libc))
+            print("ok: %s; skipped libc's part: no %s" % (want, libc_debug))
+            return
+        # ... and __libc_start_main by its global name, without the version of the debug
+        # file's symbol (__libc_start_main@@GLIBC_2.34) or its local aliases (_impl).
+        if not re.search(r"\n    main \(%s:[0-9]+\)\n    __libc_start_call_main\+0x[0-9a-f]+ "
+                         r"\(libc\.so\.6\)\n    __libc_start_main\+0x[0-9a-f]+ \(libc\.so\.6\)\n"
+                         % re.escape(src), named):
+            fail("libc's static function not named from %s" % libc_debug, named)
+        print("ok: %s; %d of 30 damaged debug files read; libc's __libc_start_call_main from %s"
+              % (want, read, libc_debug))
     elif check == "json":
         p = run(program, preload, "leak", {"USLAB_LEAKS": "json"})
         if p.returncode != 0:

@@ -3,7 +3,8 @@
  * test_symbols_cache.c - the symbols layer's cache for reports (symbols.c, usi_symbols_begin;
  * docs/design.md §9): addresses sampled across the whole text of this program and of libc
  * (whose .dynsym has aliases and nested ranges) are named by the function that a plain scan
- * of the file's .symtab, then .dynsym, finds (the test's own reference), and alike in a
+ * of the file's .symtab (its debug file's, when libc's is installed under /usr/lib/debug),
+ * then .dynsym, finds (the test's own reference: global names first), and alike in a
  * report's cache and without one; addresses in no file too; caches nest and restore; and, in test
  * builds, a cache maps each file once where calls without one map it every time.
  */
@@ -54,23 +55,60 @@ static char plain[2 * SAMPLES + 4][512];
 static size_t npcs;
 
 /* The reference: the first STT_FUNC symbol of the table named `table` whose range holds
- * vaddr, scanned in the file's order. */
+ * vaddr, scanned in the file's order, global names before local ones. */
 static const char *scan_table(const unsigned char *f, const char *table, uint64_t vaddr)
 {
     const ElfW(Ehdr) *h = (const void *)f;
     const ElfW(Shdr) *sh = (const void *)(f + h->e_shoff);
     const char *names = (const char *)f + sh[h->e_shstrndx].sh_offset;
-    for (size_t i = 1; i < h->e_shnum; i++) {
-        if (strcmp(names + sh[i].sh_name, table) != 0)
-            continue;
-        const ElfW(Sym) *sym = (const void *)(f + sh[i].sh_offset);
-        const char *strs = (const char *)f + sh[sh[i].sh_link].sh_offset;
-        for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++) {
-            unsigned type = ELF64_ST_TYPE(sym[k].st_info);
-            if ((type == STT_FUNC || type == STT_GNU_IFUNC) && sym[k].st_shndx != SHN_UNDEF &&
-                sym[k].st_name && vaddr >= sym[k].st_value &&
-                vaddr - sym[k].st_value < sym[k].st_size)
-                return strs + sym[k].st_name;
+    for (int local = 0; local < 2; local++)
+        for (size_t i = 1; i < h->e_shnum; i++) {
+            if (strcmp(names + sh[i].sh_name, table) != 0)
+                continue;
+            const ElfW(Sym) *sym = (const void *)(f + sh[i].sh_offset);
+            const char *strs = (const char *)f + sh[sh[i].sh_link].sh_offset;
+            for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++) {
+                unsigned type = ELF64_ST_TYPE(sym[k].st_info);
+                if ((type == STT_FUNC || type == STT_GNU_IFUNC) && sym[k].st_shndx != SHN_UNDEF &&
+                    sym[k].st_name && (ELF64_ST_BIND(sym[k].st_info) == STB_LOCAL) == local &&
+                    vaddr >= sym[k].st_value && vaddr - sym[k].st_value < sym[k].st_size)
+                    return strs + sym[k].st_name;
+            }
+        }
+    return NULL;
+}
+
+/* The file mapped at *size where the file of f's build id lies under /usr/lib/debug/.build-id
+ * (an installed debug package), or NULL. */
+static const unsigned char *debug_file_of(const unsigned char *f, size_t *size)
+{
+    const ElfW(Ehdr) *h = (const void *)f;
+    const ElfW(Phdr) *ph = (const void *)(f + h->e_phoff);
+    for (size_t i = 0; i < h->e_phnum; i++) {
+        for (size_t at = ph[i].p_offset;
+             ph[i].p_type == PT_NOTE &&
+             at + sizeof(ElfW(Nhdr)) <= ph[i].p_offset + ph[i].p_filesz;) {
+            const ElfW(Nhdr) *n = (const void *)(f + at);
+            const unsigned char *desc = f + at + sizeof *n + (n->n_namesz + 3) / 4 * 4;
+            at = (size_t)(desc - f) + (n->n_descsz + 3) / 4 * 4;
+            if (n->n_type != NT_GNU_BUILD_ID || n->n_descsz == 0)
+                continue;
+            char path[256];
+            int len = snprintf(path, sizeof path, "/usr/lib/debug/.build-id/%02x/", desc[0]);
+            for (size_t k = 1; k < n->n_descsz; k++)
+                len += snprintf(path + len, sizeof path - (size_t)len, "%02x", desc[k]);
+            snprintf(path + len, sizeof path - (size_t)len, ".debug");
+            int fd = open(path, O_RDONLY);
+            struct stat st;
+            if (fd < 0 || fstat(fd, &st) != 0) {
+                if (fd >= 0)
+                    close(fd);
+                return NULL;
+            }
+            void *d = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+            close(fd);
+            *size = (size_t)st.st_size;
+            return d == MAP_FAILED ? NULL : d;
         }
     }
     return NULL;
@@ -87,15 +125,23 @@ static void sample(const char *object)
     const unsigned char *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     CHECK(f != MAP_FAILED, "%s mapped", r.path);
     close(fd);
+    size_t debug_size = 0;
+    const unsigned char *debug = NULL; /* libc's debug file, if installed: uslab reads it */
+    const ElfW(Ehdr) *h = (const void *)f;
+    int has_symtab = 0;
+    for (size_t i = 1; i < h->e_shnum; i++)
+        has_symtab |= ((const ElfW(Shdr) *)(const void *)(f + h->e_shoff))[i].sh_type == SHT_SYMTAB;
+    if (!has_symtab)
+        debug = debug_file_of(f, &debug_size);
     size_t found = 0;
     for (size_t i = 0; i < SAMPLES; i++) { /* an odd stride: every offset within a page */
         uintptr_t pc = r.start + (r.end - r.start) / SAMPLES * i + (i * 37) % 64;
         char text[512];
         usi_symbols_describe((void *)pc, text, sizeof text);
-        const char *want = scan_table(f, ".symtab", pc - r.bias);
+        const char *want = scan_table(debug ? debug : f, ".symtab", pc - r.bias);
         if (!want)
             want = scan_table(f, ".dynsym", pc - r.bias);
-        size_t n = want ? strlen(want) : 0;
+        size_t n = want ? strcspn(want, "@") : 0; /* a version of .symtab's left out */
         CHECK(want ? strncmp(text, want, n) == 0 && (text[n] == ' ' || text[n] == '+')
                    : strchr(text, '(') == NULL,
               "pc %#lx: \"%s\", the file's tables say %s", (unsigned long)pc, text,
@@ -105,6 +151,8 @@ static void sample(const char *object)
     }
     CHECK(found > SAMPLES / 5, "many addresses of %s are in a function (%zu)", r.path, found);
     munmap((void *)f, (size_t)st.st_size);
+    if (debug)
+        munmap((void *)debug, debug_size);
 }
 
 int main(void)
