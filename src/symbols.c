@@ -745,9 +745,16 @@ struct line_row {
     uint64_t address, file, line;
 };
 
+/* The addresses a program's rows cover, [lo, hi): lo > hi where none. */
+struct line_span {
+    uint64_t lo, hi;
+};
+
 /* Runs one program: 1 and *found if a row's range [row, next row) holds vaddr. Sequences
- * that start at address 0 (code the linker discarded) are ignored. */
-static int line_program_find(const struct line_header *h, uint64_t vaddr, struct line_row *found)
+ * that start at address 0 (code the linker discarded) are ignored. With span (and vaddr
+ * UINT64_MAX, which no row holds), the addresses of its rows instead. */
+static int line_program_find(const struct line_header *h, uint64_t vaddr, struct line_row *found,
+                             struct line_span *span)
 {
     struct reader r = {h->program, h->unit_end, 0};
     struct line_row row = {0, 1, 1}, prev = {0, 0, 0};
@@ -802,6 +809,10 @@ static int line_program_find(const struct line_header *h, uint64_t vaddr, struct
             *found = prev;
             return 1;
         }
+        if (span && have_prev && sequence_start != 0) {
+            span->lo = prev.address < span->lo ? prev.address : span->lo;
+            span->hi = row.address > span->hi ? row.address : span->hi;
+        }
         if (!have_prev)
             sequence_start = row.address;
         prev = row;
@@ -814,15 +825,70 @@ static int line_program_find(const struct line_header *h, uint64_t vaddr, struct
     return 0;
 }
 
-/* File name and line of vaddr from .debug_line: 1, or 0 if no program covers it. */
-static int line_of(const struct debug_sections *d, uint64_t vaddr, const char **file,
-                   uint64_t *line)
+/* The line-number programs of a file's .debug_line with the addresses each covers, made on
+ * the file's first line lookup (struct usi_symbols_cache) by running every program once, so
+ * that a lookup runs only the programs that may hold its address, not every program before
+ * the one that does (a leak report of python3 with its -g library: 3,000 lookups). Invariant:
+ * units in the section's order, each with lo < hi and offset the start of its header. */
+struct line_unit {
+    uint64_t lo, hi;
+    size_t offset;
+};
+
+struct line_index {
+    struct line_unit *u; /* NULL: not built, or no memory (every program is run) */
+    size_t n, bytes;
+    int built;
+};
+
+#ifdef USLAB_ASSERTS
+unsigned long usi_symbols_line_programs; /* test builds: line programs run for a lookup */
+int usi_symbols_no_line_index;           /* test builds: lookups without the index */
+#endif
+
+static void line_index_build(struct line_index *x, const struct debug_sections *d)
 {
     struct reader r = {d->line, d->line + d->line_size, 0};
-    while (r.p < r.end && !r.failed) {
+    struct line_header h;
+    size_t n = 0;
+    x->built = 1;
+#ifdef USLAB_ASSERTS
+    if (usi_symbols_no_line_index)
+        return;
+#endif
+    for (; r.p < r.end && !r.failed; n++)
+        read_line_header(&r, &h);
+    x->bytes = n * sizeof *x->u;
+    x->u = n ? usi_os_map(x->bytes) : NULL;
+    r = (struct reader){d->line, d->line + d->line_size, 0};
+    while (x->u && r.p < r.end && !r.failed && x->n < n) {
+        size_t offset = (size_t)(r.p - d->line);
+        struct line_span span = {UINT64_MAX, 0};
+        if (read_line_header(&r, &h) && !line_program_find(&h, UINT64_MAX, NULL, &span) &&
+            span.lo < span.hi)
+            x->u[x->n++] = (struct line_unit){span.lo, span.hi, offset};
+    }
+}
+
+/* File name and line of vaddr from .debug_line: 1, or 0 if no program covers it. The
+ * programs that may are found in x, built on first use. */
+static int line_of(const struct debug_sections *d, struct line_index *x, uint64_t vaddr,
+                   const char **file, uint64_t *line)
+{
+    if (!x->built)
+        line_index_build(x, d);
+    struct reader r = {d->line, d->line + d->line_size, 0};
+    for (size_t i = 0; x->u ? i < x->n : r.p < r.end && !r.failed; i++) {
         struct line_header h;
         struct line_row row;
-        if (!read_line_header(&r, &h) || !line_program_find(&h, vaddr, &row))
+        if (x->u && (vaddr < x->u[i].lo || vaddr >= x->u[i].hi))
+            continue;
+        if (x->u)
+            r.p = d->line + x->u[i].offset;
+#ifdef USLAB_ASSERTS
+        __atomic_fetch_add(&usi_symbols_line_programs, 1, __ATOMIC_RELAXED);
+#endif
+        if (!read_line_header(&r, &h) || !line_program_find(&h, vaddr, &row, NULL))
             continue;
         *file = line_file_name(&h, d, row.file);
         *line = row.line;
@@ -834,9 +900,11 @@ static int line_of(const struct debug_sections *d, uint64_t vaddr, const char **
 /* ---- a frame as text ------------------------------------------------------------------- */
 
 /* Describes vaddr of object e into t, with the symbols and lines of its debug file dbg
- * where e lacks them (NULL: none). Its functions are looked up in index, sorted on first use. */
+ * where e lacks them (NULL: none). Its functions are looked up in index, sorted on first use,
+ * its lines through lines, built on first use. */
 static void describe_vaddr(struct text *t, const struct elf_image *e, const struct elf_image *dbg,
-                           uint64_t vaddr, const char *object, struct fn_index *index)
+                           uint64_t vaddr, const char *object, struct fn_index *index,
+                           struct line_index *lines)
 {
     uint64_t offset = 0;
     if (!index->built)
@@ -854,7 +922,7 @@ static void describe_vaddr(struct text *t, const struct elf_image *e, const stru
     if ((sh = find_section(l, ".debug_str")))
         section_bytes(l, sh, &d.str, &d.str_size);
     if (function && (sh = find_section(l, ".debug_line")) &&
-        section_bytes(l, sh, &d.line, &d.line_size) && line_of(&d, vaddr, &file, &line)) {
+        section_bytes(l, sh, &d.line, &d.line_size) && line_of(&d, lines, vaddr, &file, &line)) {
         text_add(t, function, name_len);
         text_str(t, " (");
         text_str(t, base_name(file));
@@ -887,6 +955,7 @@ struct cached_file {
     struct usi_os_file debug_file;
     int debug_sought;
     struct fn_index functions;
+    struct line_index lines;
 };
 
 /* What a lookup reads, kept: the mappings found in /proc/self/maps and the files mapped with
@@ -924,6 +993,8 @@ static void file_free(struct cached_file *f)
 {
     if (f->functions.e)
         usi_os_unmap(f->functions.e, f->functions.bytes);
+    if (f->lines.u)
+        usi_os_unmap(f->lines.u, f->lines.bytes);
     if (f->image)
         usi_os_unmap_file(f->image, f->file.size);
     if (f->debug_image)
@@ -1131,7 +1202,7 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
             if (!f->debug_sought)
                 find_debug_file(c, f, &e, m.path);
             int has_dbg = f->debug_image && elf_open(&dbg, f->debug_image, f->debug_file.size);
-            describe_vaddr(&t, &e, has_dbg ? &dbg : NULL, vaddr, object, &f->functions);
+            describe_vaddr(&t, &e, has_dbg ? &dbg : NULL, vaddr, object, &f->functions, &f->lines);
         } else {
             text_str(&t, object); /* the file offset: what a disassembly of the file shows */
             text_str(&t, "+");

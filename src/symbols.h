@@ -29,7 +29,9 @@ struct usi_symbols_cache;
 struct usi_symbols_cache *usi_symbols_begin(void);
 void usi_symbols_end(struct usi_symbols_cache *cache); /* NULL: nothing */
 #ifdef USLAB_ASSERTS
-extern unsigned long usi_symbols_files_mapped; /* test builds: files mapped so far */
+extern unsigned long usi_symbols_files_mapped;  /* test builds: files mapped so far */
+extern unsigned long usi_symbols_line_programs; /* test builds: line programs run so far */
+extern int usi_symbols_no_line_index; /* test builds: 1, every lookup runs every program */
 #endif
 
 #pragma GCC visibility pop

@@ -6,7 +6,8 @@
  * of the file's .symtab (its debug file's, when libc's is installed under /usr/lib/debug),
  * then .dynsym, finds (the test's own reference: global names first), and alike in a
  * report's cache and without one; addresses in no file too; caches nest and restore; and, in test
- * builds, a cache maps each file once where calls without one map it every time.
+ * builds, a cache maps each file once where calls without one map it every time, and lines
+ * found through a file's index of line programs are those found by running every program.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -201,6 +202,33 @@ int main(void)
 #endif
     usi_symbols_end(c);
     usi_symbols_end(NULL);
+#ifdef USLAB_ASSERTS
+    /* Lines through the index of a file's line programs (built on its first lookup), and
+     * with every program run up to the one that holds the address: the same text, and the
+     * index runs only the programs whose addresses hold the lookup's. */
+    size_t with_lines = 0;
+    unsigned long runs[2];
+    for (int no_index = 0; no_index < 2; no_index++) {
+        usi_symbols_no_line_index = no_index;
+        unsigned long before = usi_symbols_line_programs;
+        c = usi_symbols_begin();
+        CHECK(c != NULL, "a cache");
+        for (size_t i = 0; i < npcs; i++) {
+            usi_symbols_describe((void *)pcs[i], text, sizeof text);
+            CHECK(strcmp(text, plain[i]) == 0, "pc %#lx: \"%s\" %s the line index, \"%s\" with",
+                  (unsigned long)pcs[i], text, no_index ? "without" : "with", plain[i]);
+            with_lines += !no_index && strstr(text, ".c:") != NULL;
+        }
+        usi_symbols_end(c);
+        runs[no_index] = usi_symbols_line_programs - before;
+    }
+    usi_symbols_no_line_index = 0;
+    CHECK(with_lines > SAMPLES / 5, "many addresses have a line (%zu)", with_lines);
+    /* This program's units cover disjoint addresses: a lookup runs at most one program. */
+    CHECK(runs[0] <= npcs && runs[0] < runs[1],
+          "the index runs at most a program a lookup: %lu for %zu lookups, without it %lu", runs[0],
+          npcs, runs[1]);
+#endif
     munmap(anon, 4096);
     TEST_DONE();
 }
