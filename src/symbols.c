@@ -13,11 +13,11 @@
  * that covers it (so PIE and non-PIE objects alike, with no load bias to compute). The
  * function is the STT_FUNC symbol of .symtab (static functions included), else of .dynsym,
  * whose range holds that address (both sorted by address once a file: fn_index). The line is found
- * by running every line-number program of .debug_line (DWARF 2 to 5) until a row range holds the
- * address; the file name comes from the program's file table (v5: entries described by their own
- * formats, names in .debug_line_str or .debug_str or inline). An object without .symtab or
- * a readable .debug_line takes them from its separate debug file with the same build id, found
- * as gdb finds it (find_debug_file).
+ * by running the line-number programs of .debug_line (DWARF 2 to 5) whose addresses hold it
+ * (line_index, once a file) until a row range holds the address; the file name comes from the
+ * program's file table (v5: entries described by their own formats, names in .debug_line_str
+ * or .debug_str or inline). An object without .symtab or a readable .debug_line takes them from
+ * its separate debug file with the same build id, found as gdb finds it (find_debug_file).
  *
  * Under a seccomp filter (usi_os_seccomp_mode asks the kernel: prctl, else /proc) no file
  * is opened: an address is named "object+0xaddress"
