@@ -188,7 +188,7 @@ int usi_os_write_file(const char *path, const char *tmp, const char *buf, size_t
  * signal handler) and pressure.c's line reader: open read-only (O_CLOEXEC, and O_NONBLOCK so
  * that a FIFO never waits; fd or -1), read (bytes read, 0 at the end, -1; EINTR retried),
  * close. usi_os_map_file maps a whole regular file read-only and private and fills *file
- * with its size and identity (the device and inode that /proc/self/maps shows); NULL if it
+ * with its size and identity (its device and inode); NULL if it
  * is empty, not a regular file, or cannot be mapped. usi_os_unmap_file takes the address and
  * file->size back. */
 struct usi_os_file {
@@ -198,6 +198,8 @@ struct usi_os_file {
 };
 int usi_os_open_ro(const char *path);
 long usi_os_read(int fd, void *buf, size_t len);
+/* The target of symbolic link path into buf, NUL-terminated (cut to len - 1): 1, or 0. */
+int usi_os_readlink(const char *path, char *buf, size_t len);
 void usi_os_close(int fd);
 const void *usi_os_map_file(int fd, struct usi_os_file *file);
 void usi_os_unmap_file(const void *addr, size_t size);
@@ -298,8 +300,9 @@ void usi_os_exit_after_reports(int status);
 /* From a function usi_os_after_destructors runs, in a process with no other thread: frees
  * what glibc and libstdc++ keep for the process's life (stdio buffers, the thread stack
  * cache, the C++ emergency exception pool) as valgrind does before its leak scan
- * (__libc_freeres, __gnu_cxx::__freeres); 1 if it did, 0 where it may not. */
-int usi_os_runtime_freeres(void);
+ * (__libc_freeres, __gnu_cxx::__freeres), calling before(arg) first (no other thread runs
+ * then either); 1 if it did, 0 where it may not. */
+int usi_os_runtime_freeres(void (*before)(void *), void *arg);
 /* uslab's own threads (the purger) count themselves here, +1 as one starts running, -1 as
  * it returns, for usi_os_runtime_freeres's test of "no other thread". */
 void usi_os_helper_thread(int delta);

@@ -923,6 +923,15 @@ long usi_os_read(int fd, void *buf, size_t len)
     return r;
 }
 
+int usi_os_readlink(const char *path, char *buf, size_t len)
+{
+    long n = len && !usi_os_quiet() ? OS_SYSCALL(SYS_readlinkat, AT_FDCWD, path, buf, len - 1) : -1;
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    return 1;
+}
+
 void usi_os_close(int fd)
 {
     if (fd >= 0)
@@ -1506,7 +1515,7 @@ void usi_os_helper_thread(int delta)
 
 extern void __libc_freeres(void);
 
-int usi_os_runtime_freeres(void)
+int usi_os_runtime_freeres(void (*before)(void *), void *arg)
 {
     /* No system call under a seccomp filter (a sandbox may kill for the open of /proc). */
     if (!in_last || usi_os_quiet() || usi_os_seccomp_known() || usi_os_seccomp_mode() != 0)
@@ -1516,6 +1525,7 @@ int usi_os_runtime_freeres(void)
     long tasks = task_count();
     if (tasks != 1 && tasks != 1 + __atomic_load_n(&helper_threads, __ATOMIC_RELAXED))
         return 0;
+    before(arg);
     __libc_freeres();
     /* libstdc++'s, wherever it is in the list (before libuslab.so, or after the preload
      * library): memory only, no dlsym. */

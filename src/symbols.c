@@ -6,29 +6,29 @@
  * (the address inside the object, as addr2line takes it) when it has neither, and the bare
  * address when the object cannot be found.
  *
- * How: the mapping that holds pc is looked up in /proc/self/maps (path, device, inode and
- * the file offset of the mapping); that file is opened, checked to be the same file (device
- * and inode: a program rebuilt since it started is not read), and mapped read-only. The
- * pc's file offset gives its address in the ELF file through the PT_LOAD program header
- * that covers it (so PIE and non-PIE objects alike, with no load bias to compute). The
- * function is the STT_FUNC symbol of .symtab (static functions included), else of .dynsym,
- * whose range holds that address (both sorted by address once a file: fn_index). The line is found
- * by running the line-number programs of .debug_line (DWARF 2 to 5) whose addresses hold it
- * (line_index, once a file) until a row range holds the address; the file name comes from the
- * program's file table (v5: entries described by their own formats, names in .debug_line_str
- * or .debug_str or inline). An object without .symtab or a readable .debug_line takes them from
- * its separate debug file with the same build id, found as gdb finds it (find_debug_file).
+ * How: the loaded object that holds pc comes from the dynamic linker's table (_dl_find_object:
+ * memory only, no lock), with its path (the program's: /proc/self/exe) and load bias, which
+ * makes pc an address in the file's own terms (PIE and non-PIE alike). Its file is opened and
+ * mapped read-only if it is the object loaded: the same build id as the notes in memory (or,
+ * without one, the same program headers), so that a library replaced since it was loaded is
+ * not read. The function is the STT_FUNC symbol of .symtab (static functions included), else
+ * of .dynsym, whose range holds that address (both sorted by address once a file: fn_index).
+ * The line is found by running the line-number programs of .debug_line (DWARF 2 to 5) whose
+ * addresses hold it (line_index, once a file) until a row range holds the address; the file
+ * name comes from the program's file table (v5: entries described by their own formats, names
+ * in .debug_line_str or .debug_str or inline). An object without .symtab or a readable
+ * .debug_line takes them from its separate debug file with the same build id, found as gdb
+ * finds it (find_debug_file).
  *
  * Under a seccomp filter (usi_os_seccomp_mode asks the kernel: prctl, else /proc) no file
- * is opened: an address is named "object+0xaddress"
- * from the dynamic linker's table of objects (_dl_find_object, memory only), without its
- * function or line. The filter may kill
- * for openat (a sandbox that allows only what it needs), and a report of a debug check,
- * or the leak report at exit, then ended the process with SIGSYS instead.
+ * is opened: an address is named "object+0xaddress", without its function or line. The
+ * filter may kill for openat (a sandbox that allows only what it needs), and a report of a
+ * debug check, or the leak report at exit, then ended the process with SIGSYS instead.
  *
  * Each call keeps what it read in a cache of its own; a report that names many frames opens
- * one for all of them (usi_symbols_begin), so /proc/self/maps is read and each file opened a
- * few times a report, not once a frame.
+ * one for all of them (usi_symbols_begin), so each file is opened once a report, not once a
+ * frame. The leak report at exit keeps where the objects lie in it first
+ * (usi_symbols_keep_objects): glibc's __libc_freeres takes dlopen's objects out of the table.
  *
  * Rules: never allocates from uslab or malloc (scratch memory is the cache, one anonymous
  * mapping, a file is mapped and its sorted functions are one more), takes no lock and uses
@@ -47,6 +47,7 @@
 #include <errno.h>
 #include <link.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 /* ---- text without stdio --------------------------------------------------------------- */
 
@@ -96,113 +97,7 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* ---- the mapping that holds an address (/proc/self/maps) ------------------------------ */
-
-#define PATH_BYTES 4096
-#define MAPS_BYTES 8192 /* longer than any line: a path is at most PATH_BYTES */
-
-/* Memory for reading /proc/self/maps, in the cache (not on the stack: a signal handler's
- * may be small). */
-struct scratch {
-    char maps[MAPS_BYTES];
-    char path[PATH_BYTES];
-};
-
-/* Invariant: start <= pc < end; path is "" for memory without a file ("[vdso]", JIT). */
-struct mapping {
-    uint64_t start, end, file_offset, inode;
-    unsigned device_major, device_minor;
-    const char *path; /* in the scratch memory */
-};
-
-static const char *parse_hex(const char *p, uint64_t *v)
-{
-    const char *first = p;
-    *v = 0;
-    for (;; p++) {
-        unsigned d;
-        if (*p >= '0' && *p <= '9')
-            d = (unsigned)(*p - '0');
-        else if (*p >= 'a' && *p <= 'f')
-            d = (unsigned)(*p - 'a' + 10);
-        else
-            break;
-        *v = *v << 4 | d;
-    }
-    return p == first ? NULL : p;
-}
-
-static const char *parse_dec(const char *p, uint64_t *v)
-{
-    const char *first = p;
-    for (*v = 0; *p >= '0' && *p <= '9'; p++)
-        *v = *v * 10 + (uint64_t)(*p - '0');
-    return p == first ? NULL : p;
-}
-
-static const char *skip_spaces(const char *p)
-{
-    while (*p == ' ')
-        p++;
-    return p;
-}
-
-/* One line "start-end perms offset major:minor inode [path]": 1 and *m if it holds pc. */
-static int maps_line_holds(const char *line, uint64_t pc, struct mapping *m, char *path)
-{
-    uint64_t major, minor;
-    const char *p = parse_hex(line, &m->start);
-    if (!p || *p != '-' || !(p = parse_hex(p + 1, &m->end)) || pc < m->start || pc >= m->end)
-        return 0;
-    p = skip_spaces(p);
-    while (*p && *p != ' ') /* permissions */
-        p++;
-    if (!(p = parse_hex(skip_spaces(p), &m->file_offset)) ||
-        !(p = parse_hex(skip_spaces(p), &major)) || *p != ':' || !(p = parse_hex(p + 1, &minor)) ||
-        !(p = parse_dec(skip_spaces(p), &m->inode)))
-        return 0;
-    m->device_major = (unsigned)major;
-    m->device_minor = (unsigned)minor;
-    p = skip_spaces(p);
-    size_t n = strlen(p);
-    if (n >= PATH_BYTES)
-        n = PATH_BYTES - 1;
-    memcpy(path, p, n);
-    path[n] = '\0';
-    m->path = path;
-    return 1;
-}
-
-/* Finds the mapping holding pc: 1 and *m, or 0 (not mapped, or /proc unreadable). */
-static int find_mapping(uint64_t pc, struct mapping *m, struct scratch *s)
-{
-    int fd = usi_os_open_ro("/proc/self/maps");
-    if (fd < 0)
-        return 0;
-    size_t fill = 0;
-    int found = 0, dropping = 0; /* dropping: the rest of a line too long for the buffer */
-    while (!found) {
-        long got = usi_os_read(fd, s->maps + fill, sizeof s->maps - 1 - fill);
-        if (got <= 0)
-            break;
-        fill += (size_t)got;
-        size_t line = 0;
-        for (char *nl; !found && (nl = memchr(s->maps + line, '\n', fill - line));) {
-            *nl = '\0';
-            found = !dropping && maps_line_holds(s->maps + line, pc, m, s->path);
-            dropping = 0;
-            line = (size_t)(nl + 1 - s->maps);
-        }
-        memmove(s->maps, s->maps + line, fill - line);
-        fill -= line;
-        if (fill == sizeof s->maps - 1) {
-            fill = 0;
-            dropping = 1;
-        }
-    }
-    usi_os_close(fd);
-    return found;
-}
+#define PATH_BYTES 4096 /* a debug file's path (find_debug_file) */
 
 /* ---- ELF -------------------------------------------------------------------------------- */
 
@@ -291,35 +186,34 @@ static const elf_section_header *find_section(const struct elf_image *e, const c
     return NULL;
 }
 
-/* The address in the file's own terms (st_value, DWARF addresses) of a file offset that a
- * loadable segment maps: 1 and *vaddr, or 0. */
-static int file_offset_to_vaddr(const struct elf_image *e, uint64_t offset, uint64_t *vaddr)
+/* The GNU build id among the notes at [p, p + n): its length and *id, or 0. */
+static size_t notes_build_id(const unsigned char *p, size_t n, const unsigned char **id)
 {
-    const elf_program_header *ph = (const void *)(e->base + e->header->e_phoff);
-    for (size_t i = 0; i < e->header->e_phnum; i++)
-        if (ph[i].p_type == PT_LOAD && offset >= ph[i].p_offset &&
-            offset - ph[i].p_offset < ph[i].p_filesz) {
-            *vaddr = ph[i].p_vaddr + (offset - ph[i].p_offset);
-            return 1;
+    ElfW(Nhdr) h;
+    for (size_t at = 0; at <= n && n - at >= sizeof h;) {
+        memcpy(&h, p + at, sizeof h);
+        size_t name = at + sizeof h, desc = name + ((h.n_namesz + 3) & ~3ull);
+        if (h.n_namesz > n || h.n_descsz > n || desc > n || h.n_descsz > n - desc)
+            return 0;
+        if (h.n_type == NT_GNU_BUILD_ID && h.n_namesz == 4 && memcmp(p + name, "GNU", 4) == 0 &&
+            h.n_descsz > 0) {
+            *id = p + desc;
+            return h.n_descsz;
         }
+        at = desc + ((h.n_descsz + 3) & ~3ull);
+    }
     return 0;
 }
 
-/* The GNU build id of e (the note in its .note.gnu.build-id): its length and *id, or 0. */
+/* The GNU build id of the file e (its .note.gnu.build-id): its length and *id, or 0. */
 static size_t build_id(const struct elf_image *e, const unsigned char **id)
 {
     const elf_section_header *sh = find_section(e, ".note.gnu.build-id");
     const unsigned char *p;
     size_t n;
-    ElfW(Nhdr) h;
-    if (!sh || sh->sh_type != SHT_NOTE || !section_bytes(e, sh, &p, &n) || n < sizeof h + 4)
+    if (!sh || sh->sh_type != SHT_NOTE || !section_bytes(e, sh, &p, &n))
         return 0;
-    memcpy(&h, p, sizeof h);
-    if (h.n_type != NT_GNU_BUILD_ID || h.n_namesz != 4 || memcmp(p + sizeof h, "GNU", 4) != 0 ||
-        h.n_descsz == 0 || h.n_descsz > n - sizeof h - 4)
-        return 0;
-    *id = p + sizeof h + 4;
-    return h.n_descsz;
+    return notes_build_id(p, n, id);
 }
 
 /* Whether e has line information it can read: a .debug_line in the file, uncompressed. */
@@ -945,11 +839,14 @@ static void describe_vaddr(struct text *t, const struct elf_image *e, const stru
 
 /* ---- the cache ------------------------------------------------------------------------- */
 
-#define CACHE_MAPPINGS 32 /* the mappings found so far (a report's stacks touch a few) */
-#define CACHE_FILES    8  /* the files kept mapped, with their sorted functions */
+#define CACHE_FILES  8   /* the objects' files kept mapped, with their sorted functions */
+#define KEPT_OBJECTS 512 /* loaded objects kept (usi_symbols_keep_objects) */
 
+/* A loaded object's file, mapped. Invariant: object is the key (NULL: a free slot); image
+ * is NULL where the file could not be read or is not the one loaded (not tried again). */
 struct cached_file {
-    const void *image; /* NULL: a free slot */
+    const void *object; /* the object's start in memory (dlfo_map_start) */
+    const void *image;
     struct usi_os_file file;
     const void *debug_image; /* its separate debug file (find_debug_file), or NULL */
     struct usi_os_file debug_file;
@@ -958,20 +855,18 @@ struct cached_file {
     struct line_index lines;
 };
 
-/* What a lookup reads, kept: the mappings found in /proc/self/maps and the files mapped with
- * their functions sorted. Each call makes one for itself, unless its thread opened one with
- * usi_symbols_begin, which then serves every call until usi_symbols_end: a report of thousands
- * of frames reads maps and opens each file a few times, not once a frame. Invariant: `busy`
- * while a call uses it, so that a signal handler's report in the middle of one makes its own;
- * slots are reused in turn (`next_*`). */
+/* What a lookup reads, kept: the objects' files mapped with their functions sorted. Each call
+ * makes one for itself, unless its thread opened one with usi_symbols_begin, which then serves
+ * every call until usi_symbols_end: a report of thousands of frames opens each file once, not
+ * once a frame. Invariant: `busy` while a call uses it, so that a signal handler's report in
+ * the middle of one makes its own; slots are reused in turn (`next_file`). */
 struct usi_symbols_cache {
     struct usi_symbols_cache *outer; /* the thread's cache before this one */
     int seccomp, busy;
-    struct mapping maps[CACHE_MAPPINGS];
-    char paths[CACHE_MAPPINGS][PATH_BYTES];
-    size_t nmaps, next_map, next_file;
+    size_t next_file, nkept;
     struct cached_file files[CACHE_FILES];
-    struct scratch scratch;
+    struct dl_find_object kept[KEPT_OBJECTS];
+    char program[PATH_BYTES]; /* the program's path ("" until asked: program_path) */
     char debug_path[PATH_BYTES];
 };
 
@@ -1051,52 +946,86 @@ static void cache_give(struct usi_symbols_cache *c, struct usi_symbols_cache *ow
         c->busy = 0;
 }
 
-/* find_mapping, remembered: 1 and *m (its path in the cache), or 0. */
-static int lookup_mapping(struct usi_symbols_cache *c, uint64_t pc, struct mapping *m)
+/* The program's file: the target of /proc/self/exe, else the name it was executed by; NULL
+ * if neither is known. */
+static const char *program_path(struct usi_symbols_cache *c)
 {
-    for (size_t i = 0; i < c->nmaps; i++)
-        if (pc >= c->maps[i].start && pc < c->maps[i].end) {
-            *m = c->maps[i];
-            return 1;
-        }
-    if (!find_mapping(pc, m, &c->scratch))
-        return 0;
-    size_t i = c->next_map++ % CACHE_MAPPINGS;
-    memcpy(c->paths[i], m->path, strlen(m->path) + 1);
-    m->path = c->paths[i];
-    c->maps[i] = *m;
-    c->nmaps += c->nmaps < CACHE_MAPPINGS;
-    return 1;
+    if (!c->program[0] && !usi_os_readlink("/proc/self/exe", c->program, sizeof c->program)) {
+        const char *execfn = (const char *)getauxval(AT_EXECFN);
+        struct text t = {c->program, sizeof c->program, 0};
+        text_str(&t, execfn ? execfn : "");
+    }
+    return c->program[0] ? c->program : NULL;
 }
 
-/* The file mapped at m, kept mapped in the cache; NULL if it cannot be mapped, or the file at
- * that path is no longer the one mapped. */
-static struct cached_file *map_object(struct usi_symbols_cache *c, const struct mapping *m)
+/* The loaded object obj's program headers in memory, read from the ELF header at the start
+ * of its mapping, and their number (*n), or NULL. */
+static const elf_program_header *loaded_headers(const struct dl_find_object *obj, size_t *n)
 {
-    for (size_t i = 0; i < CACHE_FILES; i++) {
-        struct cached_file *cf = &c->files[i];
-        if (cf->image && cf->file.inode == m->inode && cf->file.device_major == m->device_major &&
-            cf->file.device_minor == m->device_minor)
-            return cf;
-    }
-    struct usi_os_file f;
-    int fd = usi_os_open_ro(m->path);
-    const void *image = fd >= 0 ? usi_os_map_file(fd, &f) : NULL;
-    usi_os_close(fd);
-    if (!image)
+    const unsigned char *start = obj->dlfo_map_start;
+    size_t size = (size_t)((const unsigned char *)obj->dlfo_map_end - start);
+    const elf_header *h = obj->dlfo_map_start;
+    if (size < sizeof *h || memcmp(h->e_ident, ELFMAG, SELFMAG) != 0 ||
+        h->e_phentsize != sizeof(elf_program_header) || h->e_phoff > size ||
+        (uint64_t)h->e_phnum * sizeof(elf_program_header) > size - h->e_phoff ||
+        h->e_phoff % _Alignof(elf_program_header) != 0)
         return NULL;
-#ifdef USLAB_ASSERTS
-    __atomic_fetch_add(&usi_symbols_files_mapped, 1, __ATOMIC_RELAXED);
-#endif
-    if (f.inode != m->inode || f.device_major != m->device_major ||
-        f.device_minor != m->device_minor) {
-        usi_os_unmap_file(image, f.size);
-        return NULL;
+    *n = h->e_phnum;
+    return (const void *)(start + h->e_phoff);
+}
+
+/* Whether the file e is the loaded object obj: the same build id, or, where the object has
+ * none, the same program headers (a program rebuilt since it started is not read). */
+static int is_loaded(const struct elf_image *e, const struct dl_find_object *obj)
+{
+    size_t n = 0;
+    const elf_program_header *ph = loaded_headers(obj, &n);
+    const unsigned char *id = NULL, *file_id;
+    uintptr_t start = (uintptr_t)obj->dlfo_map_start, end = (uintptr_t)obj->dlfo_map_end;
+    size_t id_len = 0;
+    for (size_t i = 0; ph && i < n && !id_len; i++) {
+        uintptr_t at = obj->dlfo_link_map->l_addr + ph[i].p_vaddr;
+        if (ph[i].p_type == PT_NOTE && at >= start && at <= end && ph[i].p_memsz <= end - at)
+            id_len = notes_build_id((const void *)at, ph[i].p_memsz, &id);
     }
+    if (id_len)
+        return build_id(e, &file_id) == id_len && memcmp(file_id, id, id_len) == 0;
+    return ph && e->header->e_phnum == n &&
+           memcmp(e->base + e->header->e_phoff, ph, n * sizeof *ph) == 0;
+}
+
+/* The file of the loaded object obj (path; NULL: the program), kept mapped in the cache;
+ * NULL if it cannot be read or is not the one loaded. The program's is /proc/self/exe, the
+ * very file the kernel mapped, else its path. */
+static struct cached_file *map_object(struct usi_symbols_cache *c, const struct dl_find_object *obj,
+                                      const char *path)
+{
+    for (size_t i = 0; i < CACHE_FILES; i++)
+        if (c->files[i].object == obj->dlfo_map_start)
+            return c->files[i].image ? &c->files[i] : NULL;
     struct cached_file *cf = &c->files[c->next_file++ % CACHE_FILES];
     file_free(cf);
-    *cf = (struct cached_file){.image = image, .file = f};
-    return cf;
+    *cf = (struct cached_file){.object = obj->dlfo_map_start};
+    const char *names[2] = {path ? path : "/proc/self/exe", path ? NULL : program_path(c)};
+    for (int k = 0; k < 2 && names[k] && !cf->image; k++) {
+        struct usi_os_file f;
+        struct elf_image e;
+        int fd = usi_os_open_ro(names[k]);
+        const void *image = fd >= 0 ? usi_os_map_file(fd, &f) : NULL;
+        usi_os_close(fd);
+        if (!image)
+            continue;
+#ifdef USLAB_ASSERTS
+        __atomic_fetch_add(&usi_symbols_files_mapped, 1, __ATOMIC_RELAXED);
+#endif
+        if (elf_open(&e, image, f.size) && is_loaded(&e, obj)) {
+            cf->image = image;
+            cf->file = f;
+        } else {
+            usi_os_unmap_file(image, f.size);
+        }
+    }
+    return cf->image ? cf : NULL;
 }
 
 /* Maps the debug file at c->debug_path into f if it is object e's: the same build id (id_len
@@ -1124,11 +1053,11 @@ static int try_debug_file(struct usi_symbols_cache *c, struct cached_file *f,
     return 1;
 }
 
-/* The separate debug file of object e (at path), looked for once, where e lacks a symbol table
- * or line information (a stripped program or library), as gdb looks: DEBUG_ROOT/.build-id/xx/
- * rest.debug (xx/rest: e's build id in hex), else the file its .gnu_debuglink names, beside
- * it, in .debug/ beside it, or under DEBUG_ROOT with its directory. A file is taken only with
- * e's build id, so one from another build of e is never read. */
+/* The separate debug file of object e (at path; NULL: not known), looked for once, where e lacks a
+ * symbol table or line information (a stripped program or library), as gdb looks:
+ * DEBUG_ROOT/.build-id/xx/ rest.debug (xx/rest: e's build id in hex), else the file its
+ * .gnu_debuglink names, beside it, in .debug/ beside it, or under DEBUG_ROOT with its directory. A
+ * file is taken only with e's build id, so one from another build of e is never read. */
 #define DEBUG_ROOT "/usr/lib/debug"
 static void find_debug_file(struct usi_symbols_cache *c, struct cached_file *f,
                             const struct elf_image *e, const char *path)
@@ -1148,7 +1077,7 @@ static void find_debug_file(struct usi_symbols_cache *c, struct cached_file *f,
     if (try_debug_file(c, f, id, id_len))
         return;
     const elf_section_header *sh = find_section(e, ".gnu_debuglink");
-    if (!sh || !section_bytes(e, sh, &link, &link_size) || !memchr(link, '\0', link_size))
+    if (!path || !sh || !section_bytes(e, sh, &link, &link_size) || !memchr(link, '\0', link_size))
         return;
     size_t dir = (size_t)(base_name(path) - path); /* with its last '/' */
     for (int where = 0; where < 3; where++) {
@@ -1162,52 +1091,61 @@ static void find_debug_file(struct usi_symbols_cache *c, struct cached_file *f,
     }
 }
 
+void usi_symbols_keep_objects(struct usi_symbols_cache *c)
+{
+    for (const struct link_map *m = _r_debug.r_map; c && m && c->nkept < KEPT_OBJECTS;
+         m = m->l_next)
+        if (m->l_ld && _dl_find_object((void *)m->l_ld, &c->kept[c->nkept]) == 0)
+            c->nkept++;
+}
+
+/* The loaded object that holds pc, from the dynamic linker's table (memory only, no lock),
+ * else from those c kept: 1 and *obj, or 0. */
+static int find_object(const struct usi_symbols_cache *c, const void *pc,
+                       struct dl_find_object *obj)
+{
+    if (_dl_find_object((void *)pc, obj) == 0)
+        return 1;
+    for (size_t i = 0; c && i < c->nkept; i++)
+        if (pc >= c->kept[i].dlfo_map_start && pc < c->kept[i].dlfo_map_end) {
+            *obj = c->kept[i];
+            return 1;
+        }
+    return 0;
+}
+
 void usi_symbols_describe(const void *pc, char *buf, size_t len)
 {
     if (len == 0)
         return;
     int saved_errno = errno;
     struct text t = {buf, len, 0};
-    struct mapping m;
+    struct dl_find_object obj;
     buf[0] = '\0';
     struct usi_symbols_cache *own, *c = cache_take(&own);
-    if (c && c->seccomp != 0) {
-        /* No file: "object+0xaddress" (its address in the object, as addr2line takes it;
-         * the program, whose dynamic-linker name is empty, as "program"), or bare. The
-         * object from the dynamic linker's table (memory only, no lock). */
-        struct dl_find_object obj;
-        if (_dl_find_object((void *)pc, &obj) == 0) {
-            const struct link_map *lm = obj.dlfo_link_map;
-            text_str(&t, lm->l_name && lm->l_name[0] ? base_name(lm->l_name) : "program");
-            text_str(&t, "+");
-            text_hex(&t, (uintptr_t)pc - lm->l_addr);
-        } else {
-            text_hex(&t, (uintptr_t)pc);
-        }
-    } else if (!c || !lookup_mapping(c, (uintptr_t)pc, &m)) {
+    if (!find_object(c, pc, &obj)) { /* code outside every object (generated code) */
         text_hex(&t, (uintptr_t)pc);
-    } else if (m.path[0] == '[') { /* a mapping the kernel names: "[vdso]+0x.." */
-        text_str(&t, m.path);
+        cache_give(c, own);
+        errno = saved_errno;
+        return;
+    }
+    const char *path = obj.dlfo_link_map->l_name; /* "" for the program */
+    path = path && path[0] ? path : NULL;
+    uint64_t vaddr = (uintptr_t)pc - obj.dlfo_link_map->l_addr; /* in the file's own terms */
+    /* Under a seccomp filter no file is opened (the filter may kill for openat). */
+    struct cached_file *f = c && c->seccomp == 0 ? map_object(c, &obj, path) : NULL;
+    const char *object = path ? path : c && c->seccomp == 0 ? program_path(c) : NULL;
+    object = object ? base_name(object) : "program";
+    struct elf_image e, dbg;
+    if (f && elf_open(&e, f->image, f->file.size)) {
+        if (!f->debug_sought)
+            find_debug_file(c, f, &e, path ? path : program_path(c));
+        int has_dbg = f->debug_image && elf_open(&dbg, f->debug_image, f->debug_file.size);
+        describe_vaddr(&t, &e, has_dbg ? &dbg : NULL, vaddr, object, &f->functions, &f->lines);
+    } else { /* "object+0xaddress": the address in the object, as addr2line takes it */
+        text_str(&t, object);
         text_str(&t, "+");
-        text_hex(&t, (uintptr_t)pc - m.start);
-    } else if (m.path[0] != '/') { /* anonymous memory (generated code) */
-        text_hex(&t, (uintptr_t)pc);
-    } else {
-        const char *object = base_name(m.path);
-        uint64_t vaddr, file_offset = (uintptr_t)pc - m.start + m.file_offset;
-        struct cached_file *f = map_object(c, &m);
-        struct elf_image e, dbg;
-        if (f && elf_open(&e, f->image, f->file.size) &&
-            file_offset_to_vaddr(&e, file_offset, &vaddr)) {
-            if (!f->debug_sought)
-                find_debug_file(c, f, &e, m.path);
-            int has_dbg = f->debug_image && elf_open(&dbg, f->debug_image, f->debug_file.size);
-            describe_vaddr(&t, &e, has_dbg ? &dbg : NULL, vaddr, object, &f->functions, &f->lines);
-        } else {
-            text_str(&t, object); /* the file offset: what a disassembly of the file shows */
-            text_str(&t, "+");
-            text_hex(&t, file_offset);
-        }
+        text_hex(&t, vaddr);
     }
     cache_give(c, own);
     errno = saved_errno;

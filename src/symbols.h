@@ -14,20 +14,25 @@
 /* Writes what pc is into buf (len bytes, always terminated, cut short if need be):
  * "function (file.c:line)" with DWARF line information, "function+0xoff (object)" with a
  * symbol table (.symtab, else .dynsym), "object+0xoff" (the address in the object's file)
- * without, or the bare address when no file holds it. Reads /proc/self/maps and the
- * object's file; never allocates (one anonymous mapping of scratch), takes no lock and
- * leaves errno alone: safe in a signal handler and under uslab's locks. For reports only:
- * it costs system calls and a scan of the object's line tables (fewer calls inside a cache,
- * below). */
+ * without, or the bare address when no loaded object holds it. Finds the object in the
+ * dynamic linker's table and reads its file; never allocates (one anonymous mapping of
+ * scratch), takes no lock and leaves errno alone: safe in a signal handler and under uslab's
+ * locks. For reports only: it costs system calls and a scan of the object's tables (fewer
+ * inside a cache, below). */
 void usi_symbols_describe(const void *pc, char *buf, size_t len);
-/* A cache of what usi_symbols_describe reads (the mappings, the files
- * mapped, their functions sorted), for the calling thread's calls until usi_symbols_end: for
+/* A cache of what usi_symbols_describe reads (the files mapped, their functions
+ * sorted), for the calling thread's calls until usi_symbols_end: for
  * a report that names many frames (each call without one makes its own). Nests (a signal
  * handler's report opens its own); NULL if no memory. Never allocates but by anonymous
  * mappings, takes no lock. */
 struct usi_symbols_cache;
 struct usi_symbols_cache *usi_symbols_begin(void);
 void usi_symbols_end(struct usi_symbols_cache *cache); /* NULL: nothing */
+/* Keeps in cache where every loaded object lies, for lookups after __libc_freeres, which
+ * empties the dynamic linker's table of the objects dlopen loaded (the leak report at exit,
+ * through usi_os_runtime_freeres). Reads the dynamic linker's list without its lock: only
+ * where no other thread runs. */
+void usi_symbols_keep_objects(struct usi_symbols_cache *cache);
 #ifdef USLAB_ASSERTS
 extern unsigned long usi_symbols_files_mapped;  /* test builds: files mapped so far */
 extern unsigned long usi_symbols_line_programs; /* test builds: line programs run so far */

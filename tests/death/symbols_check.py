@@ -3,11 +3,15 @@
 """Symbolised stacks (issue 16, docs/design.md §9): runs a build of symbols_program.c under
 the preload library and checks how its frames are named.
 
-Usage: symbols_check.py CHECK PROGRAM PRELOAD SOURCE [REFERENCE]
+Usage: symbols_check.py CHECK PROGRAM PRELOAD SOURCE [REFERENCE [OTHER]]
 
   lines       USLAB_LEAKS=1: the 2,000,000-byte leak's first frame is
               "leak_static_block (symbols_program.c:LINE)", LINE that of the malloc call
               (marked SITE:leak_big in SOURCE), the 112-byte one's likewise
+  replaced    PROGRAM loads REFERENCE, a build of SOURCE (symbols_lib.c), from a copy and
+              leaks a block from it: its static function is named with its line; with the
+              copy replaced by OTHER (another build, its function named otherwise) after
+              it was loaded, the frame is "LIB+0x.." and OTHER's name appears nowhere
   json        the same from USLAB_LEAKS=json, as the first frame of the largest site
   names       a build without line information (no -g, compressed debug sections):
               "leak_static_block+0x.. (PROGRAM)", and no file or line
@@ -59,11 +63,11 @@ def site_line(source, name):
     fail("no SITE:%s in %s" % (name, source))
 
 
-def run(program, preload, mode, env_extra, timeout=60):
+def run(program, preload, mode, env_extra, timeout=60, args=()):
     env = {k: v for k, v in os.environ.items() if not k.startswith("USLAB_")}
     env.update(LD_PRELOAD=preload, **env_extra)
     try:
-        p = subprocess.run([program, mode], env=env, capture_output=True, text=True,
+        p = subprocess.run([program, mode, *args], env=env, capture_output=True, text=True,
                            errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
@@ -207,6 +211,25 @@ def main():
             fail("libc's static function not named from %s" % libc_debug, named)
         print("ok: %s; %d of 30 damaged debug files read; libc's __libc_start_call_main from %s"
               % (want, read, libc_debug))
+    elif check == "replaced":
+        other = sys.argv[6]
+        header = "LEAK: 3000 bytes in 1 objects (malloc-3072 x1), allocated from:"
+        with tempfile.TemporaryDirectory() as tmp:
+            lib = os.path.join(tmp, "libsym.so")
+            shutil.copy(reference, lib)
+            p = run(program, preload, "library", {"USLAB_LEAKS": "1"}, args=(lib,))
+            want = "leak_in_library (%s:%d)" % (src, site_line(source, "leak_lib"))
+            got = first_frame_after(p.stderr, header)
+            if p.returncode != 0 or got != want:
+                fail("expected %r, got %r" % (want, got), p.stderr)
+            replacement = os.path.join(tmp, "other.so")
+            shutil.copy(other, replacement)
+            p = run(program, preload, "library", {"USLAB_LEAKS": "1"}, args=(lib, replacement))
+            got = first_frame_after(p.stderr, header)
+            if p.returncode != 0 or not re.fullmatch(r"libsym\.so\+0x[0-9a-f]+", got) or \
+                    "replaced_build_site" in p.stderr:
+                fail("the replaced library's file was read: %r" % got, p.stderr)
+        print("ok: %s; replaced: %s" % (want, got))
     elif check == "json":
         p = run(program, preload, "leak", {"USLAB_LEAKS": "json"})
         if p.returncode != 0:

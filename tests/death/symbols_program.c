@@ -11,7 +11,11 @@
  *   signal       a SIGALRM handler that interrupted malloc or free frees a pointer into a
  *                static array (USLAB_DEBUG=F: a BUG report, then abort); the loop it
  *                interrupts allocates and frees for ever
+ *   library LIB [REPLACEMENT]
+ *                loads LIB (symbols_lib.c) and leaks a block from it; then, with
+ *                REPLACEMENT, renames that file over LIB before the report at exit
  */
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,8 +84,20 @@ int main(int argc, char **argv)
         double_free_static();
     } else if (strcmp(mode, "signal") == 0) {
         allocate_until_signal();
+    } else if (strcmp(mode, "library") == 0 && argc > 2) {
+        void *lib = dlopen(argv[2], RTLD_NOW);
+        void (*leak)(void) = lib ? (void (*)(void))dlsym(lib, "leak_from_library") : NULL;
+        if (!leak) {
+            fprintf(stderr, "%s\n", dlerror());
+            return 2;
+        }
+        leak();
+        if (argc > 3 && rename(argv[3], argv[2]) != 0) {
+            perror("rename");
+            return 2;
+        }
     } else {
-        fprintf(stderr, "usage: %s leak|double_free|signal\n", argv[0]);
+        fprintf(stderr, "usage: %s leak|double_free|signal|library LIB [REPLACEMENT]\n", argv[0]);
         return 2;
     }
     return 0;
