@@ -5,7 +5,7 @@
 #                 tests under uslab, CPython's tests under uslab, the suite under UBSan (a
 #                 Debug build that cmake, make and the compilers make on uslab), the stress
 #                 tests under TSan and UBSan, memcheck (a Valgrind client-request build),
-#                 then 30 s of fuzzing for each of two targets
+#                 then 30 s of fuzzing for each of three targets
 #   make check    just the test suite of ./build (the quick inner loop)
 #   make layers   the layer check of docs/design.md §1 on ./build's objects and src/'s includes
 #                 (ctest label layers)
@@ -92,17 +92,21 @@ test-tsan:
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:detect_deadlocks=0:die_after_fork=0 $(CTEST) -L stress
 
 # libFuzzer (clang), FUZZ_TIME seconds each: tests/fuzz/fuzz_cache_ops (object caches, about 11k
-# inputs) on a copy of tests/fuzz/corpus, and tests/fuzz/fuzz_malloc_ops (the malloc family,
-# about 6k) on a copy of tests/fuzz/corpus_malloc; the corpora in tests/ stay unchanged. Fails if
-# a fuzzer finds a crash.
+# inputs) on a copy of tests/fuzz/corpus, tests/fuzz/fuzz_malloc_ops (the malloc family,
+# about 6k) on a copy of tests/fuzz/corpus_malloc, and tests/fuzz/fuzz_symbols (the symbols
+# layer's ELF and DWARF readers) on seeds made here from a -g build of a test program; the
+# corpora in tests/ stay unchanged. Fails if a fuzzer finds a crash.
 FUZZ_TIME ?= 30
 fuzz:
 	$(MAKE) configure BUILD=build-fuzz CMAKE_FLAGS="-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DUSLAB_BUILD_FUZZ=ON -DUSLAB_BUILD_BENCH=OFF"
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_cache_ops fuzz_malloc_ops
-	rm -rf build-fuzz/corpus build-fuzz/corpus_malloc
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_cache_ops fuzz_malloc_ops fuzz_symbols
+	rm -rf build-fuzz/corpus build-fuzz/corpus_malloc build-fuzz/corpus_symbols
 	cp -r tests/fuzz/corpus build-fuzz/corpus && cp -r tests/fuzz/corpus_malloc build-fuzz/corpus_malloc
+	mkdir build-fuzz/corpus_symbols && cc -O1 -gdwarf-5 -fPIE -pie -o build-fuzz/symbols_seed tests/death/symbols_program.c
+	python3 tests/fuzz/seed_symbols.py build-fuzz/symbols_seed build-fuzz/corpus_symbols
 	cd build-fuzz && ./tests/fuzz/fuzz_cache_ops -max_total_time=$(FUZZ_TIME) -print_final_stats=1 corpus
 	cd build-fuzz && ./tests/fuzz/fuzz_malloc_ops -max_total_time=$(FUZZ_TIME) -print_final_stats=1 corpus_malloc
+	cd build-fuzz && ./tests/fuzz/fuzz_symbols -max_total_time=$(FUZZ_TIME) -print_final_stats=1 -max_len=65536 corpus_symbols
 
 .PHONY: bench bench-full
 

@@ -150,7 +150,7 @@ static int elf_open(struct elf_image *e, const void *base, size_t size)
     /* Extended numbering: the counts live in section 0 when they do not fit the header. */
     size_t n = h->e_shnum ? h->e_shnum : (size_t)first->sh_size;
     size_t names = h->e_shstrndx == SHN_XINDEX ? first->sh_link : h->e_shstrndx;
-    if (!in_file(e, h->e_shoff, (uint64_t)n * sizeof(elf_section_header)))
+    if (n > (size - h->e_shoff) / sizeof(elf_section_header)) /* n * size may wrap around */
         return 1;
     e->sections = first;
     e->nsections = n;
@@ -1149,4 +1149,24 @@ void usi_symbols_describe(const void *pc, char *buf, size_t len)
     }
     cache_give(c, own);
     errno = saved_errno;
+}
+
+void usi_symbols_describe_image(const void *image, size_t size, const void *debug,
+                                size_t debug_size, uint64_t vaddr, char *buf, size_t len)
+{
+    struct text t = {buf, len, 0};
+    struct fn_index functions = {0};
+    struct line_index lines = {0};
+    struct elf_image e, dbg;
+    const unsigned char *id;
+    buf[0] = '\0';
+    if (len && elf_open(&e, image, size)) {
+        (void)build_id(&e, &id); /* the notes a debug file is matched by */
+        int has_dbg = debug && elf_open(&dbg, debug, debug_size);
+        describe_vaddr(&t, &e, has_dbg ? &dbg : NULL, vaddr, "object", &functions, &lines);
+    }
+    if (functions.e)
+        usi_os_unmap(functions.e, functions.bytes);
+    if (lines.u)
+        usi_os_unmap(lines.u, lines.bytes);
 }

@@ -33,6 +33,12 @@ void usi_symbols_end(struct usi_symbols_cache *cache); /* NULL: nothing */
  * through usi_os_runtime_freeres). Reads the dynamic linker's list without its lock: only
  * where no other thread runs. */
 void usi_symbols_keep_objects(struct usi_symbols_cache *cache);
+/* What usi_symbols_describe writes for address vaddr (in the file's own terms) of the ELF
+ * file image[0 .. size), with debug[0 .. debug_size) as its separate debug file (NULL: none),
+ * the object named "object": for the fuzzer (tests/fuzz/fuzz_symbols.c), which feeds it
+ * files of any content. */
+void usi_symbols_describe_image(const void *image, size_t size, const void *debug,
+                                size_t debug_size, uint64_t vaddr, char *buf, size_t len);
 #ifdef USLAB_ASSERTS
 extern unsigned long usi_symbols_files_mapped;  /* test builds: files mapped so far */
 extern unsigned long usi_symbols_line_programs; /* test builds: line programs run so far */
