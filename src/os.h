@@ -258,9 +258,6 @@ int usi_os_on_signal_stack(void);
  * cannot tell. Once not 0, the answer is kept without asking again (a filter is never
  * removed). */
 int usi_os_seccomp_mode(void);
-/* What usi_os_seccomp_mode has learnt so far (an earlier question found a filter), without
- * asking: 0 when nothing is known. */
-int usi_os_seccomp_known(void);
 /* Strict seccomp mode (read, write, exit and sigreturn only; the kernel kills for anything
  * else) was found by usi_os_seccomp_mode: from then on uslab makes no optional system call
  * (design §12): no unit-tag table, no purge, no trim; the functions below that make them

@@ -1139,11 +1139,6 @@ static USI_NOINLINE int status_seccomp(void)
     return mode;
 }
 
-int usi_os_seccomp_known(void)
-{
-    return __atomic_load_n(&seccomp_filtered, __ATOMIC_RELAXED);
-}
-
 int usi_os_seccomp_mode(void)
 {
     int known = __atomic_load_n(&seccomp_filtered, __ATOMIC_RELAXED);
@@ -1518,7 +1513,7 @@ extern void __libc_freeres(void);
 int usi_os_runtime_freeres(void (*before)(void *), void *arg)
 {
     /* No system call under a seccomp filter (a sandbox may kill for the open of /proc). */
-    if (!in_last || usi_os_quiet() || usi_os_seccomp_known() || usi_os_seccomp_mode() != 0)
+    if (!in_last || usi_os_quiet() || usi_os_seccomp_mode() != 0)
         return 0;
     /* Alone, or with uslab's own purger thread, which uses none of what is freed (a fork
      * child inherits the count, not the thread: alone then). */
