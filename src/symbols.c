@@ -958,10 +958,17 @@ static const char *program_path(struct usi_symbols_cache *c)
     return c->program[0] ? c->program : NULL;
 }
 
-/* The loaded object obj's program headers in memory, read from the ELF header at the start
- * of its mapping, and their number (*n), or NULL. */
+/* The loaded object obj's program headers in memory and their number (*n), or NULL: the
+ * program's where the kernel put them (AT_PHDR: the dynamic linker's table may cover only
+ * part of a static-pie program), a library's after the ELF header its mapping starts with. */
 static const elf_program_header *loaded_headers(const struct dl_find_object *obj, size_t *n)
 {
+    const char *name = obj->dlfo_link_map->l_name;
+    if (!name || !name[0]) {
+        *n = getauxval(AT_PHNUM);
+        return getauxval(AT_PHENT) == sizeof(elf_program_header) ? (const void *)getauxval(AT_PHDR)
+                                                                 : NULL;
+    }
     const unsigned char *start = obj->dlfo_map_start;
     size_t size = (size_t)((const unsigned char *)obj->dlfo_map_end - start);
     const elf_header *h = obj->dlfo_map_start;
@@ -975,19 +982,20 @@ static const elf_program_header *loaded_headers(const struct dl_find_object *obj
 }
 
 /* Whether the file e is the loaded object obj: the same build id, or, where the object has
- * none, the same program headers (a program rebuilt since it started is not read). */
+ * none, the same program headers (a program rebuilt since it started is not read). A note
+ * is read in memory only inside a loadable segment's file bytes, which are mapped. */
 static int is_loaded(const struct elf_image *e, const struct dl_find_object *obj)
 {
-    size_t n = 0;
+    size_t n = 0, id_len = 0;
     const elf_program_header *ph = loaded_headers(obj, &n);
     const unsigned char *id = NULL, *file_id;
-    uintptr_t start = (uintptr_t)obj->dlfo_map_start, end = (uintptr_t)obj->dlfo_map_end;
-    size_t id_len = 0;
-    for (size_t i = 0; ph && i < n && !id_len; i++) {
-        uintptr_t at = obj->dlfo_link_map->l_addr + ph[i].p_vaddr;
-        if (ph[i].p_type == PT_NOTE && at >= start && at <= end && ph[i].p_memsz <= end - at)
-            id_len = notes_build_id((const void *)at, ph[i].p_memsz, &id);
-    }
+    for (size_t i = 0; ph && i < n && !id_len; i++)
+        for (size_t k = 0; ph[i].p_type == PT_NOTE && k < n && !id_len; k++)
+            if (ph[k].p_type == PT_LOAD && ph[i].p_vaddr >= ph[k].p_vaddr &&
+                ph[i].p_vaddr - ph[k].p_vaddr <= ph[k].p_filesz &&
+                ph[i].p_memsz <= ph[k].p_filesz - (ph[i].p_vaddr - ph[k].p_vaddr))
+                id_len = notes_build_id((const void *)(obj->dlfo_link_map->l_addr + ph[i].p_vaddr),
+                                        ph[i].p_memsz, &id);
     if (id_len)
         return build_id(e, &file_id) == id_len && memcmp(file_id, id, id_len) == 0;
     return ph && e->header->e_phnum == n &&
