@@ -76,6 +76,14 @@ void usi_debug_capture(void)
 {
     pending.depth = usi_unwind_stack(pending.stack, TRACK_DEPTH);
 }
+
+void usi_debug_capture_put(const struct uslab_cache *c)
+{
+    if (c->debug != USI_DEBUG_U)
+        usi_debug_capture();
+    else
+        pending.depth = UINT32_MAX; /* none: a report captures its own */
+}
 static struct {
     unsigned letters;
     char globs[256]; /* comma-separated, copied from the environment */
@@ -115,6 +123,8 @@ void usi_debug_read_options(void)
                         set->name, v, bad, set->def_text);
     if (globs)
         snprintf(dbg.globs, sizeof dbg.globs, "%s", globs);
+    if (dbg.letters & USI_DEBUG_U)
+        dbg.letters |= USI_DEBUG_FREED;
     if (dbg.leaks) /* a leak report needs the allocation stacks */
         dbg.letters |= USI_DEBUG_U;
     usi_debug_enabled = dbg.letters != 0;
@@ -310,6 +320,8 @@ void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj
                     c->tail_offset - c->obj_offset - c->size);
     }
     out("INFO: detected in\n");
+    if (pending.depth == UINT32_MAX) /* no stack was taken before the lock */
+        usi_debug_capture();
     print_stack(pending.stack, pending.depth);
     out("%s", rule);
     usi_symbols_end(names);
@@ -343,7 +355,7 @@ void usi_debug_own_allocations(int delta)
 
 static void record(struct track *t)
 {
-    t->depth = own_allocations ? 0 : pending.depth;
+    t->depth = own_allocations || pending.depth > TRACK_DEPTH ? 0 : pending.depth;
     memcpy(t->stack, pending.stack, t->depth * sizeof(void *));
     t->when_ms = usi_os_now_ms();
     t->tid = own_allocations ? OWN_TID : usi_os_gettid();
@@ -506,7 +518,7 @@ void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot)
         ((unsigned char *)obj)[c->size - 1] = POISON_END;
     }
     t->state = STATE_FREE;
-    if (c->debug & USI_DEBUG_U)
+    if (c->debug & USI_DEBUG_FREED)
         record(&t->free);
     USI_VG_NOACCESS(obj, c->size);
     if (c->debug & USI_DEBUG_T)

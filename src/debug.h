@@ -14,7 +14,12 @@
 
 #pragma GCC visibility push(hidden)
 
-/* The letters' bits USI_DEBUG_F, _Z, _P, _U, _T come from the letter table (settings.h). */
+/* The letters' bits USI_DEBUG_F, _Z, _P, _U, _T come from the letter table (settings.h).
+ * Beside them, in a cache's `debug`: U asked by USLAB_DEBUG also records free stacks
+ * (USI_DEBUG_FREED); U alone is USLAB_LEAKS's, whose report shows allocation stacks only, so
+ * a free there unwinds nothing (a malloc/free pair under USLAB_LEAKS=1: 3,930 -> 2,636
+ * instructions; docs/benchmarks.md, session 86). */
+#define USI_DEBUG_FREED    0x100u
 #define USI_CACHE_INTERNAL 0x8000u /* flag of uslab's own caches: never debugged */
 /* Flag of the malloc classes: running out of slab memory leaves errno alone (malloc falls
  * back to the system allocator, and a successful malloc must not change errno). */
@@ -41,6 +46,10 @@ void usi_debug_layout(struct uslab_cache *c);
 void usi_debug_own_allocations(int delta);
 /* Records the caller's stack for the hooks below; called before the cache lock is taken. */
 void usi_debug_capture(void);
+/* The same before objects of c go back to their slabs, where c records free stacks or a
+ * check of c may report; else (USLAB_LEAKS's U alone) none, and a report there unwinds at
+ * once. */
+void usi_debug_capture_put(const struct uslab_cache *c);
 /* Slab-layer hooks for debug caches, under cache->lock. */
 void usi_debug_on_alloc(struct uslab_cache *c, struct usi_slab *s, char *slot);
 void usi_debug_on_free(struct uslab_cache *c, struct usi_slab *s, char *slot);

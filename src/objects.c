@@ -313,7 +313,7 @@ static size_t put_raw_then(struct uslab_cache *c, size_t n, void *const *objs,
                            void (*locked)(struct uslab_cache *, void *), void *arg)
 {
     if (USI_UNLIKELY(c->debug))
-        usi_debug_capture();
+        usi_debug_capture_put(c);
     struct usi_slab *release = NULL;
     usi_lock(&c->lock);
     int was_pending = c->purge_pending;

@@ -101,8 +101,9 @@ const struct usi_setting usi_settings_table[USI_SETTING_COUNT] = {
                            "largest first, after a summary line; `json`: the same as JSON. "
                            "Either turns on `U` tracking in every cache, whatever "
                            "`USLAB_DEBUG`'s globs select: no magazines, and a stack unwound "
-                           "at every malloc and free (a tight malloc/free loop of 16-byte "
-                           "blocks runs 40 to 70 times slower)",
+                           "at every allocation (free stacks only where `USLAB_DEBUG` asks "
+                           "for `U`; a tight malloc/free loop of 16-byte blocks runs 30 to "
+                           "40 times slower)",
                            NULL},
     [USI_SETTING_LEAKS_EXITCODE] = {"USLAB_LEAKS_EXITCODE", USI_SETTING_KIND_NUMBER, 0, "0", 0, 255,
                                     "a process whose leak report (`USLAB_LEAKS`, or `U`) lists "

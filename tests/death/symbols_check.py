@@ -28,6 +28,10 @@ Usage: symbols_check.py CHECK PROGRAM PRELOAD SOURCE [REFERENCE [OTHER]]
               global name
   double_free USLAB_DEBUG=F: the BUG report's stack names double_free_static and the line
               of the second free
+  double_free_leaks
+              the same under USLAB_LEAKS=1 alone, whose tracking records no free stacks: the
+              report has the allocation's stack and no "Freed in", and its "detected in" is
+              unwound by the report itself (no stack was taken before the free)
   corrupt     copies of PROGRAM with random bytes overwritten after its loaded segments
               (section headers, symbol and string tables, DWARF: what only the symboliser
               reads): each must still run, report its leaks and exit 0 (no fault)
@@ -273,8 +277,9 @@ def main():
                 if p.returncode != 0 or BIG not in p.stderr:
                     fail("damaged copy %d: status %d" % (variant, p.returncode), p.stderr)
         print("ok: 60 damaged copies reported their leaks")
-    elif check == "double_free":
-        p = run(program, preload, "double_free", {"USLAB_DEBUG": "F"})
+    elif check in ("double_free", "double_free_leaks"):
+        env = {"USLAB_DEBUG": "F"} if check == "double_free" else {"USLAB_LEAKS": "1"}
+        p = run(program, preload, "double_free", env)
         if p.returncode != -signal.SIGABRT:
             fail("expected SIGABRT, got status %d" % p.returncode, p.stderr)
         if "BUG malloc-48: Object already free" not in p.stderr:
@@ -283,6 +288,9 @@ def main():
         got = first_frame_after(p.stderr, "INFO: detected in")
         if got != want:
             fail("expected %r, got %r" % (want, got), p.stderr)
+        if check == "double_free_leaks" and ("Freed in" in p.stderr or
+                                             "INFO: Allocated in" not in p.stderr):
+            fail("expected the allocation's stack and no free stack", p.stderr)
         print("ok: %s" % got)
     elif check == "signal":
         want = "    bad_free_in_handler (%s:%d)\n" % (src, site_line(source, "bad_free"))
