@@ -82,8 +82,9 @@ void usi_debug_capture_put(const struct uslab_cache *c)
     if (c->debug != USI_DEBUG_U)
         usi_debug_capture();
     else
-        pending.depth = UINT32_MAX; /* none: a report captures its own */
+        pending.depth = 0; /* none: a report captures its own */
 }
+
 static struct {
     unsigned letters;
     char globs[256]; /* comma-separated, copied from the environment */
@@ -320,7 +321,7 @@ void usi_debug_report(struct uslab_cache *c, struct usi_slab *s, const void *obj
                     c->tail_offset - c->obj_offset - c->size);
     }
     out("INFO: detected in\n");
-    if (pending.depth == UINT32_MAX) /* no stack was taken before the lock */
+    if (pending.depth == 0) /* none was taken before the lock (usi_debug_capture_put) */
         usi_debug_capture();
     print_stack(pending.stack, pending.depth);
     out("%s", rule);
@@ -355,7 +356,7 @@ void usi_debug_own_allocations(int delta)
 
 static void record(struct track *t)
 {
-    t->depth = own_allocations || pending.depth > TRACK_DEPTH ? 0 : pending.depth;
+    t->depth = own_allocations ? 0 : pending.depth;
     memcpy(t->stack, pending.stack, t->depth * sizeof(void *));
     t->when_ms = usi_os_now_ms();
     t->tid = own_allocations ? OWN_TID : usi_os_gettid();
