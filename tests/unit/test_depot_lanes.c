@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_depot_lanes.c - a depot's lanes (design §4, "Lanes"): a thread takes back the full and
+ * test_depot_lanes.c - a depot's lanes (design §4, "Depot"): a thread takes back the full and
  * the empty magazines it gave to the depot before any another thread gave after it, and
  * another thread's when it has none left; every lane's magazines count, are found by free's
  * double-free lookup, and go back to the slabs in a drain. Deterministic: the other thread
