@@ -7,8 +7,8 @@
  * Spans come from per-order free lists, then from a bump pointer over the reservation,
  * then by splitting a larger free span; with USLAB_HUGE_PAGES=1, past 16 MiB, dense ones
  * from chunks of huge pages (thp_take). Alignment gaps left by the bump pointer are put on
- * the smaller orders' free lists, so no address space is lost. Free-list links live in a
- * side array (usi_pagemap.link), never in the purged span, so a free span stays unbacked.
+ * the smaller orders' free lists, so no address space is lost. Free-list links live in the
+ * spans' header records (span_link), never in the purged span, so a free span stays unbacked.
  * A freed span always reads as zero when reused, even where the kernel refuses to purge it
  * (span_discard).
  */
@@ -110,18 +110,18 @@ static inline uint32_t unit_of(uintptr_t addr)
 #define INITIAL_RESERVE ((size_t)2 << 20)  /* reserved at first; also the least step */
 #define COMMIT_AHEAD    ((size_t)4 << 20)  /* the most committed beyond a new span */
 
-/* The side arrays, indexed by unit: page map, free-span links and unit tags (read/write
- * as reserved, MAP_NORESERVE: resident only where written), slab headers and bitmaps
- * (PROT_NONE until the bump pointer commits their spans). Each sits in a hole found for
- * the whole range's worth and is mapped only as far as the reservation, in whole pages. */
-enum { SIDE_MAP, SIDE_LINK, SIDE_TAGS, SIDE_META, SIDE_BITS, NSIDES };
-static const size_t side_unit[NSIDES] = {sizeof(uintptr_t), sizeof(uint32_t), sizeof(uint16_t),
-                                         USI_SLAB_META_BYTES, USI_SLAB_BITS_BYTES};
+/* The side arrays, indexed by unit: page map and unit tags (read/write as reserved,
+ * MAP_NORESERVE: resident only where written), slab headers (with the span links) and
+ * bitmaps (PROT_NONE until the bump pointer commits their spans). Each sits in a hole found
+ * for the whole range's worth and is mapped only as far as the reservation, in whole pages;
+ * each is a mapping every fork copies (design §2). */
+enum { SIDE_MAP, SIDE_TAGS, SIDE_META, SIDE_BITS, NSIDES };
+static const size_t side_unit[NSIDES] = {sizeof(uintptr_t), sizeof(uint16_t), USI_SLAB_META_BYTES,
+                                         USI_SLAB_BITS_BYTES};
 static char *side_base[NSIDES];
 static size_t side_len[NSIDES]; /* bytes mapped, a multiple of the page size */
 #define SIDE_PER_UNIT                                                                              \
-    (sizeof(uintptr_t) + sizeof(uint32_t) + sizeof(uint16_t) + USI_SLAB_META_BYTES +               \
-     USI_SLAB_BITS_BYTES)
+    (sizeof(uintptr_t) + sizeof(uint16_t) + USI_SLAB_META_BYTES + USI_SLAB_BITS_BYTES)
 
 static inline size_t page_up(size_t n)
 {
@@ -292,7 +292,6 @@ int usi_pages_init(void)
     __atomic_store_n(&pages.reserved, first, __ATOMIC_RELAXED);
     usi_pagemap.base = (uintptr_t)base;
     usi_pagemap.map = (uintptr_t *)side_base[SIDE_MAP];
-    usi_pagemap.link = (uint32_t *)side_base[SIDE_LINK];
     usi_pagemap.tags = (uint16_t *)side_base[SIDE_TAGS];
     usi_pagemap.meta = side_base[SIDE_META];
     usi_pagemap.bits = (uint64_t *)side_base[SIDE_BITS];
@@ -301,11 +300,18 @@ int usi_pages_init(void)
     return 0;
 }
 
+/* Unit u's span link (pages.h): unit index + 1 of the next free span of its order (0: the
+ * end), or THP_LINK | chunk. Its record is read/write: such a span was committed. */
+static inline uint32_t *span_link(uint32_t u)
+{
+    return (uint32_t *)(usi_pagemap.meta + (size_t)u * USI_SLAB_META_BYTES + USI_SPAN_LINK_AT);
+}
+
 /* Push and pop on the free list of an order (pages.lock held). */
 static void span_push(uintptr_t addr, unsigned order)
 {
     uint32_t u = unit_of(addr);
-    usi_pagemap.link[u] = pages.free_head[order];
+    *span_link(u) = pages.free_head[order];
     pages.free_head[order] = u + 1;
 }
 
@@ -314,7 +320,7 @@ static uintptr_t span_pop(unsigned order)
     uint32_t head = pages.free_head[order];
     if (!head)
         return 0;
-    pages.free_head[order] = usi_pagemap.link[head - 1];
+    pages.free_head[order] = *span_link(head - 1);
     return usi_pagemap.base + ((uintptr_t)(head - 1) << USI_UNIT_SHIFT);
 }
 
@@ -555,14 +561,14 @@ static uintptr_t thp_take(unsigned order)
     thp_set_used(i, thp_run(n));
     thp.split[i] = 0;
     for (uint32_t u = 0; u < THP_UNITS; u++)
-        usi_pagemap.link[thp.unit[i] + u] = THP_LINK | i;
+        *span_link(thp.unit[i] + u) = THP_LINK | i;
     return c;
 }
 
 /* The chunk of a span being freed, or -1: not a chunk's. */
 static int thp_chunk_of(uintptr_t span)
 {
-    uint32_t link = usi_pagemap.link[unit_of(span)];
+    uint32_t link = *span_link(unit_of(span));
     return link & THP_LINK ? (int)(link & ~THP_LINK) : -1;
 }
 

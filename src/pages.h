@@ -29,7 +29,6 @@ struct usi_pagemap {
     uintptr_t base; /* start of the reserved range, 8 MiB aligned */
     size_t nunits;  /* units reserved so far; 0 before initialisation */
     uintptr_t *map; /* nunits entries: (slab | cache id) or 0 */
-    uint32_t *link; /* nunits entries: free-span list links (unit index + 1, 0 = end) */
     uint16_t *tags; /* nunits entries: unit tags (above) */
     char *meta;     /* nunits records of USI_SLAB_META_BYTES: slab headers (slab.c) */
     uint64_t *bits; /* nunits * USI_SLAB_BITS_BYTES: slab allocation bitmaps (slab.c) */
@@ -43,8 +42,10 @@ extern struct usi_pagemap usi_pagemap;
  * its units, which are contiguous. Both arrays are reserved PROT_NONE as far as the range
  * is and made read/write together with the spans they describe (the bump pointer's commit),
  * so they cost memory only where slabs are and are never touched by mlockall elsewhere.
+ * From USI_SPAN_LINK_AT a record is the pages layer's: a free span's list link (pages.c).
  */
 #define USI_SLAB_META_BYTES 128
+#define USI_SPAN_LINK_AT    120 /* a record's offset of the pages layer's span link */
 #define USI_SLAB_BITS_BYTES 512 /* 4096 objects of 16 bytes per unit */
 #define USI_MIN_STRIDE      16  /* the smallest object slot of any cache */
 _Static_assert(USI_SLAB_BITS_BYTES * 8 * USI_MIN_STRIDE == USI_UNIT_SIZE,

@@ -17,7 +17,8 @@
 
 /* The slab header, struct usi_slab, with its invariants, is in descriptor.h: the debug layer
  * reads it too. Its record in the pages layer's side array holds it: */
-_Static_assert(sizeof(struct usi_slab) <= USI_SLAB_META_BYTES, "a slab header fits its record");
+_Static_assert(sizeof(struct usi_slab) <= USI_SPAN_LINK_AT,
+               "a slab header fits its record, below the span link");
 
 /* The slab of a non-zero page-map entry: usi_pages_meta of its span, whose offset from
  * the unit-aligned base is whole units, so the id below a unit drops out of the shift. */
