@@ -17,11 +17,19 @@
 #   filled a class at a time too (tcache.c, fill_offsets); budget 165,000 -> 150,000.
 #   Session 74: faults 207-211 against 170-172 (least of 11 under ctest), and a run of
 #   ctest -j2 over budget at 42: budget 42 -> 46.
+# - mappings (lines of /proc/self/maps, natively): fails when uslab adds more than
+#   BUDGET_START_MAPPINGS to glibc's. Every fork copies each mapping with its page tables,
+#   and mappings far apart cost a fork 3 to 5 us each on a 2-core VM (docs/benchmarks.md, "A
+#   fork's fixed cost is the side arrays' mappings"). Session 87: 34 against 24, the library's
+#   six, the range and its four side arrays (the free-span links no longer a fifth). Checked
+#   only where the kernel has guard markers (Linux 6.13): without them every guard page of
+#   uslab's internal slabs splits the range.
 set -euo pipefail
 loop=$1
 preload=$2
 extra=${BUDGET_START_EXTRA:-150000}
 fault_extra=${BUDGET_START_FAULTS:-46}
+map_extra=${BUDGET_START_MAPPINGS:-10}
 command -v valgrind >/dev/null || { echo "valgrind is not installed"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -57,4 +65,16 @@ verdict=ok
 if [ "$u" -gt $((g + fault_extra)) ]; then verdict="OVER BUDGET"; status=1; fi
 printf 'its page faults: uslab %d, glibc %d (budget: glibc + %d) %s\n' "$u" "$g" "$fault_extra" \
     "$verdict"
+env LD_PRELOAD="$preload" "$loop" maps >"$tmp/stdout" || { cat "$tmp/stdout"; exit 1; }
+u=$(sed -n 's/^mappings=//p' "$tmp/stdout")
+markers=$(sed -n 's/^guard_markers=//p' "$tmp/stdout")
+"$loop" maps >"$tmp/stdout" || { cat "$tmp/stdout"; exit 1; }
+g=$(sed -n 's/^mappings=//p' "$tmp/stdout")
+if [ "$markers" = 1 ]; then
+    verdict=ok
+    if [ "$u" -gt $((g + map_extra)) ]; then verdict="OVER BUDGET"; status=1; fi
+else
+    verdict="not checked: no guard markers in this kernel"
+fi
+printf 'its mappings: uslab %d, glibc %d (budget: glibc + %d) %s\n' "$u" "$g" "$map_extra" "$verdict"
 exit $status
