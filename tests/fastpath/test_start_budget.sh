@@ -22,9 +22,8 @@
 #   and mappings far apart cost a fork 3 to 5 us each on a 2-core VM (docs/benchmarks.md, "A
 #   fork's fixed cost is the side arrays' mappings"). Session 87: 34 against 24: the library's
 #   files and bss, the range and its four side arrays (the free-span links no longer a fifth;
-#   35 with them, over budget). Checked
-#   only where the kernel has guard markers (Linux 6.13): without them every guard page of
-#   uslab's internal slabs splits the range.
+#   35 with them, over budget). Checked only where the kernel has guard markers (Linux 6.13):
+#   without them every guard page of uslab's internal slabs splits the range.
 set -euo pipefail
 loop=$1
 preload=$2
