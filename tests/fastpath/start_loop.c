@@ -6,13 +6,16 @@
  * With the argument `maps`, also its mappings (the lines of /proc/self/maps, which every
  * fork copies with their page tables) and whether the kernel has guard markers (without
  * them uslab's guard pages are mappings of their own); not in the runs that count
- * instructions and faults, whose numbers it would change.
+ * instructions and faults, whose numbers it would change. With `fork`, it first forks a
+ * child that mallocs and frees a block and exits, and waits for it (test_hot_text.sh: the
+ * code a fork runs in the parent and the child).
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* The lines of /proc/self/maps, read without stdio (which would allocate a buffer). */
@@ -44,6 +47,16 @@ static int guard_markers(void)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && argv[1][0] == 'f') {
+        pid_t pid = fork();
+        if (pid == 0) {
+            free(malloc(100));
+            _exit(0);
+        }
+        int status;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0)
+            return 1;
+    }
     void *p[20];
     for (int i = 0; i < 20; i++) {
         size_t n = (size_t)16 << (i % 9);

@@ -6,9 +6,9 @@
 # resident in every process (136-144 KiB of text, 206-214 KB of the library in a process that
 # mallocs 20 blocks), and as one block at the start of the text it is the 64 KiB that one fault
 # maps (the library 152 KB: session 89).
-# Runs start_loop (a short process), thread_loop (threads made, used and joined, some alive
-# at once) and fastpath_loop (an object cache's life besides malloc) under callgrind with the
-# preload library, and fails
+# Runs start_loop (a short process, also with a fork), thread_loop (threads made, used and
+# joined, some alive at once) and fastpath_loop (an object cache's life besides malloc) under
+# callgrind with the preload library, and fails
 # - on every function of the library they run that lies outside the block, naming it (it goes
 #   on its file's line of src/hot.list), and
 # - when the block ends more than BUDGET_HOT_BYTES (64 KiB) past the start of the library's
@@ -49,13 +49,15 @@ executed() { # executed <callgrind file>
         /^fn=/ { if (cur) run[id] = 1 }
         END { for (id in run) print name[id] }' "$1"
 }
-for run in "$start_loop" "$thread_loop 40" "$thread_loop 8 64" "$fastpath_loop 100 32"; do
+for run in "$start_loop" "$start_loop fork" "$thread_loop 40" "$thread_loop 8 64" \
+    "$fastpath_loop 100 32"; do
+    rm -f "$tmp"/out.*
     # shellcheck disable=SC2086 # the run's arguments
-    env LD_PRELOAD="$preload" valgrind --tool=callgrind --demangle=no \
-        --callgrind-out-file="$tmp/out" $run >"$tmp/stdout" 2>"$tmp/err" ||
+    env LD_PRELOAD="$preload" valgrind --tool=callgrind --demangle=no --trace-children=yes \
+        --callgrind-out-file="$tmp/out.%p" $run >"$tmp/stdout" 2>"$tmp/err" ||
         { cat "$tmp/err"; exit 1; }
     grep -qx ok "$tmp/stdout" || { cat "$tmp/stdout" "$tmp/err"; exit 1; }
-    executed "$tmp/out" >>"$tmp/names"
+    for out in "$tmp"/out.*; do executed "$out" >>"$tmp/names"; done # a fork child's too
 done
 sort -u "$tmp/names" -o "$tmp/names"
 
