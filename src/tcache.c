@@ -8,7 +8,7 @@
  * with the depot, then go to the slab layer.
  *
  * A thread's cache is one mapping: header + pairs[npairs], indexed by cache id. Until its
- * first slow path a thread points at `sentinel`, whose pairs all hold the empty magazine.
+ * first slow path a thread points at `sentinel`, whose pairs are all blank.
  * Thread exit (a pthread key destructor) moves the magazines to their depots.
  *
  * The slow paths run user callbacks (constructors, destructors, reclaim) only as their last
@@ -38,7 +38,11 @@
 #define SENTINEL_PAIRS (USI_RESERVED_IDS + 1)
 
 /* The sentinel is a thread cache followed by its pairs, statically initialised; placing a
- * struct with a flexible array member inside another is a GNU C extension (gcc, clang). */
+ * struct with a flexible array member inside another is a GNU C extension (gcc, clang). Its
+ * pairs are blank (pair_is_blank), as a fresh thread cache's are: both fast paths miss on
+ * them, and every slow path makes the thread a cache of its own first (tcache_get). Blank,
+ * they hold no pointer for the loader to relocate: 388 relocations fewer, 9 KiB of the
+ * library's first mapping. */
 #ifdef __clang__
 #pragma clang diagnostic ignored "-Wgnu-variable-sized-type-not-at-end"
 #endif
@@ -49,12 +53,6 @@ static struct {
     .tc = {.lock = USI_MUTEX_INIT,
            .pairs_bytes = SENTINEL_PAIRS * sizeof(struct usi_magpair),
            .npairs = SENTINEL_PAIRS},
-    .pairs = {[0 ... SENTINEL_PAIRS - 1] = {.top = usi_mag_empty.objs,
-                                            .base = usi_mag_empty.objs,
-                                            .limit = usi_mag_empty.objs,
-                                            .prev = &usi_mag_empty,
-                                            .lattice = 0,
-                                            .lattice_bound = 0}},
 };
 
 __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec"))) = &sentinel.tc;

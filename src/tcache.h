@@ -102,8 +102,9 @@ struct usi_tcache {
 _Static_assert((USI_RESERVED_IDS + 1) * sizeof(struct usi_magpair) <= UINT16_MAX,
                "unit tags and usi_tcache_size_offsets[] hold pair offsets in 16 bits");
 
-/* The calling thread's cache; a static sentinel whose magazines are all empty (capacity 0)
- * until the thread's first slow path. Every fast path therefore needs no NULL check. */
+/* The calling thread's cache; a static sentinel whose pairs are all blank (both fast paths
+ * miss on them) until the thread's first slow path. Every fast path therefore needs no
+ * NULL check. */
 extern __thread struct usi_tcache *usi_tls __attribute__((tls_model("initial-exec")));
 
 /* size -> offset of the malloc class's pair from pairs[0], for sizes up to USI_SMALL_MAX,
