@@ -5,7 +5,7 @@
 # mapping where that is nearer), so code spread over the library's text made nearly all of it
 # resident in every process (136-144 KiB of text, 206-214 KB of the library in a process that
 # mallocs 20 blocks), and as one block at the start of the text it is the 64 KiB that one fault
-# maps (the library 152 KB: session 89).
+# maps (the library 143 KB: session 89).
 # Runs start_loop (a short process, also with a fork), thread_loop (threads made, used and
 # joined, some alive at once) and fastpath_loop (an object cache's life besides malloc) under
 # callgrind with the preload library, and fails
